@@ -1,0 +1,162 @@
+// Package config holds Tollgate's configuration: the YAML schema (DESIGN.md §4), strict
+// loading with ${VAR} expansion, defaults, environment overrides and validation.
+//
+// A loaded *Config is immutable; reloads build a new one.
+package config
+
+import "time"
+
+// Action is what governance does with a tool call.
+type Action string
+
+const (
+	ActionForward Action = "forward"
+	ActionApprove Action = "approve"
+	ActionDeny    Action = "deny"
+	ActionPolicy  Action = "policy"
+)
+
+// Sync approval modes for clients that do not use tasks (DESIGN.md §3).
+const (
+	SyncApprovalError   = "error"
+	SyncApprovalPromote = "promote"
+	SyncApprovalBlock   = "block"
+)
+
+// Config is the whole configuration file, schema 1.
+type Config struct {
+	Schema                  int                 `yaml:"schema"`
+	Sources                 []Source            `yaml:"sources"`
+	Governance              Governance          `yaml:"governance"`
+	Approval                map[string]Workflow `yaml:"approval"`
+	Approvers               []Approver          `yaml:"approvers"`
+	Cedar                   Cedar               `yaml:"cedar"`
+	TaskAnnotationOverrides Overrides           `yaml:"task_annotation_overrides"`
+	Tasks                   Tasks               `yaml:"tasks"`
+	Server                  Server              `yaml:"server"`
+	Audit                   Audit               `yaml:"audit"`
+	Telemetry               Telemetry           `yaml:"telemetry"`
+
+	// Path is the file the config was loaded from ("" when parsed from bytes).
+	// Relative policy paths are resolved against its directory.
+	Path string `yaml:"-"`
+}
+
+// Source is the one upstream MCP server Tollgate fronts.
+type Source struct {
+	ID   string `yaml:"id"`
+	Kind string `yaml:"kind"` // "mcp"
+	URL  string `yaml:"url"`
+	// ConnectTimeout bounds dialing the upstream (default 5s).
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+}
+
+// Governance is the ordered rule list plus the fallback action.
+type Governance struct {
+	Defaults Defaults `yaml:"defaults"`
+	Rules    []Rule   `yaml:"rules"`
+}
+
+// Defaults apply when no rule matches.
+type Defaults struct {
+	Action   Action `yaml:"action"`   // default forward
+	Approval string `yaml:"approval"` // workflow for a default approve (default "default")
+}
+
+// Rule matches tool names with a glob; first match wins.
+type Rule struct {
+	Match    string `yaml:"match"`
+	Action   Action `yaml:"action"`
+	Approval string `yaml:"approval"`  // workflow name for approve (and policy → approve); default "default"
+	PolicyID string `yaml:"policy_id"` // passed to Cedar in context.policy_id for action: policy
+}
+
+// Workflow is one named approval workflow (approval.<name>).
+type Workflow struct {
+	Destination  Destination `yaml:"destination"`
+	Timeout      Duration    `yaml:"timeout"`    // default 10m
+	OnTimeout    string      `yaml:"on_timeout"` // deny (default) | approve
+	RedactFields []string    `yaml:"redact_fields"`
+}
+
+// Destination says where approvers are asked.
+type Destination struct {
+	Type string `yaml:"type"` // console (default) | webhook | slack | elicitation
+	URL  string `yaml:"url"`  // webhook / slack
+}
+
+// Approver maps a bearer token (read from an env var) to a name.
+type Approver struct {
+	Name     string `yaml:"name"`
+	TokenEnv string `yaml:"token_env"`
+}
+
+// Cedar lists the policy files for action: policy.
+type Cedar struct {
+	Policies []string `yaml:"policies"`
+	Schema   string   `yaml:"schema"`
+}
+
+// Overrides force annotations regardless of rules.
+type Overrides struct {
+	ForceRequired []string `yaml:"force_required"`
+}
+
+// Tasks configures Tollgate-owned tasks.
+type Tasks struct {
+	DefaultTTL   Duration `yaml:"default_ttl"`   // default 10m (TOLLGATE_TASK_DEFAULT_TTL_MS)
+	MaxTTL       Duration `yaml:"max_ttl"`       // default 24h (TOLLGATE_TASK_MAX_TTL_MS)
+	PollInterval Duration `yaml:"poll_interval"` // advertised pollInterval, default 2s
+	SyncApproval string   `yaml:"sync_approval"` // error (default) | promote | block
+	PromoteAfter Duration `yaml:"promote_after"` // 0 = off
+	Retention    Duration `yaml:"retention"`     // keep finished tasks at least this long past TTL end; default 0
+	Store        Store    `yaml:"store"`
+	Quotas       Quotas   `yaml:"quotas"`
+}
+
+// Store selects the task store backend.
+type Store struct {
+	Type string `yaml:"type"` // memory (default) | file | redis
+	Path string `yaml:"path"` // file store
+	URL  string `yaml:"url"`  // redis://…
+}
+
+// Quotas bound what callers can hold (DESIGN.md §3).
+type Quotas struct {
+	MaxPendingPerOwner int   `yaml:"max_pending_per_owner"` // default 100
+	MaxPendingTotal    int   `yaml:"max_pending_total"`     // default 10000
+	MaxArgumentBytes   int64 `yaml:"max_argument_bytes"`    // per task, default 1 MiB
+	MaxStoredBytes     int64 `yaml:"max_stored_bytes"`      // all pending tasks, default 256 MiB
+}
+
+// Server holds listener and transport settings (none of these can change on reload).
+type Server struct {
+	Listen             string   `yaml:"listen"`               // default 127.0.0.1:7467 (TOLLGATE_LISTEN)
+	AdminListen        string   `yaml:"admin_listen"`         // default 127.0.0.1:7469 (TOLLGATE_ADMIN_LISTEN)
+	AllowedOrigins     []string `yaml:"allowed_origins"`      // browser Origins allowed in addition to loopback ones
+	AllowedHosts       []string `yaml:"allowed_hosts"`        // Host headers allowed besides loopback and the listen address
+	MaxBodyBytes       int64    `yaml:"max_body_bytes"`       // default 4 MiB
+	SyncForwardTimeout Duration `yaml:"sync_forward_timeout"` // default 60s (TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS)
+	RequestTimeout     Duration `yaml:"request_timeout"`      // non-tool JSON replies, default 60s
+	ShutdownTimeout    Duration `yaml:"shutdown_timeout"`     // drain bound, default 10s
+	ToolsFetchTimeout  Duration `yaml:"tools_fetch_timeout"`  // default 30s (TOLLGATE_TOOLS_FETCH_TIMEOUT_MS)
+	ToolsMaxPages      int      `yaml:"tools_max_pages"`      // default 100 (TOLLGATE_TOOLS_MAX_PAGES)
+}
+
+// Audit configures the append-only audit log.
+type Audit struct {
+	Path string `yaml:"path"` // "" or "-" = stderr
+}
+
+// Telemetry configures tracing export (off by default).
+type Telemetry struct {
+	OTLPEndpoint string  `yaml:"otlp_endpoint"`
+	ServiceName  string  `yaml:"service_name"`
+	SampleRatio  float64 `yaml:"sample_ratio"`
+}
+
+// Duration is a time.Duration written in YAML as "10m", "1h30m" or "250ms".
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
