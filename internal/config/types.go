@@ -40,6 +40,9 @@ type Config struct {
 	// Path is the file the config was loaded from ("" when parsed from bytes).
 	// Relative policy paths are resolved against its directory.
 	Path string `yaml:"-"`
+
+	// meta is set by Parse: key lines, env-set paths; nil for configs built in code.
+	meta *meta
 }
 
 // Source is the one upstream MCP server Tollgate fronts.

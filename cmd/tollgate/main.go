@@ -1,0 +1,288 @@
+// Command tollgate is a governance gateway for one MCP server (DESIGN.md §4).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	configs "github.com/tollgate-mcp/tollgate/config"
+	"github.com/tollgate-mcp/tollgate/internal/approval"
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/demo"
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/server"
+	"github.com/tollgate-mcp/tollgate/policies"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `Tollgate — a governance gateway for one MCP server.
+
+Usage:
+  tollgate [run] [--config FILE]      run the gateway (default)
+  tollgate demo                       run the gateway in front of a built-in demo MCP server
+  tollgate validate --config FILE     check a configuration (rules, workflows, Cedar policies)
+  tollgate approvals list|show ID|approve ID|reject ID [--reason R] [--json]
+  tollgate version
+
+Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "run":
+		return cmdRun(ctx, args, stderr)
+	case "demo":
+		return cmdDemo(ctx, args, stdout, stderr)
+	case "validate":
+		return cmdValidate(args, stdout, stderr)
+	case "approvals":
+		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "tollgate", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "tollgate: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+}
+
+func newLogger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if v := os.Getenv("TOLLGATE_LOG_LEVEL"); v != "" {
+		if err := lvl.UnmarshalText([]byte(v)); err != nil {
+			return nil, fmt.Errorf("TOLLGATE_LOG_LEVEL=%q: want debug, info, warn or error", v)
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func configFlag(name string, args []string, stderr io.Writer) (string, bool) {
+	fl := flag.NewFlagSet(name, flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	path := fl.String("config", "", "configuration file")
+	if err := fl.Parse(args); err != nil {
+		return "", false
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "tollgate %s: unexpected arguments %q\n", name, fl.Args())
+		return "", false
+	}
+	return *path, true
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
+	flagPath, ok := configFlag("run", args, stderr)
+	if !ok {
+		return 2
+	}
+	log, err := newLogger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return 2
+	}
+	path, err := config.Resolve(flagPath, os.Getenv, exists)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return 2
+	}
+	cfg, err := config.Load(path, os.LookupEnv)
+	if err != nil {
+		// NF-002.1: a config that does not load stops the start with every problem listed.
+		fmt.Fprintf(stderr, "tollgate: invalid configuration %s:\n%s\n", path, indent(err))
+		return 1
+	}
+	return serve(ctx, cfg, server.Options{Logger: log, Version: version}, nil)
+}
+
+// serve runs a server until ctx ends; SIGHUP reloads the configuration.
+func serve(ctx context.Context, cfg *config.Config, o server.Options, started func(*server.Server)) int {
+	srv, err := server.New(cfg, o)
+	if err != nil {
+		o.Logger.Error("startup failed", "error", err.Error())
+		return 1
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				srv.Reload()
+			}
+		}
+	}()
+	if started != nil {
+		started(srv)
+	}
+	if err := srv.Run(ctx); err != nil {
+		o.Logger.Error("server stopped", "error", err.Error())
+		return 1
+	}
+	return 0
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	flagPath, ok := configFlag("validate", args, stderr)
+	if !ok {
+		return 2
+	}
+	path, err := config.Resolve(flagPath, os.Getenv, exists)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate validate:", err)
+		return 2
+	}
+	cfg, err := config.Load(path, os.LookupEnv)
+	if err == nil {
+		// Compile what a running gateway would: globs and Cedar policies (with positions).
+		_, err = governance.Build(cfg, nil)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid\n%s\n", path, indent(err))
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d rules, %d workflows, %d policy files)\n", path,
+		len(cfg.Governance.Rules), len(cfg.Approval), len(cfg.Cedar.Policies))
+	return 0
+}
+
+func indent(err error) string {
+	var b strings.Builder
+	for _, line := range strings.Split(err.Error(), "\n") {
+		b.WriteString("  - ")
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// cmdDemo runs the built-in demo MCP server and the gateway in front of it with the embedded
+// config/demo.yaml (the files are written to a temporary directory so hot reload works on them).
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "tollgate demo: takes no arguments (set TOLLGATE_LISTEN / TOLLGATE_ADMIN_LISTEN to move it)\n")
+		return 2
+	}
+	log, err := newLogger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate:", err)
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "tollgate-demo-")
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate demo:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := writeDemoFiles(dir); err != nil {
+		fmt.Fprintln(stderr, "tollgate demo:", err)
+		return 1
+	}
+	d := demo.New()
+	upURL, stopDemo, err := d.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate demo: starting the demo MCP server:", err)
+		return 1
+	}
+	defer stopDemo(context.Background())
+
+	token := os.Getenv("TOLLGATE_ADMIN_TOKEN")
+	if token == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		token = hex.EncodeToString(b[:])
+	}
+	env := func(k string) (string, bool) {
+		switch k {
+		case "TOLLGATE_UPSTREAM_URL":
+			return upURL, true
+		case "TOLLGATE_ADMIN_TOKEN":
+			return token, true
+		}
+		return os.LookupEnv(k)
+	}
+	cfgPath := filepath.Join(dir, "config", "demo.yaml")
+	cfg, err := config.Load(cfgPath, env)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate demo: embedded config invalid:\n%s\n", indent(err))
+		return 1
+	}
+	return serve(ctx, cfg, server.Options{Logger: log, Version: version, LookupEnv: env}, func(s *server.Server) {
+		fmt.Fprintf(stdout, `Tollgate demo is running.
+
+  MCP endpoint     http://%[1]s/mcp      (point your MCP client here)
+  Approval console http://%[2]s/approvals
+  Admin API        http://%[2]s/api/v1/approvals
+  Admin token      %[3]s
+  Demo upstream    %[4]s
+  Config           %[5]s (edit it: Tollgate reloads on save)
+
+Try it from another shell:
+  export TOLLGATE_ADMIN_URL=http://%[2]s TOLLGATE_ADMIN_TOKEN=%[3]s
+  tollgate approvals list
+Rules: read_*/list_* forward, delete_* need approval, drop_* denied, transfer_* decided by Cedar.
+Stop with Ctrl-C.
+`, s.MCPAddr(), s.AdminAddr(), token, upURL, cfgPath)
+	})
+}
+
+// writeDemoFiles lays out config/demo.yaml and policies/*.cedar under dir, as in the repo, so
+// the config's relative policy paths resolve.
+func writeDemoFiles(dir string) error {
+	copyFS := func(src fs.FS, sub string, match func(string) bool) error {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+		return fs.WalkDir(src, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !match(p) {
+				return err
+			}
+			b, err := fs.ReadFile(src, p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, sub, p), b, 0o644)
+		})
+	}
+	if err := copyFS(configs.FS, "config", func(p string) bool { return p == "demo.yaml" }); err != nil {
+		return err
+	}
+	if err := copyFS(policies.FS, "policies", func(p string) bool { return strings.HasSuffix(p, ".cedar") }); err != nil {
+		return err
+	}
+	if !exists(filepath.Join(dir, "config", "demo.yaml")) {
+		return errors.New("embedded demo.yaml missing")
+	}
+	return nil
+}

@@ -1,0 +1,460 @@
+// Package approval is the human side of Tollgate's approval workflow: the admin approvals HTTP
+// API (DESIGN.md §4), the `tollgate approvals` CLI client that talks to it, and redaction of
+// tool arguments shown to approvers.
+package approval
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/audit"
+	"github.com/tollgate-mcp/tollgate/internal/config"
+)
+
+// Tasks is what the approvals API needs from the task manager (*tasks.Manager).
+type Tasks interface {
+	Lookup(ctx context.Context, id string) (*Task, error)
+	ListAll(ctx context.Context, f Filter) ([]*Task, error)
+	Approve(ctx context.Context, id, approver, reason string) (*Task, error)
+	Reject(ctx context.Context, id, approver, reason string) (*Task, error)
+}
+
+// Options configures the approvals API.
+type Options struct {
+	// Workflow looks up an approval workflow in the current config snapshot (for
+	// redact_fields). Nil, or a workflow that no longer exists, redacts the whole arguments.
+	Workflow func(name string) (config.Workflow, bool)
+	Logger   *slog.Logger // nil = slog.Default()
+}
+
+const (
+	// MaxBodyBytes bounds a decision request body.
+	MaxBodyBytes = 64 << 10
+	// MaxReasonBytes bounds a decision reason; it ends up in the audit log and notifications.
+	MaxReasonBytes = 4 << 10
+	// DefaultListLimit and MaxListLimit bound GET /api/v1/approvals (?limit=N).
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// View is the JSON form of an approval request. It never carries the owner id (an MCP session
+// id is capability-like), only its short hash, and arguments are redacted per workflow.
+type View struct {
+	TaskID           string          `json:"taskId"`
+	Tool             string          `json:"tool"`
+	Arguments        json.RawMessage `json:"arguments"`
+	ArgsHash         string          `json:"argsHash"`
+	Workflow         string          `json:"workflow,omitempty"`
+	Accelerated      bool            `json:"accelerated,omitempty"`
+	State            string          `json:"state"`
+	Status           string          `json:"status"`
+	StatusMessage    string          `json:"statusMessage,omitempty"`
+	RequestedBy      string          `json:"requestedBy,omitempty"`
+	Owner            string          `json:"owner,omitempty"`
+	CreatedAt        time.Time       `json:"createdAt"`
+	UpdatedAt        time.Time       `json:"updatedAt"`
+	ApprovalDeadline *time.Time      `json:"approvalDeadline,omitempty"`
+	ExpiresAt        *time.Time      `json:"expiresAt,omitempty"`
+	Decision         *DecisionView   `json:"decision,omitempty"`
+	Failure          *FailureView    `json:"failure,omitempty"`
+}
+
+// DecisionView is the standing decision on an approval.
+type DecisionView struct {
+	Approved bool      `json:"approved"`
+	By       string    `json:"by"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// FailureView names why a task failed. The message is left out: an upstream error message may
+// quote the (unredacted) arguments.
+type FailureView struct {
+	Code int    `json:"code"`
+	Name string `json:"name,omitempty"`
+}
+
+// ListResponse is the body of GET /api/v1/approvals.
+type ListResponse struct {
+	Approvals []View `json:"approvals"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// ErrorResponse is the body of every error reply. Approval is the standing state on 409.
+type ErrorResponse struct {
+	Error    string `json:"error"`
+	Message  string `json:"message"`
+	Approval *View  `json:"approval,omitempty"`
+}
+
+type handler struct {
+	tasks Tasks
+	auth  Authenticator
+	opts  Options
+	log   *slog.Logger
+	mux   *http.ServeMux
+}
+
+type approverKey struct{}
+
+// NewHandler returns the approvals API. Mount it on the admin mux for both
+// "/api/v1/approvals" and "/api/v1/approvals/"; it matches full paths itself.
+func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
+	h := &handler{tasks: t, auth: auth, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	h.mux.HandleFunc("GET /api/v1/approvals", h.list)
+	h.mux.HandleFunc("GET /api/v1/approvals/{taskId}", h.show)
+	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/approve", h.decide(true))
+	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/reject", h.decide(false))
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	token, present := bearerToken(r)
+	name, ok := "", false
+	if present && h.auth != nil {
+		name, ok = h.auth.Approver(token)
+	}
+	if !ok {
+		// RFC 6750 §3: no error code when no credentials were sent.
+		challenge := "Bearer"
+		if present {
+			challenge = `Bearer error="invalid_token"`
+			h.log.Warn("admin API: rejected bearer token", "remote", r.RemoteAddr, "path", r.URL.Path)
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid admin bearer token is required (Authorization: Bearer <token>)", nil)
+		return
+	}
+	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), approverKey{}, name)))
+}
+
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", r.Header.Get("Authorization") != ""
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, true
+}
+
+// statusGroups maps ?status= keywords to the task states they cover. "approved" additionally
+// requires an approving decision (accelerated tasks never had one). Internal state names are
+// accepted as well.
+var statusGroups = map[string][]State{
+	"pending":  {AwaitingApproval},
+	"approved": {Approved, Executing, Completed, Failed},
+	"rejected": {Rejected},
+}
+
+var allStates = []State{AwaitingApproval, Approved, Executing, Completed, Failed, Rejected, Expired, TimedOut, Cancelled}
+
+type statusFilter struct {
+	all      bool
+	states   map[State]bool // states accepted unconditionally
+	approved map[State]bool // states accepted only with an approving decision
+}
+
+func parseStatus(values []string) (statusFilter, error) {
+	f := statusFilter{states: map[State]bool{}, approved: map[State]bool{}}
+	n := 0
+	for _, v := range values {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.ToLower(strings.TrimSpace(s))
+			if s == "" {
+				continue
+			}
+			n++
+			switch {
+			case s == "all":
+				f.all = true
+			case s == "approved":
+				for _, st := range statusGroups[s] {
+					f.approved[st] = true
+				}
+			case statusGroups[s] != nil:
+				for _, st := range statusGroups[s] {
+					f.states[st] = true
+				}
+			case slices.Contains(allStates, State(s)):
+				f.states[State(s)] = true
+			default:
+				return f, fmt.Errorf("unknown status %q; use pending, approved, rejected, all or a task state (%s)", s, joinStates())
+			}
+		}
+	}
+	if n == 0 {
+		f.states[AwaitingApproval] = true
+	}
+	return f, nil
+}
+
+func joinStates() string {
+	s := make([]string, len(allStates))
+	for i, st := range allStates {
+		s[i] = string(st)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (f statusFilter) match(t *Task) bool {
+	if t.Accelerated {
+		return false // never awaited a human; not an approval request
+	}
+	if f.all || f.states[t.State] {
+		return true
+	}
+	return f.approved[t.State] && t.Decision != nil && t.Decision.Approved
+}
+
+// query is the manager filter covering f, and whether f needs no post-filtering.
+func (f statusFilter) query() (Filter, bool) {
+	if f.all {
+		return Filter{IncludeFinished: true}, false
+	}
+	var q Filter
+	for _, st := range allStates {
+		if f.states[st] || f.approved[st] {
+			q.States = append(q.States, st)
+			q.IncludeFinished = q.IncludeFinished || st.Terminal()
+		}
+	}
+	return q, len(f.approved) == 0
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	qv := r.URL.Query()
+	f, err := parseStatus(qv["status"])
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error(), nil)
+		return
+	}
+	limit := DefaultListLimit
+	if s := qv.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxListLimit {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be an integer from 1 to %d", MaxListLimit), nil)
+			return
+		}
+		limit = n
+	}
+	q, exact := f.query()
+	if exact {
+		q.Limit = limit + 1 // one more tells whether the list is truncated
+	}
+	ts, err := h.tasks.ListAll(r.Context(), q)
+	if err != nil {
+		h.internalError(w, "list approvals", err)
+		return
+	}
+	ts = slices.DeleteFunc(ts, func(t *Task) bool { return t == nil || !f.match(t) })
+	slices.SortFunc(ts, func(a, b *Task) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
+	resp := ListResponse{Approvals: make([]View, 0, min(len(ts), limit))}
+	if len(ts) > limit {
+		ts, resp.Truncated = ts[:limit], true
+	}
+	for _, t := range ts {
+		resp.Approvals = append(resp.Approvals, h.view(t))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (h *handler) show(w http.ResponseWriter, r *http.Request) {
+	t, err := h.tasks.Lookup(r.Context(), r.PathValue("taskId"))
+	if err != nil {
+		h.taskError(w, r.PathValue("taskId"), "look up", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h.view(t))
+}
+
+func (h *handler) decide(approve bool) http.HandlerFunc {
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("taskId")
+		approver, _ := r.Context().Value(approverKey{}).(string)
+		reason, status, err := readReason(w, r)
+		if err != nil {
+			writeError(w, status, http.StatusText(status), err.Error(), nil)
+			return
+		}
+		if !approve && reason == "" {
+			writeError(w, http.StatusBadRequest, "reason_required", `a reason is required to reject: send {"reason": "..."}`, nil)
+			return
+		}
+		var t *Task
+		if approve {
+			t, err = h.tasks.Approve(r.Context(), id, approver, reason)
+		} else {
+			t, err = h.tasks.Reject(r.Context(), id, approver, reason)
+		}
+		if err != nil {
+			h.taskError(w, id, verb, err)
+			return
+		}
+		h.log.Info("approval decided", "task", id, "tool", t.Tool, "approver", approver, "approved", approve)
+		writeJSON(w, http.StatusOK, h.view(t))
+	}
+}
+
+// readReason reads the optional {"reason": "..."} body strictly: unknown fields, trailing data
+// and oversized bodies are errors. An empty body means no reason.
+func readReason(w http.ResponseWriter, r *http.Request) (string, int, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return "", http.StatusRequestEntityTooLarge, fmt.Errorf("request body exceeds %d bytes", MaxBodyBytes)
+		}
+		return "", http.StatusBadRequest, fmt.Errorf("reading request body: %w", err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "", 0, nil
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return "", http.StatusBadRequest, fmt.Errorf(`body must be JSON {"reason": "..."}: %w`, err)
+	}
+	if dec.More() {
+		return "", http.StatusBadRequest, errors.New(`body must be a single JSON object {"reason": "..."}`)
+	}
+	reason := strings.TrimSpace(body.Reason)
+	if len(reason) > MaxReasonBytes {
+		return "", http.StatusBadRequest, fmt.Errorf("reason exceeds %d bytes", MaxReasonBytes)
+	}
+	return reason, 0, nil
+}
+
+func (h *handler) taskError(w http.ResponseWriter, id, op string, err error) {
+	if ce, ok := errors.AsType[*ConflictError](err); ok {
+		var v *View
+		msg := fmt.Sprintf("task %s is no longer awaiting approval", id)
+		if ce.Task != nil {
+			vv := h.view(ce.Task)
+			v = &vv
+			if d := ce.Task.Decision; d != nil {
+				msg = fmt.Sprintf("task %s was already %s by %s", id, decisionWord(d.Approved), d.By)
+			} else {
+				msg = fmt.Sprintf("task %s is no longer awaiting approval (state %s)", id, ce.Task.State)
+			}
+		}
+		writeError(w, http.StatusConflict, "conflict", msg, v)
+		return
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("task %s not found", id), nil)
+	case errors.Is(err, ErrSelfApproval):
+		writeError(w, http.StatusForbidden, "self_approval", "the requester of a call cannot decide on it", nil)
+	default:
+		h.internalError(w, op+" task "+id, err)
+	}
+}
+
+func decisionWord(approved bool) string {
+	if approved {
+		return "approved"
+	}
+	return "rejected"
+}
+
+func (h *handler) internalError(w http.ResponseWriter, op string, err error) {
+	h.log.Error("admin API: "+op+" failed", "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log", nil)
+}
+
+func (h *handler) view(t *Task) View {
+	v := View{
+		TaskID:        t.ID,
+		Tool:          t.Tool,
+		Arguments:     h.redact(t),
+		ArgsHash:      t.ArgsHash,
+		Workflow:      t.Workflow,
+		Accelerated:   t.Accelerated,
+		State:         string(t.State),
+		Status:        t.State.Wire(),
+		StatusMessage: t.StatusMessage,
+		RequestedBy:   t.RequestedBy,
+		Owner:         audit.OwnerHash(t.Owner),
+		CreatedAt:     t.CreatedAt.UTC(),
+		UpdatedAt:     t.UpdatedAt.UTC(),
+	}
+	if !t.ApprovalDeadline.IsZero() {
+		d := t.ApprovalDeadline.UTC()
+		v.ApprovalDeadline = &d
+	}
+	if t.TTL > 0 {
+		e := t.CreatedAt.Add(t.TTL).UTC()
+		v.ExpiresAt = &e
+	}
+	if d := t.Decision; d != nil {
+		v.Decision = &DecisionView{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At.UTC()}
+	}
+	if e := t.Error; e != nil {
+		v.Failure = &FailureView{Code: e.Code, Name: e.Name()}
+	}
+	return v
+}
+
+// redact applies the task's workflow redact_fields. Without a workflow ("" = accelerated
+// forward, no approval) nothing is hidden; when the workflow cannot be found (removed by a
+// reload, or no lookup wired) the whole arguments are hidden, failing closed.
+func (h *handler) redact(t *Task) json.RawMessage {
+	args := t.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		return redactedJSON // would break the whole response; and cannot be redacted by path
+	}
+	if t.Workflow == "" {
+		return args
+	}
+	if h.opts.Workflow == nil {
+		return redactedJSON
+	}
+	wf, ok := h.opts.Workflow(t.Workflow)
+	if !ok {
+		return redactedJSON
+	}
+	return Redact(args, wf.RedactFields)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal","message":"encoding response failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, v *View) {
+	code = strings.ReplaceAll(strings.ToLower(code), " ", "_")
+	writeJSON(w, status, ErrorResponse{Error: code, Message: msg, Approval: v})
+}

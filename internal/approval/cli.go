@@ -1,0 +1,376 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode"
+)
+
+// DefaultAdminURL is where the CLI finds the admin API without TOLLGATE_ADMIN_URL.
+const DefaultAdminURL = "http://127.0.0.1:7469"
+
+// CLI exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const cliUsage = `usage: tollgate approvals <command> [flags]
+
+commands:
+  list [--status S] [--limit N]   list approval requests (default status: pending;
+                                  S: pending, approved, rejected, all, or a task state)
+  show ID                         show one approval request
+  approve ID [--reason R]         approve a pending request
+  reject ID --reason R            reject a pending request (a reason is required)
+
+flags (any command):
+  --json                          print the API's JSON instead of a table
+
+environment:
+  TOLLGATE_ADMIN_URL    admin API base URL (default ` + DefaultAdminURL + `)
+  TOLLGATE_ADMIN_TOKEN  approver bearer token
+`
+
+// cliTimeout bounds one API call; the admin API answers at once (it never waits for tasks).
+const cliTimeout = 30 * time.Second
+
+// RunCLI runs `tollgate approvals …`; args excludes "approvals". It returns the exit code:
+// 0 ok, 1 API or connection error, 2 usage error.
+func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, cliUsage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	if cmd == "help" || cmd == "-h" || cmd == "--help" || cmd == "-help" {
+		fmt.Fprint(stdout, cliUsage)
+		return exitOK
+	}
+
+	fs := flag.NewFlagSet("tollgate approvals "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "print JSON")
+	var reason, status *string
+	var limit *int
+	wantID := true
+	switch cmd {
+	case "list":
+		wantID = false
+		status = fs.String("status", "", "status filter")
+		limit = fs.Int("limit", 0, "maximum number of approvals")
+	case "show":
+	case "approve", "reject":
+		reason = fs.String("reason", "", "reason for the decision")
+	default:
+		return usageError(stderr, fmt.Sprintf("unknown command %q", cmd))
+	}
+	pos, err := parseInterspersed(fs, rest)
+	if err != nil {
+		return usageError(stderr, err.Error())
+	}
+	var id string
+	switch {
+	case wantID && len(pos) != 1:
+		return usageError(stderr, fmt.Sprintf("%s needs exactly one task ID", cmd))
+	case !wantID && len(pos) != 0:
+		return usageError(stderr, fmt.Sprintf("%s takes no arguments, got %q", cmd, pos))
+	case wantID:
+		id = pos[0]
+		if id == "" || strings.ContainsAny(id, "/?#") {
+			return usageError(stderr, fmt.Sprintf("invalid task ID %q", id))
+		}
+	}
+	if cmd == "reject" && strings.TrimSpace(*reason) == "" {
+		return usageError(stderr, "reject needs --reason")
+	}
+
+	c, err := newClient(getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
+	defer cancel()
+
+	var body []byte
+	switch cmd {
+	case "list":
+		q := url.Values{}
+		if *status != "" {
+			q.Set("status", *status)
+		}
+		if *limit != 0 {
+			q.Set("limit", fmt.Sprint(*limit))
+		}
+		path := "/api/v1/approvals"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		body, err = c.do(ctx, http.MethodGet, path, nil)
+	case "show":
+		body, err = c.do(ctx, http.MethodGet, "/api/v1/approvals/"+url.PathEscape(id), nil)
+	default:
+		req, _ := json.Marshal(map[string]string{"reason": *reason})
+		body, err = c.do(ctx, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(id)+"/"+cmd, req)
+	}
+	if err != nil {
+		if ae, ok := errors.AsType[*apiError](err); ok && *asJSON && len(ae.body) > 0 {
+			writeRaw(stdout, ae.body)
+		}
+		fmt.Fprintln(stderr, "error:", sanitize(err.Error()))
+		return exitError
+	}
+	if *asJSON {
+		writeRaw(stdout, body)
+		return exitOK
+	}
+
+	switch cmd {
+	case "list":
+		var lr ListResponse
+		if err := json.Unmarshal(body, &lr); err != nil {
+			fmt.Fprintln(stderr, "error: unexpected response from admin API:", err)
+			return exitError
+		}
+		printList(stdout, lr)
+	default:
+		var v View
+		if err := json.Unmarshal(body, &v); err != nil {
+			fmt.Fprintln(stderr, "error: unexpected response from admin API:", err)
+			return exitError
+		}
+		if cmd != "show" {
+			fmt.Fprintf(stdout, "%s %s (%s)\n", pastTense(cmd), sanitize(v.TaskID), sanitize(v.Tool))
+		}
+		printView(stdout, v)
+	}
+	return exitOK
+}
+
+func usageError(stderr io.Writer, msg string) int {
+	fmt.Fprintf(stderr, "error: %s\n\n%s", msg, cliUsage)
+	return exitUsage
+}
+
+func pastTense(cmd string) string {
+	if cmd == "approve" {
+		return "approved"
+	}
+	return "rejected"
+}
+
+// parseInterspersed parses flags before and after positional arguments ("approve ID --reason
+// R" and "approve --reason R ID" both work); "--" ends flag parsing.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		// flag stops after consuming "--" or at the first non-flag argument.
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+type client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+func newClient(getenv func(string) string) (*client, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	base := strings.TrimSpace(getenv("TOLLGATE_ADMIN_URL"))
+	if base == "" {
+		base = DefaultAdminURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("TOLLGATE_ADMIN_URL %q is not an http(s) URL", base)
+	}
+	return &client{
+		base:  strings.TrimRight(base, "/"),
+		token: strings.TrimSpace(getenv("TOLLGATE_ADMIN_TOKEN")),
+		http:  &http.Client{Timeout: cliTimeout},
+	}, nil
+}
+
+// apiError is a non-2xx reply of the admin API.
+type apiError struct {
+	status int
+	resp   ErrorResponse
+	body   []byte
+}
+
+func (e *apiError) Error() string {
+	switch {
+	case e.status == http.StatusConflict && e.resp.Approval != nil && e.resp.Approval.Decision != nil:
+		d := e.resp.Approval.Decision
+		s := fmt.Sprintf("already decided: %s by %s at %s", decisionWord(d.Approved), d.By, d.At.Format(time.RFC3339))
+		if d.Reason != "" {
+			s += fmt.Sprintf(" (reason: %s)", d.Reason)
+		}
+		return s
+	case e.resp.Message != "":
+		return fmt.Sprintf("%s (HTTP %d)", e.resp.Message, e.status)
+	}
+	return fmt.Sprintf("admin API answered HTTP %d %s", e.status, http.StatusText(e.status))
+}
+
+func (c *client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("cannot reach the Tollgate admin API at %s: connection refused (is tollgate running? set TOLLGATE_ADMIN_URL)", c.base)
+		}
+		// Do's error names the URL (never the token, which travels in a header).
+		return nil, fmt.Errorf("cannot reach the Tollgate admin API at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading admin API response from %s: %w", c.base, err)
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		if c.token == "" {
+			return nil, errors.New("admin token rejected: set TOLLGATE_ADMIN_TOKEN (it is empty)")
+		}
+		return nil, errors.New("admin token rejected: set TOLLGATE_ADMIN_TOKEN")
+	}
+	if resp.StatusCode/100 != 2 {
+		ae := &apiError{status: resp.StatusCode, body: b}
+		_ = json.Unmarshal(b, &ae.resp)
+		return nil, ae
+	}
+	return b, nil
+}
+
+func writeRaw(w io.Writer, b []byte) {
+	b = bytes.TrimRight(b, "\n")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func printList(w io.Writer, lr ListResponse) {
+	if len(lr.Approvals) == 0 {
+		fmt.Fprintln(w, "no approvals")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK ID\tTOOL\tWORKFLOW\tSTATE\tREQUESTED BY\tCREATED\tDEADLINE")
+	for _, v := range lr.Approvals {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(v.TaskID), cell(v.Tool), cell(v.Workflow), cell(v.State), cell(v.RequestedBy),
+			v.CreatedAt.Format(time.RFC3339), timeOrDash(v.ApprovalDeadline))
+	}
+	_ = tw.Flush()
+	if lr.Truncated {
+		fmt.Fprintln(w, "(more approvals exist; use --limit or --status to narrow)")
+	}
+}
+
+func printView(w io.Writer, v View) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, val string) { fmt.Fprintf(tw, "%s:\t%s\n", k, cell(val)) }
+	row("Task ID", v.TaskID)
+	row("Tool", v.Tool)
+	row("Workflow", v.Workflow)
+	row("State", v.State+" ("+v.Status+")")
+	if v.StatusMessage != "" {
+		row("Status message", v.StatusMessage)
+	}
+	row("Requested by", v.RequestedBy)
+	row("Owner", v.Owner)
+	row("Args hash", v.ArgsHash)
+	row("Created", v.CreatedAt.Format(time.RFC3339))
+	row("Approval deadline", timeOrDash(v.ApprovalDeadline))
+	row("Expires", timeOrDash(v.ExpiresAt))
+	if d := v.Decision; d != nil {
+		row("Decision", fmt.Sprintf("%s by %s at %s", decisionWord(d.Approved), d.By, d.At.Format(time.RFC3339)))
+		if d.Reason != "" {
+			row("Reason", d.Reason)
+		}
+	}
+	if f := v.Failure; f != nil {
+		row("Failure", fmt.Sprintf("%s (%d)", f.Name, f.Code))
+	}
+	_ = tw.Flush()
+	var args bytes.Buffer
+	if err := json.Indent(&args, v.Arguments, "  ", "  "); err != nil {
+		args.Reset()
+		args.Write(v.Arguments)
+	}
+	fmt.Fprintf(w, "Arguments:\n  %s\n", sanitizeMultiline(args.String()))
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+// cell makes a table cell safe: "-" for empty, control characters (terminal escapes, tabs and
+// newlines that would break the table) shown escaped. Tool names, reasons and arguments come
+// from callers and approvers and must not drive the operator's terminal.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return sanitize(s)
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// sanitizeMultiline is sanitize keeping newlines (json.Indent output).
+func sanitizeMultiline(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = sanitize(l)
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,147 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	aliceToken = "alice-token-0123456789"
+	bobToken   = "bob-token-abcdefghij"
+	carolToken = "carol-token-zyxwvut"
+	secretPW   = "hunter2-PLAINTEXT"
+	sessionID  = "session:7f3c9a1e5b2d4c6a8e0f"
+)
+
+// fakeTasks implements Tasks with the decision rules of tasks.Manager: first decision wins,
+// the requester cannot decide, unknown ids are not found.
+type fakeTasks struct {
+	mu      sync.Mutex
+	tasks   map[string]*Task
+	listErr error
+	lastQ   Filter
+}
+
+func newFake(ts ...*Task) *fakeTasks {
+	f := &fakeTasks{tasks: map[string]*Task{}}
+	for _, t := range ts {
+		f.tasks[t.ID] = t
+	}
+	return f
+}
+
+func clone(t *Task) *Task {
+	c := *t
+	if t.Decision != nil {
+		d := *t.Decision
+		c.Decision = &d
+	}
+	return &c
+}
+
+func (f *fakeTasks) Lookup(_ context.Context, id string) (*Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.tasks[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return clone(t), nil
+}
+
+func (f *fakeTasks) ListAll(_ context.Context, q Filter) ([]*Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastQ = q
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	var out []*Task
+	for _, t := range f.tasks {
+		if len(q.States) > 0 && !slices.Contains(q.States, t.State) {
+			continue
+		}
+		if !q.IncludeFinished && t.State.Terminal() {
+			continue
+		}
+		out = append(out, clone(t))
+	}
+	slices.SortFunc(out, func(a, b *Task) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+func (f *fakeTasks) decide(id, approver, reason string, approve bool) (*Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.tasks[id]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	if t.State != AwaitingApproval {
+		return nil, &ConflictError{Task: clone(t)}
+	}
+	if t.RequestedBy != "" && t.RequestedBy == approver {
+		return nil, ErrSelfApproval
+	}
+	t.Decision = &Decision{Approved: approve, By: approver, Reason: reason, At: t0.Add(time.Minute)}
+	t.State = Rejected
+	if approve {
+		t.State = Approved
+	}
+	t.UpdatedAt = t0.Add(time.Minute)
+	t.Version++
+	return clone(t), nil
+}
+
+func (f *fakeTasks) Approve(_ context.Context, id, approver, reason string) (*Task, error) {
+	return f.decide(id, approver, reason, true)
+}
+
+func (f *fakeTasks) Reject(_ context.Context, id, approver, reason string) (*Task, error) {
+	return f.decide(id, approver, reason, false)
+}
+
+var errBoom = errors.New("store exploded")
+
+func pendingTask(id string, age time.Duration) *Task {
+	return &Task{
+		ID:               id,
+		Owner:            sessionID,
+		SessionID:        "7f3c9a1e5b2d4c6a8e0f",
+		RequestedBy:      "carol",
+		Tool:             "delete_user",
+		Arguments:        json.RawMessage(`{"user":"bob","password":"` + secretPW + `","credentials":{"api_key":"` + secretPW + `","region":"eu"}}`),
+		ArgsHash:         "abc123",
+		Workflow:         "default",
+		State:            AwaitingApproval,
+		StatusMessage:    "Awaiting approval (default)",
+		CreatedAt:        t0.Add(-age),
+		UpdatedAt:        t0.Add(-age),
+		TTL:              time.Hour,
+		PollInterval:     2 * time.Second,
+		ApprovalDeadline: t0.Add(10*time.Minute - age),
+		Version:          1,
+	}
+}
+
+func testWorkflows(name string) (config.Workflow, bool) {
+	if name == "default" {
+		return config.Workflow{RedactFields: []string{"password", "credentials.api_key"}}, true
+	}
+	return config.Workflow{}, false
+}
+
+func testAuth() Authenticator {
+	return StaticTokens(map[string]string{aliceToken: "alice", bobToken: "bob", carolToken: "carol"})
+}

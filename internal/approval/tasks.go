@@ -1,0 +1,31 @@
+package approval
+
+import "github.com/tollgate-mcp/tollgate/internal/tasks"
+
+// The task manager's types, under short local names.
+type (
+	Task          = tasks.Task
+	State         = tasks.State
+	Decision      = tasks.Decision
+	Filter        = tasks.Filter
+	ConflictError = tasks.ConflictError
+)
+
+var (
+	ErrNotFound     = tasks.ErrNotFound
+	ErrSelfApproval = tasks.ErrSelfApproval
+)
+
+const (
+	AwaitingApproval = tasks.AwaitingApproval
+	Approved         = tasks.Approved
+	Executing        = tasks.Executing
+	Completed        = tasks.Completed
+	Failed           = tasks.Failed
+	Rejected         = tasks.Rejected
+	Expired          = tasks.Expired
+	TimedOut         = tasks.TimedOut
+	Cancelled        = tasks.Cancelled
+)
+
+var _ Tasks = (*tasks.Manager)(nil)

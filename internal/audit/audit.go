@@ -1,0 +1,242 @@
+// Package audit is Tollgate's append-only audit log: one JSON object per line for every
+// decision-relevant task transition (created, approved, rejected, timed out, executed, failed,
+// cancelled, expired).
+//
+// Events carry identifiers, hashes and approver names only. Tool arguments, headers, tokens and
+// raw owner/session ids never reach the log: owners appear as OwnerHash, arguments as the
+// task's ArgsHash.
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+)
+
+// Kind names what happened to a task.
+type Kind string
+
+const (
+	KindCreated   Kind = "created"
+	KindApproved  Kind = "approved"
+	KindRejected  Kind = "rejected"
+	KindTimedOut  Kind = "timed_out"
+	KindExecuted  Kind = "executed"
+	KindFailed    Kind = "failed"
+	KindCancelled Kind = "cancelled"
+	KindExpired   Kind = "expired"
+)
+
+// Event is one audit record. Owner must already be an OwnerHash; Error is a stable error name
+// and code, never an upstream message (which may echo arguments).
+type Event struct {
+	Time     time.Time `json:"time"`
+	Kind     Kind      `json:"kind"`
+	TaskID   string    `json:"task_id"`
+	Tool     string    `json:"tool,omitempty"`
+	Workflow string    `json:"workflow,omitempty"`
+	Owner    string    `json:"owner,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	ArgsHash string    `json:"args_hash,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// OwnerHash is the short, non-reversible form in which owners are shown and logged: owner ids
+// may be MCP session ids, which act as capabilities and must not be disclosed.
+func OwnerHash(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(owner))
+	return hex.EncodeToString(sum[:6])
+}
+
+// seenLimit bounds how many finished tasks are remembered to drop late or repeated callbacks.
+const seenLimit = 4096
+
+type seen struct {
+	state   State
+	version uint64
+}
+
+// Logger writes events as JSON lines. It is safe for concurrent use.
+type Logger struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closer io.Closer
+	log    *slog.Logger
+	failed bool // a write failed already (warn once)
+
+	// OnTaskChange bookkeeping: last state seen per task, and a FIFO of finished task ids.
+	seen     map[string]seen
+	finished []string
+}
+
+// New returns a Logger writing to w.
+func New(w io.Writer) *Logger {
+	return &Logger{w: w, log: slog.Default(), seen: make(map[string]seen)}
+}
+
+// Open returns a Logger appending to the file at path (created 0600 if missing); "" or "-"
+// means stderr.
+func Open(path string) (*Logger, error) {
+	if path == "" || path == "-" {
+		return New(os.Stderr), nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit log %q: %w", path, err)
+	}
+	l := New(f)
+	l.closer = f
+	return l, nil
+}
+
+// SetLogger sets where write failures are reported (default slog.Default()).
+func (l *Logger) SetLogger(log *slog.Logger) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if log != nil {
+		l.log = log
+	}
+}
+
+// Close closes the file opened by Open; it is a no-op for New and stderr.
+func (l *Logger) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closer == nil {
+		return nil
+	}
+	err := l.closer.Close()
+	l.closer = nil
+	return err
+}
+
+// Record writes e as one line. A zero Time is set to now (UTC).
+func (l *Logger) Record(e Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.record(e)
+}
+
+func (l *Logger) record(e Event) {
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	e.Time = e.Time.UTC()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil { // Encode appends the newline
+		return
+	}
+	// One Write per line so concurrent writers (O_APPEND) never interleave within a line.
+	if _, err := l.w.Write(buf.Bytes()); err != nil && !l.failed {
+		l.failed = true
+		l.log.Error("audit log write failed; further failures are not reported", "err", err)
+	}
+}
+
+// OnTaskChange maps a committed task transition to audit events; pass it to the task
+// manager's Subscribe. Repeated or out-of-order callbacks for a task (same state, or an older
+// store version) are ignored.
+func (l *Logger) OnTaskChange(t *Task) {
+	if t == nil || t.ID == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	prev, known := l.seen[t.ID]
+	if known && (t.State == prev.state || (t.Version != 0 && t.Version <= prev.version)) {
+		return
+	}
+	if known && prev.state.Terminal() {
+		return // a finished task does not change again
+	}
+	l.seen[t.ID] = seen{state: t.State, version: t.Version}
+	if t.State.Terminal() {
+		l.finished = append(l.finished, t.ID)
+		if len(l.finished) > seenLimit {
+			delete(l.seen, l.finished[0])
+			l.finished = l.finished[1:]
+		}
+	}
+
+	base := Event{
+		TaskID:   t.ID,
+		Tool:     t.Tool,
+		Workflow: t.Workflow,
+		Owner:    OwnerHash(t.Owner),
+		ArgsHash: t.ArgsHash,
+	}
+	// The first sighting of a waiting or accelerated task is its creation.
+	if !known && (t.State == AwaitingApproval || t.Accelerated) {
+		e := base
+		e.Kind, e.Time, e.Actor = KindCreated, t.CreatedAt, t.RequestedBy
+		l.record(e)
+	}
+
+	e := base
+	e.Time = t.UpdatedAt
+	switch t.State {
+	case Approved:
+		if t.Accelerated && t.Decision == nil {
+			return // accelerated approve (F-005.6): no human decision to record
+		}
+		e.Kind = KindApproved
+		decided(&e, t.Decision)
+	case Rejected:
+		e.Kind = KindRejected
+		decided(&e, t.Decision)
+	case TimedOut:
+		e.Kind = KindTimedOut
+		decided(&e, t.Decision)
+		if e.Actor == "" {
+			e.Actor = "system:on_timeout"
+		}
+	case Completed:
+		e.Kind = KindExecuted
+	case Failed:
+		e.Kind = KindFailed
+		e.Error = errorName(t)
+	case Cancelled:
+		e.Kind = KindCancelled
+	case Expired:
+		e.Kind = KindExpired
+	default: // AwaitingApproval, Executing: nothing to record beyond creation
+		return
+	}
+	l.record(e)
+}
+
+func decided(e *Event, d *Decision) {
+	if d == nil {
+		return
+	}
+	e.Actor, e.Reason = d.By, d.Reason
+	if !d.At.IsZero() {
+		e.Time = d.At
+	}
+}
+
+// errorName is the stable name and code of a task's error; the message is left out because an
+// upstream error message may quote the arguments.
+func errorName(t *Task) string {
+	if t.Error == nil {
+		return ""
+	}
+	if n := t.Error.Name(); n != "" {
+		return fmt.Sprintf("%s (%d)", n, t.Error.Code)
+	}
+	return fmt.Sprintf("code %d", t.Error.Code)
+}

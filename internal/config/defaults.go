@@ -1,0 +1,142 @@
+package config
+
+import "time"
+
+// Ports and listen addresses (DESIGN.md §4). Kubernetes manifests set 0.0.0.0 explicitly.
+const (
+	DefaultListenPort  = 7467
+	DefaultAdminPort   = 7469
+	DefaultListen      = "127.0.0.1:7467"
+	DefaultAdminListen = "127.0.0.1:7469"
+	DefaultAdminURL    = "http://127.0.0.1:7469"
+)
+
+// Defaults for keys left out of the file. A key that is present keeps its value,
+// so an explicit 0 where a positive value is needed is reported, not replaced.
+const (
+	DefaultMaxBodyBytes       int64 = 4 << 20
+	DefaultSyncForwardTimeout       = 60 * time.Second // REQ-CORE-007 §5.2
+	DefaultRequestTimeout           = 60 * time.Second
+	DefaultShutdownTimeout          = 10 * time.Second
+	DefaultToolsFetchTimeout        = 30 * time.Second
+	DefaultToolsMaxPages            = 100
+	DefaultConnectTimeout           = 5 * time.Second
+
+	DefaultTaskTTL      = 10 * time.Minute // REQ-CORE-007 §5.2: 600000 ms
+	DefaultTaskMaxTTL   = 24 * time.Hour   // REQ-CORE-007 §5.2: 86400000 ms
+	DefaultPollInterval = 2 * time.Second
+	DefaultSyncApproval = SyncApprovalError
+	DefaultStoreType    = StoreMemory
+
+	DefaultMaxPendingPerOwner       = 100
+	DefaultMaxPendingTotal          = 10000
+	DefaultMaxArgumentBytes   int64 = 1 << 20
+	DefaultMaxStoredBytes     int64 = 256 << 20
+
+	DefaultAction          = ActionForward
+	DefaultWorkflow        = "default"
+	DefaultWorkflowTimeout = 10 * time.Minute
+	DefaultOnTimeout       = OnTimeoutDeny
+	DefaultDestination     = DestinationConsole
+	DefaultLogLevel        = "info"
+	DefaultStoreFileName   = "tasks.db" // under TOLLGATE_DATA_DIR
+)
+
+// Enumerated values.
+const (
+	SourceKindMCP = "mcp"
+
+	StoreMemory = "memory"
+	StoreFile   = "file"
+	StoreRedis  = "redis"
+
+	OnTimeoutDeny    = "deny"
+	OnTimeoutApprove = "approve"
+
+	DestinationConsole     = "console"
+	DestinationWebhook     = "webhook"
+	DestinationSlack       = "slack"
+	DestinationElicitation = "elicitation"
+)
+
+// ApplyDefaults fills every unset (zero) setting with its default and adds the
+// "default" approval workflow when the config has none. Parse calls it for you;
+// it is exported for configs built in code.
+func (c *Config) ApplyDefaults() { c.applyDefaults(nil) }
+
+// applyDefaults sets defaults for zero fields whose YAML path is not in present.
+// present is nil for configs built in code: then every zero field is defaulted.
+func (c *Config) applyDefaults(present map[string]int) {
+	set := func(path string) bool { _, ok := present[path]; return ok }
+	dur := func(d *Duration, path string, def time.Duration) {
+		if *d == 0 && !set(path) {
+			*d = Duration(def)
+		}
+	}
+	str := func(s *string, path, def string) {
+		if *s == "" && !set(path) {
+			*s = def
+		}
+	}
+	i64 := func(v *int64, path string, def int64) {
+		if *v == 0 && !set(path) {
+			*v = def
+		}
+	}
+	num := func(v *int, path string, def int) {
+		if *v == 0 && !set(path) {
+			*v = def
+		}
+	}
+
+	for i := range c.Sources {
+		dur(&c.Sources[i].ConnectTimeout, idx("sources", i)+".connect_timeout", DefaultConnectTimeout)
+	}
+
+	g := &c.Governance
+	if g.Defaults.Action == "" && !set("governance.defaults.action") {
+		g.Defaults.Action = DefaultAction
+	}
+	str(&g.Defaults.Approval, "governance.defaults.approval", DefaultWorkflow)
+	for i := range g.Rules {
+		r := &g.Rules[i]
+		if r.Action == ActionApprove || r.Action == ActionPolicy {
+			str(&r.Approval, idx("governance.rules", i)+".approval", DefaultWorkflow)
+		}
+	}
+
+	if c.Approval == nil {
+		c.Approval = map[string]Workflow{}
+	}
+	if _, ok := c.Approval[DefaultWorkflow]; !ok {
+		c.Approval[DefaultWorkflow] = Workflow{}
+	}
+	for name, w := range c.Approval {
+		p := "approval." + name
+		str(&w.Destination.Type, p+".destination.type", DefaultDestination)
+		dur(&w.Timeout, p+".timeout", DefaultWorkflowTimeout)
+		str(&w.OnTimeout, p+".on_timeout", DefaultOnTimeout)
+		c.Approval[name] = w
+	}
+
+	t := &c.Tasks
+	dur(&t.DefaultTTL, "tasks.default_ttl", DefaultTaskTTL)
+	dur(&t.MaxTTL, "tasks.max_ttl", DefaultTaskMaxTTL)
+	dur(&t.PollInterval, "tasks.poll_interval", DefaultPollInterval)
+	str(&t.SyncApproval, "tasks.sync_approval", DefaultSyncApproval)
+	str(&t.Store.Type, "tasks.store.type", DefaultStoreType)
+	num(&t.Quotas.MaxPendingPerOwner, "tasks.quotas.max_pending_per_owner", DefaultMaxPendingPerOwner)
+	num(&t.Quotas.MaxPendingTotal, "tasks.quotas.max_pending_total", DefaultMaxPendingTotal)
+	i64(&t.Quotas.MaxArgumentBytes, "tasks.quotas.max_argument_bytes", DefaultMaxArgumentBytes)
+	i64(&t.Quotas.MaxStoredBytes, "tasks.quotas.max_stored_bytes", DefaultMaxStoredBytes)
+
+	s := &c.Server
+	str(&s.Listen, "server.listen", DefaultListen)
+	str(&s.AdminListen, "server.admin_listen", DefaultAdminListen)
+	i64(&s.MaxBodyBytes, "server.max_body_bytes", DefaultMaxBodyBytes)
+	dur(&s.SyncForwardTimeout, "server.sync_forward_timeout", DefaultSyncForwardTimeout)
+	dur(&s.RequestTimeout, "server.request_timeout", DefaultRequestTimeout)
+	dur(&s.ShutdownTimeout, "server.shutdown_timeout", DefaultShutdownTimeout)
+	dur(&s.ToolsFetchTimeout, "server.tools_fetch_timeout", DefaultToolsFetchTimeout)
+	num(&s.ToolsMaxPages, "server.tools_max_pages", DefaultToolsMaxPages)
+}

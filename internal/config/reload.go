@@ -1,0 +1,53 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+)
+
+// RestartRequired lists the YAML paths of settings that differ between old and new
+// but only take effect after a restart: listeners and transport (server.*), the
+// task store (tasks.store.*), the upstream URL (sources[0].url), and the audit log
+// and telemetry exporters, which are opened once at start. A reload still applies
+// everything else. Nil configs yield nil.
+func RestartRequired(old, new *Config) []string {
+	if old == nil || new == nil {
+		return nil
+	}
+	var out []string
+	out = diffFields(out, "server", reflect.ValueOf(old.Server), reflect.ValueOf(new.Server))
+	out = diffFields(out, "tasks.store", reflect.ValueOf(old.Tasks.Store), reflect.ValueOf(new.Tasks.Store))
+	var ou, nu string
+	if len(old.Sources) > 0 {
+		ou = old.Sources[0].URL
+	}
+	if len(new.Sources) > 0 {
+		nu = new.Sources[0].URL
+	}
+	if ou != nu {
+		out = append(out, "sources[0].url")
+	}
+	out = diffFields(out, "audit", reflect.ValueOf(old.Audit), reflect.ValueOf(new.Audit))
+	out = diffFields(out, "telemetry", reflect.ValueOf(old.Telemetry), reflect.ValueOf(new.Telemetry))
+	return out
+}
+
+// diffFields appends prefix.<yaml key> for each field of two structs that differs.
+// Walking the tags keeps the list complete as fields are added.
+func diffFields(out []string, prefix string, a, b reflect.Value) []string {
+	t := a.Type()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name == "" || name == "-" || !t.Field(i).IsExported() {
+			continue
+		}
+		x, y := a.Field(i), b.Field(i)
+		if x.Kind() == reflect.Slice && x.Len() == 0 && y.Len() == 0 {
+			continue // absent and [] mean the same
+		}
+		if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+			out = append(out, prefix+"."+name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,366 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gobwas/glob"
+)
+
+var (
+	workflowName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// validator collects every problem instead of stopping at the first.
+type validator struct {
+	c    *Config
+	errs []error
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	fe := &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)}
+	if m := v.c.meta; m != nil {
+		for p := path; p != ""; p = parent(p) {
+			if m.bad[p] {
+				return // already reported while decoding or expanding
+			}
+		}
+		if name, ok := m.fromEnv[path]; ok {
+			fe.Msg += fmt.Sprintf(" (set by $%s)", name)
+		} else {
+			for p := path; p != "" && fe.Line == 0; p = parent(p) {
+				fe.Line = m.lines[p]
+			}
+		}
+	}
+	v.errs = append(v.errs, fe)
+}
+
+// parent strips the last ".key" or "[i]" from a YAML path.
+func parent(p string) string {
+	i := strings.LastIndexAny(p, ".[")
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
+
+// Validate reports every problem in the config at once, each a *FieldError with
+// its YAML path. It expects defaults to be applied (Parse does; see ApplyDefaults)
+// and checks that Cedar files exist, but never that token variables are set —
+// see ApproverTokens.
+func (c *Config) Validate() error {
+	v := &validator{c: c}
+	if c.Schema != 1 {
+		v.add("schema", "must be 1, got %d", c.Schema)
+	}
+	v.sources()
+	v.governance()
+	v.workflows()
+	v.approvers()
+	v.cedar()
+	for i, t := range c.TaskAnnotationOverrides.ForceRequired {
+		if strings.TrimSpace(t) == "" {
+			v.add(idx("task_annotation_overrides.force_required", i), "must not be empty")
+		}
+	}
+	v.tasks()
+	v.server()
+	if r := c.Telemetry.SampleRatio; r < 0 || r > 1 {
+		v.add("telemetry.sample_ratio", "must be between 0 and 1, got %g", r)
+	}
+	sortByLine(v.errs)
+	return errors.Join(v.errs...)
+}
+
+func (v *validator) sources() {
+	src := v.c.Sources
+	switch {
+	case len(src) == 0:
+		v.add("sources", "exactly one source is required (the upstream MCP server)")
+		return
+	case len(src) > 1:
+		v.add("sources", "exactly one source is supported, got %d", len(src))
+	}
+	for i, s := range src {
+		p := idx("sources", i)
+		if s.ID == "" {
+			v.add(p+".id", "must not be empty")
+		}
+		if s.Kind != SourceKindMCP {
+			v.add(p+".kind", "must be %q, got %q", SourceKindMCP, s.Kind)
+		}
+		v.httpURL(p+".url", s.URL)
+		if s.ConnectTimeout <= 0 {
+			v.add(p+".connect_timeout", "must be > 0")
+		}
+	}
+}
+
+// httpURL checks an absolute http(s) URL. The value is never echoed: URLs may
+// carry credentials.
+func (v *validator) httpURL(path, s string) {
+	if s == "" {
+		v.add(path, "must not be empty")
+		return
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(path, "must be an absolute http:// or https:// URL")
+	}
+}
+
+func validAction(a Action) bool {
+	switch a {
+	case ActionForward, ActionApprove, ActionDeny, ActionPolicy:
+		return true
+	}
+	return false
+}
+
+const actionList = "forward, approve, deny or policy"
+
+func (v *validator) governance() {
+	g := v.c.Governance
+	if !validAction(g.Defaults.Action) {
+		v.add("governance.defaults.action", "must be %s, got %q", actionList, g.Defaults.Action)
+	} else if g.Defaults.Action == ActionApprove || g.Defaults.Action == ActionPolicy {
+		v.workflowRef("governance.defaults.approval", g.Defaults.Approval)
+	}
+	if g.Defaults.Action == ActionPolicy {
+		v.needCedar("governance.defaults.action")
+	}
+	for i, r := range g.Rules {
+		p := idx("governance.rules", i)
+		if r.Match == "" {
+			v.add(p+".match", "must not be empty")
+		} else if _, err := glob.Compile(r.Match); err != nil {
+			msg := err.Error()
+			var se *glob.SyntaxError
+			if errors.As(err, &se) {
+				msg = fmt.Sprintf("%s at offset %d", se.Reason, se.Offset)
+			}
+			v.add(p+".match", "invalid glob %q: %s", r.Match, msg)
+		}
+		switch {
+		case !validAction(r.Action):
+			v.add(p+".action", "must be %s, got %q", actionList, r.Action)
+		case r.Action == ActionApprove || r.Action == ActionPolicy:
+			v.workflowRef(p+".approval", r.Approval)
+			if r.Action == ActionPolicy {
+				v.needCedar(p + ".action")
+			}
+		}
+	}
+}
+
+func (v *validator) needCedar(user string) {
+	if len(v.c.Cedar.Policies) == 0 {
+		v.add("cedar.policies", "must list at least one policy file: %s is policy", user)
+	}
+}
+
+func (v *validator) workflowRef(path, name string) {
+	if name == "" {
+		name = DefaultWorkflow
+	}
+	if _, ok := v.c.Approval[name]; ok {
+		return
+	}
+	names := make([]string, 0, len(v.c.Approval))
+	for n := range v.c.Approval {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	v.add(path, "unknown approval workflow %q (defined: %s)", name, strings.Join(names, ", "))
+}
+
+func (v *validator) workflows() {
+	names := make([]string, 0, len(v.c.Approval))
+	for n := range v.c.Approval {
+		names = append(names, n)
+	}
+	sort.Strings(names) // stable error order
+	for _, name := range names {
+		w := v.c.Approval[name]
+		p := "approval." + name
+		if !workflowName.MatchString(name) {
+			v.add(p, "workflow name must use only letters, digits, '-' and '_'")
+		}
+		switch w.Destination.Type {
+		case DestinationWebhook, DestinationSlack:
+			v.httpURL(p+".destination.url", w.Destination.URL)
+		case DestinationConsole, DestinationElicitation:
+			if w.Destination.URL != "" {
+				v.add(p+".destination.url", "is only used by webhook and slack destinations")
+			}
+		default:
+			v.add(p+".destination.type", "must be console, webhook, slack or elicitation, got %q", w.Destination.Type)
+		}
+		if w.Timeout <= 0 {
+			v.add(p+".timeout", "must be > 0")
+		}
+		if w.OnTimeout != OnTimeoutDeny && w.OnTimeout != OnTimeoutApprove {
+			v.add(p+".on_timeout", "must be deny or approve, got %q", w.OnTimeout)
+		}
+		for i, f := range w.RedactFields {
+			if f == "" || strings.Contains(f, "..") || strings.HasPrefix(f, ".") || strings.HasSuffix(f, ".") || strings.ContainsAny(f, " \t") {
+				v.add(idx(p+".redact_fields", i), "must be a dot path like \"credentials.api_key\", got %q", f)
+			}
+		}
+	}
+}
+
+func (v *validator) approvers() {
+	seen := map[string]int{}
+	for i, a := range v.c.Approvers {
+		p := idx("approvers", i)
+		if a.Name == "" {
+			v.add(p+".name", "must not be empty")
+		} else if j, dup := seen[a.Name]; dup {
+			v.add(p+".name", "duplicate approver %q (also approvers[%d])", a.Name, j)
+		} else {
+			seen[a.Name] = i
+		}
+		if a.TokenEnv == "" {
+			v.add(p+".token_env", "must name the environment variable holding the approver's token")
+		} else if !envName.MatchString(a.TokenEnv) {
+			v.add(p+".token_env", "must be an environment variable name, got %q", a.TokenEnv)
+		}
+	}
+}
+
+func (v *validator) cedar() {
+	cd := v.c.Cedar
+	for i, p := range cd.Policies {
+		v.file(idx("cedar.policies", i), p)
+	}
+	if cd.Schema != "" {
+		v.file("cedar.schema", cd.Schema)
+	}
+}
+
+func (v *validator) file(path, p string) {
+	if p == "" {
+		v.add(path, "must not be empty")
+		return
+	}
+	if _, err := os.Stat(v.c.ResolvePath(p)); err != nil {
+		v.add(path, "cannot read %s: %v", v.c.ResolvePath(p), errors.Unwrap(err))
+	}
+}
+
+func (v *validator) tasks() {
+	t := v.c.Tasks
+	if t.DefaultTTL <= 0 {
+		v.add("tasks.default_ttl", "must be > 0")
+	}
+	if t.MaxTTL <= 0 {
+		v.add("tasks.max_ttl", "must be > 0")
+	} else if t.DefaultTTL > t.MaxTTL {
+		v.add("tasks.default_ttl", "must not exceed tasks.max_ttl (%s > %s)", t.DefaultTTL, t.MaxTTL)
+	}
+	if t.PollInterval <= 0 {
+		v.add("tasks.poll_interval", "must be > 0")
+	}
+	switch t.SyncApproval {
+	case SyncApprovalError, SyncApprovalPromote, SyncApprovalBlock:
+	default:
+		v.add("tasks.sync_approval", "must be error, promote or block, got %q", t.SyncApproval)
+	}
+	if t.PromoteAfter < 0 {
+		v.add("tasks.promote_after", "must not be negative")
+	}
+	if t.Retention < 0 {
+		v.add("tasks.retention", "must not be negative")
+	}
+	switch t.Store.Type {
+	case StoreMemory:
+	case StoreFile:
+		if t.Store.Path == "" {
+			v.add("tasks.store.path", "is required for the file store (or set $%s)", EnvDataDir)
+		}
+	case StoreRedis:
+		if t.Store.URL == "" {
+			v.add("tasks.store.url", "is required for the redis store")
+		} else if u, err := url.Parse(t.Store.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			v.add("tasks.store.url", "must be a redis://, rediss:// or unix:// URL")
+		}
+	default:
+		v.add("tasks.store.type", "must be memory, file or redis, got %q", t.Store.Type)
+	}
+	q := t.Quotas
+	if q.MaxPendingPerOwner <= 0 {
+		v.add("tasks.quotas.max_pending_per_owner", "must be > 0")
+	}
+	if q.MaxPendingTotal <= 0 {
+		v.add("tasks.quotas.max_pending_total", "must be > 0")
+	}
+	if q.MaxArgumentBytes <= 0 {
+		v.add("tasks.quotas.max_argument_bytes", "must be > 0")
+	}
+	if q.MaxStoredBytes <= 0 {
+		v.add("tasks.quotas.max_stored_bytes", "must be > 0")
+	}
+}
+
+func (v *validator) server() {
+	s := v.c.Server
+	v.hostPort("server.listen", s.Listen)
+	v.hostPort("server.admin_listen", s.AdminListen)
+	if s.Listen != "" && s.Listen == s.AdminListen && !strings.HasSuffix(s.Listen, ":0") {
+		v.add("server.admin_listen", "must differ from server.listen")
+	}
+	for i, o := range s.AllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			v.add(idx("server.allowed_origins", i), "must be an origin like \"https://app.example.com\", got %q", o)
+		}
+	}
+	for i, h := range s.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ \t") {
+			v.add(idx("server.allowed_hosts", i), "must be a host name or host:port, got %q", h)
+		}
+	}
+	if s.MaxBodyBytes <= 0 {
+		v.add("server.max_body_bytes", "must be > 0")
+	}
+	for _, d := range []struct {
+		path string
+		val  Duration
+	}{
+		{"server.sync_forward_timeout", s.SyncForwardTimeout},
+		{"server.request_timeout", s.RequestTimeout},
+		{"server.shutdown_timeout", s.ShutdownTimeout},
+		{"server.tools_fetch_timeout", s.ToolsFetchTimeout},
+	} {
+		if d.val <= 0 {
+			v.add(d.path, "must be > 0")
+		}
+	}
+	if s.ToolsMaxPages <= 0 {
+		v.add("server.tools_max_pages", "must be > 0")
+	}
+}
+
+func (v *validator) hostPort(path, s string) {
+	_, port, err := net.SplitHostPort(s)
+	if err == nil {
+		var n int
+		n, err = strconv.Atoi(port)
+		if err == nil && (n < 0 || n > 65535) {
+			err = fmt.Errorf("port out of range")
+		}
+	}
+	if err != nil {
+		v.add(path, "must be host:port like \"127.0.0.1:%d\", got %q", DefaultListenPort, s)
+	}
+}

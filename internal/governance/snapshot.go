@@ -1,0 +1,139 @@
+// Package governance turns a loaded configuration into an immutable snapshot — compiled rules,
+// Cedar policies, workflows — and holds the current one for lock-free reads. A reload builds a
+// whole new snapshot and swaps it in, or keeps the old one (CONVENTIONS.md habit 3).
+package governance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/policy"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
+)
+
+// Snapshot is one immutable view of the configuration.
+type Snapshot struct {
+	Config   *config.Config
+	Rules    *rules.Engine
+	Policy   *policy.Engine // nil when no Cedar policies are configured
+	Built    time.Time
+	Revision uint64
+}
+
+// Build compiles everything a snapshot needs; any error leaves no partial snapshot.
+func Build(cfg *config.Config, forceRequired []string) (*Snapshot, error) {
+	force := append(append([]string(nil), cfg.TaskAnnotationOverrides.ForceRequired...), forceRequired...)
+	re, err := rules.Compile(cfg.Governance, force)
+	if err != nil {
+		return nil, fmt.Errorf("compiling rules: %w", err)
+	}
+	s := &Snapshot{Config: cfg, Rules: re, Built: time.Now()}
+	if len(cfg.Cedar.Policies) > 0 {
+		files := make([]string, len(cfg.Cedar.Policies))
+		for i, p := range cfg.Cedar.Policies {
+			files[i] = cfg.ResolvePath(p)
+		}
+		schema := ""
+		if cfg.Cedar.Schema != "" {
+			schema = cfg.ResolvePath(cfg.Cedar.Schema)
+		}
+		pe, err := policy.Load(files, schema)
+		if err != nil {
+			return nil, fmt.Errorf("loading cedar policies: %w", err)
+		}
+		s.Policy = pe
+	}
+	return s, nil
+}
+
+// Holder holds the current snapshot.
+type Holder struct {
+	p   atomic.Pointer[Snapshot]
+	rev atomic.Uint64
+}
+
+// Load returns the current snapshot (never nil once stored).
+func (h *Holder) Load() *Snapshot { return h.p.Load() }
+
+// Store swaps in s and stamps its revision.
+func (h *Holder) Store(s *Snapshot) {
+	s.Revision = h.rev.Add(1)
+	h.p.Store(s)
+}
+
+// Workflow returns a workflow of the current snapshot.
+func (h *Holder) Workflow(name string) (config.Workflow, bool) {
+	s := h.Load()
+	if s == nil {
+		return config.Workflow{}, false
+	}
+	return s.Config.WorkflowFor(name)
+}
+
+// Caller identifies who makes a call, for Cedar's principal.
+type Caller struct {
+	Subject   string
+	SessionID string
+}
+
+// Effective is the action that applies to one concrete call.
+type Effective struct {
+	Decision rules.Decision
+	Action   config.Action // forward | approve | deny (policy resolved)
+	Policy   *policy.Decision
+}
+
+// Evaluate resolves the action for tool with arguments: the rule's action, or Cedar's outcome
+// for action: policy. Cedar errors fail closed (deny) and are logged with policy ids, never
+// with arguments.
+func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, tool string, args json.RawMessage) Effective {
+	d := s.Rules.Decide(tool)
+	eff := Effective{Decision: d, Action: d.Action}
+	if d.Action != config.ActionPolicy {
+		return eff
+	}
+	if s.Policy == nil {
+		eff.Action = config.ActionDeny
+		return eff
+	}
+	pd, err := s.Policy.Decide(policy.Request{
+		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
+		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: time.Now(),
+	})
+	if err != nil {
+		log.Warn("cedar evaluation failed; denying", "tool", tool, "policy_id", d.PolicyID,
+			"policies", pd.PolicyIDs, "error", err.Error())
+		pd = policy.Decision{Outcome: policy.Deny, PolicyIDs: pd.PolicyIDs, Reason: "evaluation error"}
+	}
+	eff.Policy = &pd
+	switch pd.Outcome {
+	case policy.Forward:
+		eff.Action = config.ActionForward
+	case policy.Approve:
+		eff.Action = config.ActionApprove
+	default:
+		eff.Action = config.ActionDeny
+	}
+	return eff
+}
+
+// DeniedError is the -32003 answer for a denied call (DESIGN.md §2).
+func DeniedError(tool string, e Effective) *jsonrpc.Error {
+	rule := "defaults"
+	if e.Decision.Rule >= 0 {
+		rule = e.Decision.Match
+	}
+	msg := fmt.Sprintf("PolicyDenied: tool %q is denied by rule %q", tool, rule)
+	kv := []any{"tool", tool, "rule", rule}
+	if e.Policy != nil {
+		msg = fmt.Sprintf("PolicyDenied: tool %q is denied by Cedar policy (%s)", tool, e.Policy.Reason)
+		kv = append(kv, "policies", e.Policy.PolicyIDs)
+	}
+	return jsonrpc.NewError(jsonrpc.CodePolicyDenied, "PolicyDenied", msg, kv...)
+}

@@ -1,0 +1,64 @@
+package gwtools
+
+import (
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/events"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// TaskEvent maps a committed task transition to an event: its type and data (never the
+// arguments or result). ok is false for states that are not worth waking a client for
+// (Executing follows an approval at once).
+func TaskEvent(t *tasks.Task) (typ string, data map[string]any, ok bool) {
+	switch t.State {
+	case tasks.AwaitingApproval:
+		typ = events.TypeTaskCreated
+	case tasks.Approved:
+		typ = events.TypeTaskDecided
+		if t.Accelerated {
+			typ = events.TypeTaskCreated // accelerated tasks start approved (DESIGN.md §2)
+		}
+	case tasks.Rejected:
+		typ = events.TypeTaskDecided
+	case tasks.Completed:
+		typ = events.TypeTaskCompleted
+	case tasks.Failed, tasks.TimedOut:
+		typ = events.TypeTaskFailed
+	case tasks.Cancelled:
+		typ = events.TypeTaskCancelled
+	case tasks.Expired:
+		typ = events.TypeTaskExpired
+	default:
+		return "", nil, false
+	}
+	data = map[string]any{
+		"toolName": t.Tool,
+		"status":   t.State.Wire(),
+		"state":    string(t.State),
+	}
+	if t.StatusMessage != "" {
+		data["statusMessage"] = t.StatusMessage
+	}
+	if d := t.Decision; d != nil && (typ == events.TypeTaskDecided || t.State == tasks.TimedOut) {
+		data["decision"] = decisionView{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At.UTC().Truncate(time.Millisecond)}
+	}
+	if t.Error != nil {
+		data["error"] = map[string]any{"code": t.Error.Code, "name": t.Error.Name(), "message": t.Error.Message}
+	}
+	return typ, data, true
+}
+
+// PublishTaskChange queues t's transition as an event for the session that created the task.
+// Pass it to (*tasks.Manager).Subscribe; it never blocks.
+func (g *Tools) PublishTaskChange(t *tasks.Task) {
+	typ, data, ok := TaskEvent(t)
+	if !ok {
+		return
+	}
+	key := t.SessionID
+	if key == "" {
+		key = t.Owner
+	}
+	g.hub.Publish(key, typ, t.ID, data)
+}

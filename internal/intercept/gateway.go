@@ -1,0 +1,132 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/gwtools"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
+	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// Deps are what the governance handlers need.
+type Deps struct {
+	Snapshots  *governance.Holder
+	Upstream   *upstream.Client
+	Sessions   *session.Registry
+	Tasks      *tasks.Manager
+	Tools      *gwtools.Tools // nil = no tollgate_* tools
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil = no metrics
+}
+
+// Gateway implements the intercepted methods (REQ-CORE-007).
+type Gateway struct {
+	d   Deps
+	log *slog.Logger
+	m   *gatewayMetrics
+
+	// upstreamTasks caches whether the upstream declared tasks.requests.tools.call
+	// (REQ-CORE-007 F-007.6), refreshed on every initialize.
+	upstreamTasks atomic.Bool
+
+	mu        sync.RWMutex
+	toolTasks map[string]rules.TaskSupport // upstream tool → its own execution.taskSupport
+	listed    map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
+}
+
+// NewGateway returns the handlers; call Register to mount them.
+func NewGateway(d Deps) *Gateway {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Gateway{d: d, log: d.Logger, m: newGatewayMetrics(d.Registerer),
+		toolTasks: map[string]rules.TaskSupport{}, listed: map[string]rules.TaskSupport{}}
+}
+
+// Register mounts the handlers on r.
+func (g *Gateway) Register(r *Router) {
+	r.Handle("initialize", g.initialize)
+	r.Handle("tools/list", g.toolsList)
+	r.Handle("tools/call", g.toolsCall)
+	r.Handle("tasks/get", g.tasksGet)
+	r.Handle("tasks/result", g.tasksResult)
+	r.Handle("tasks/cancel", g.tasksCancel)
+	r.Handle("tasks/list", g.tasksList)
+	r.Handle("resources/list", g.resourcesList)
+	r.Handle("resources/read", g.resourcesRead)
+}
+
+// UpstreamSupportsTasks is the cached capability.
+func (g *Gateway) UpstreamSupportsTasks() bool { return g.upstreamTasks.Load() }
+
+// owner is the task owner of an exchange (DESIGN.md §3): the MCP session until client
+// authentication exists.
+func owner(x *Exchange) string {
+	if x.Session == nil {
+		return ""
+	}
+	return x.Session.Owner()
+}
+
+func caller(x *Exchange) governance.Caller {
+	c := governance.Caller{}
+	if x.Session != nil {
+		c.SessionID = x.Session.ID
+	}
+	return c
+}
+
+// replayHeaders are the end-to-end headers a held call is executed with later.
+var replayHeaders = []string{"Authorization", upstream.HeaderSessionID, upstream.HeaderProtocolVersion, "Traceparent", "Tracestate"}
+
+func captureHeaders(in http.Header, sess *session.Session) http.Header {
+	out := http.Header{}
+	for _, k := range replayHeaders {
+		if v := in.Values(k); len(v) > 0 {
+			out[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+		}
+	}
+	if sess != nil && sess.Local {
+		out.Del(upstream.HeaderSessionID)
+	}
+	return out
+}
+
+// annotation computes one tool's execution.taskSupport from the current snapshot.
+func (g *Gateway) annotation(s *governance.Snapshot, tool string) (rules.Decision, rules.TaskSupport) {
+	d := s.Rules.Decide(tool)
+	g.mu.RLock()
+	up := g.toolTasks[tool]
+	g.mu.RUnlock()
+	return d, rules.Annotation(d, g.upstreamTasks.Load(), up, s.Config.Tasks.SyncApproval)
+}
+
+// wait is used by handlers that may block: it bounds nothing itself (the client's context
+// does) but never outlives ctx.
+func waitResult(fn func(ctx context.Context) []byte) Result { return Result{Wait: fn} }
+
+// rawString quotes s as JSON.
+func rawString(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }
+
+// Use completes construction: the task manager needs the gateway as its executor, so both are
+// built first and joined here.
+func (g *Gateway) Use(m *tasks.Manager, tools *gwtools.Tools) {
+	g.d.Tasks = m
+	g.d.Tools = tools
+}

@@ -1,0 +1,335 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// tasksCapability is what Tollgate declares (spec 2025-11-25 ServerCapabilities.tasks).
+var tasksCapability = []byte(`{"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}`)
+
+// initialize forwards the handshake and rewrites the server's capabilities (REQ-CORE-007 F-001).
+func (g *Gateway) initialize(_ context.Context, x *Exchange) Result {
+	return Result{Forward: &Forward{Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
+		if resp.Result == nil {
+			return nil
+		}
+		out, supports, err := injectTasksCapability(resp.Result)
+		if err != nil {
+			g.log.Warn("initialize result not rewritten", "error", err.Error())
+			return nil
+		}
+		if prev := g.upstreamTasks.Swap(supports); prev != supports {
+			g.log.Info("upstream task support changed; annotations follow", "tasks", supports)
+		}
+		g.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+		if x.Session != nil {
+			if v := jsonrpc.Member(resp.Result, "protocolVersion"); v != nil {
+				var s string
+				if json.Unmarshal(v, &s) == nil {
+					x.Session.SetProtocol(s)
+				}
+			}
+		}
+		b, err := jsonrpc.Replace(resp.Raw, "result", out)
+		if err != nil {
+			return nil
+		}
+		return b
+	}}}
+}
+
+// injectTasksCapability sets capabilities.tasks in an initialize result, keeping every other
+// member, and reports whether the upstream itself declared tasks.requests.tools.call.
+func injectTasksCapability(result []byte) ([]byte, bool, error) {
+	caps := jsonrpc.Member(result, "capabilities")
+	if caps == nil || string(caps) == "null" {
+		caps = []byte(`{}`)
+	}
+	supports := upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks"))
+	newCaps, err := jsonrpc.Replace(caps, "tasks", tasksCapability)
+	if err != nil {
+		return nil, false, fmt.Errorf("capabilities: %w", err)
+	}
+	out, err := jsonrpc.Replace(result, "capabilities", newCaps)
+	return out, supports, err
+}
+
+func upstreamDeclaresToolTasks(tasks []byte) bool {
+	var t struct {
+		Requests struct {
+			Tools struct {
+				Call json.RawMessage `json:"call"`
+			} `json:"tools"`
+		} `json:"requests"`
+	}
+	if tasks == nil || json.Unmarshal(tasks, &t) != nil {
+		return false
+	}
+	c := t.Requests.Tools.Call
+	return c != nil && string(c) != "null" && string(c) != "false"
+}
+
+// toolsList forwards tools/list and sets execution.taskSupport on every tool (REQ-CORE-007
+// F-002); the last page also carries Tollgate's own tools.
+func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
+	return Result{Forward: &Forward{Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
+		if resp.Result == nil {
+			return nil
+		}
+		res, err := g.rewriteTools(resp.Result, true)
+		if err != nil {
+			g.log.Warn("tools/list result not rewritten", "error", err.Error())
+			return nil
+		}
+		b, err := jsonrpc.Replace(resp.Raw, "result", res)
+		if err != nil {
+			return nil
+		}
+		return b
+	}}}
+}
+
+// rewriteTools annotates the tools of one tools/list result. It learns each upstream tool's own
+// taskSupport as it goes (F-007.3).
+func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
+	s := g.d.Snapshots.Load()
+	toolsRaw := jsonrpc.Member(result, "tools")
+	if toolsRaw == nil {
+		return nil, fmt.Errorf("result has no tools array")
+	}
+	elems, err := jsonrpc.Elements(toolsRaw)
+	if err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	out := make([][]byte, 0, len(elems)+8)
+	learned := make(map[string]rules.TaskSupport, len(elems))
+	for _, t := range elems {
+		name, own, err := toolNameAndSupport(t)
+		if err != nil {
+			out = append(out, t) // not ours to fix; pass it on
+			continue
+		}
+		if g.d.Tools != nil && g.d.Tools.Has(name) {
+			g.log.Warn("upstream tool shadowed by Tollgate's own tool of the same name", "tool", name)
+			continue
+		}
+		learned[name] = own
+		d := s.Rules.Decide(name)
+		ann := rules.Annotation(d, g.upstreamTasks.Load(), own, s.Config.Tasks.SyncApproval)
+		nt, err := setTaskSupport(t, ann)
+		if err != nil {
+			out = append(out, t)
+			continue
+		}
+		out = append(out, nt)
+	}
+	g.learn(learned, false)
+	if appendOwn && g.d.Tools != nil && jsonrpc.Member(result, "nextCursor") == nil {
+		for _, d := range g.d.Tools.Definitions() {
+			out = append(out, d)
+		}
+	}
+	arr := jsonrpc.AppendArray(make([]byte, 0, len(toolsRaw)+len(out)*40), out)
+	return jsonrpc.Replace(result, "tools", arr)
+}
+
+func toolNameAndSupport(tool []byte) (string, rules.TaskSupport, error) {
+	var t struct {
+		Name      string `json:"name"`
+		Execution struct {
+			TaskSupport string `json:"taskSupport"`
+		} `json:"execution"`
+	}
+	// Only name and execution are decoded; the cost is dominated by skipping the schema.
+	nameRaw := jsonrpc.Member(tool, "name")
+	if nameRaw == nil {
+		return "", "", fmt.Errorf("tool without name")
+	}
+	if err := json.Unmarshal(nameRaw, &t.Name); err != nil {
+		return "", "", err
+	}
+	if ex := jsonrpc.Member(tool, "execution"); ex != nil && string(ex) != "null" {
+		_ = json.Unmarshal(ex, &t.Execution)
+	}
+	return t.Name, rules.TaskSupport(t.Execution.TaskSupport), nil
+}
+
+func setTaskSupport(tool []byte, ann rules.TaskSupport) ([]byte, error) {
+	ex := jsonrpc.Member(tool, "execution")
+	if ex == nil || string(ex) == "null" {
+		ex = []byte(`{}`)
+	}
+	nex, err := jsonrpc.Replace(ex, "taskSupport", []byte(`"`+string(ann)+`"`))
+	if err != nil {
+		return nil, err
+	}
+	return jsonrpc.Replace(tool, "execution", nex)
+}
+
+// learn records upstream tools' own taskSupport; replace=true drops tools no longer listed.
+func (g *Gateway) learn(m map[string]rules.TaskSupport, replace bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if replace {
+		g.toolTasks = m
+		return
+	}
+	for k, v := range m {
+		g.toolTasks[k] = v
+	}
+}
+
+// knowsTool reports whether the annotation cache has seen tool.
+func (g *Gateway) knowsTool(tool string) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	_, ok := g.toolTasks[tool]
+	return ok
+}
+
+// Refresh opens Tollgate's own upstream session, reads the capabilities and every tools/list
+// page, and rebuilds the annotation cache (F-007.1, F-007.4). It returns the tools whose
+// annotation changed since the last refresh. On failure the previous cache stays (NF-002.2).
+func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Duration) (changed []string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	hdr := http.Header{}
+	init := jsonrpc.Request(json.RawMessage(`"tollgate-init"`), "initialize", json.RawMessage(
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tollgate","version":"annotation-cache"}}`))
+	rep, err := g.d.Upstream.Call(ctx, hdr, init, nil)
+	if err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if rep.Msg.Error != nil {
+		return nil, fmt.Errorf("initialize: upstream error %s", rep.Msg.Error)
+	}
+	caps := jsonrpc.Member(rep.Msg.Result, "capabilities")
+	supports := caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks"))
+	g.upstreamTasks.Store(supports)
+	g.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+	if sid := rep.Header.Get(upstream.HeaderSessionID); sid != "" {
+		hdr.Set(upstream.HeaderSessionID, sid)
+		defer func() { // end our session; best effort
+			dctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+			defer c()
+			if resp, err := g.d.Upstream.Send(dctx, http.MethodDelete, hdr, nil); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	if v := jsonrpc.Member(rep.Msg.Result, "protocolVersion"); v != nil {
+		var pv string
+		if json.Unmarshal(v, &pv) == nil {
+			hdr.Set(upstream.HeaderProtocolVersion, pv)
+		}
+	}
+	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, withJSON(hdr), jsonrpc.Notification("notifications/initialized", nil)); err == nil {
+		resp.Body.Close()
+	}
+
+	all := map[string]rules.TaskSupport{}
+	cursor := json.RawMessage(nil)
+	for page := 0; ; page++ {
+		if page >= maxPages {
+			g.log.Warn("tools/list pagination stopped at TOLLGATE_TOOLS_MAX_PAGES", "pages", maxPages)
+			break
+		}
+		params := json.RawMessage(`{}`)
+		if cursor != nil {
+			params = json.RawMessage(`{"cursor":` + string(cursor) + `}`)
+		}
+		id := json.RawMessage(fmt.Sprintf(`"tollgate-tools-%d"`, page))
+		rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/list", params), nil)
+		if err != nil {
+			return nil, fmt.Errorf("tools/list page %d: %w", page+1, err)
+		}
+		if rep.Msg.Error != nil {
+			return nil, fmt.Errorf("tools/list page %d: upstream error %s", page+1, rep.Msg.Error)
+		}
+		elems, err := jsonrpc.Elements(jsonrpc.Member(rep.Msg.Result, "tools"))
+		if err != nil {
+			return nil, fmt.Errorf("tools/list page %d: %w", page+1, err)
+		}
+		for _, t := range elems {
+			if name, own, err := toolNameAndSupport(t); err == nil {
+				all[name] = own
+			}
+		}
+		cursor = jsonrpc.Member(rep.Msg.Result, "nextCursor")
+		if cursor == nil || string(cursor) == "null" {
+			break
+		}
+	}
+	g.learn(all, true)
+	return g.recompute(g.d.Snapshots.Load(), true), nil
+}
+
+func withJSON(h http.Header) http.Header {
+	c := h.Clone()
+	c.Set("Content-Type", "application/json")
+	c.Set("Accept", "application/json, text/event-stream")
+	return c
+}
+
+// Recompute recalculates every known tool's annotation against snapshot s (after a reload) and
+// returns the tools whose annotation changed.
+func (g *Gateway) Recompute(s *governance.Snapshot) []string { return g.recompute(s, false) }
+
+func (g *Gateway) recompute(s *governance.Snapshot, logAll bool) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	next := make(map[string]rules.TaskSupport, len(g.toolTasks))
+	counts := map[rules.TaskSupport]int{}
+	var changed []string
+	names := make([]string, 0, len(g.toolTasks))
+	for n := range g.toolTasks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		d := s.Rules.Decide(name)
+		ann := rules.Annotation(d, g.upstreamTasks.Load(), g.toolTasks[name], s.Config.Tasks.SyncApproval)
+		next[name] = ann
+		counts[ann]++
+		if prev, ok := g.listed[name]; !ok || prev != ann {
+			changed = append(changed, name)
+		}
+		if logAll || g.listed[name] != ann {
+			g.log.Info(fmt.Sprintf("Tool annotation: %s -> %s (yaml_action=%s, upstream_tasks=%v)",
+				name, ann, d.Action, g.upstreamTasks.Load()))
+		}
+	}
+	for name := range g.listed {
+		if _, ok := next[name]; !ok {
+			changed = append(changed, name)
+		}
+	}
+	g.listed = next
+	g.m.setAnnotations(counts)
+	return changed
+}
+
+// computeOnDemand handles a tool first seen in a tools/call (F-007: computed on demand, WARN).
+func (g *Gateway) computeOnDemand(s *governance.Snapshot, tool string) {
+	if g.knowsTool(tool) {
+		return
+	}
+	_, ann := g.annotation(s, tool)
+	g.log.Warn("tool not in annotation cache; computed on demand", "tool", tool, "annotation", string(ann))
+}
+
+// isOwnTool reports whether name is one of Tollgate's tools.
+func (g *Gateway) isOwnTool(name string) bool {
+	return g.d.Tools != nil && strings.HasPrefix(name, "tollgate_") && g.d.Tools.Has(name)
+}

@@ -1,0 +1,64 @@
+package intercept
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
+)
+
+type gatewayMetrics struct {
+	byAnnotation   *prometheus.GaugeVec
+	validationErrs *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
+}
+
+func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
+	if reg == nil {
+		return nil
+	}
+	m := &gatewayMetrics{
+		byAnnotation: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tollgate_tools_by_annotation",
+			Help: "Upstream tools by the execution.taskSupport Tollgate advertises."}, []string{"annotation"}),
+		validationErrs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_task_validation_errors_total",
+			Help: "tools/call requests refused for their task metadata (required, forbidden, malformed)."}, []string{"error"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_decisions_total",
+			Help: "Governance decisions for tool calls by effective action."}, []string{"action"}),
+	}
+	reg.MustRegister(m.byAnnotation, m.validationErrs, m.decisions)
+	for _, a := range []rules.TaskSupport{rules.Forbidden, rules.Optional, rules.Required} {
+		m.byAnnotation.WithLabelValues(string(a))
+	}
+	for _, e := range []string{"required", "forbidden", "malformed"} {
+		m.validationErrs.WithLabelValues(e)
+	}
+	for _, a := range []string{"forward", "approve", "deny"} {
+		m.decisions.WithLabelValues(a)
+	}
+	return m
+}
+
+func (m *gatewayMetrics) setAnnotations(c map[rules.TaskSupport]int) {
+	if m == nil {
+		return
+	}
+	for _, a := range []rules.TaskSupport{rules.Forbidden, rules.Optional, rules.Required} {
+		m.byAnnotation.WithLabelValues(string(a)).Set(float64(c[a]))
+	}
+}
+
+func (m *gatewayMetrics) validation(kind string) {
+	if m != nil {
+		m.validationErrs.WithLabelValues(kind).Inc()
+	}
+}
+
+func (m *gatewayMetrics) decision(action string) {
+	if m != nil {
+		m.decisions.WithLabelValues(action).Inc()
+	}
+}
+
+func governanceCaller(sessionID string) governance.Caller {
+	return governance.Caller{SessionID: sessionID}
+}

@@ -1,0 +1,80 @@
+// Package intercept is the seam between the transport (package proxy) and governance: one
+// handler per JSON-RPC method Tollgate must change (initialize, tools/list, tools/call, tasks/*).
+// Every other message is forwarded untouched.
+package intercept
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/session"
+)
+
+// Exchange is one client POST carrying one JSON-RPC message.
+type Exchange struct {
+	HTTP    *http.Request
+	Body    []byte
+	Msg     *jsonrpc.Message
+	Session *session.Session // nil until the session is known (initialize)
+	CorrID  string
+}
+
+// Result says how the proxy answers an exchange. Exactly one of Reply, Wait or Forward is set.
+type Result struct {
+	// Reply is a complete JSON-RPC message answered locally.
+	Reply []byte
+	// Wait produces a local answer that may take long (tasks/result, sync_approval block);
+	// the proxy keeps the connection alive meanwhile. It returns the JSON-RPC message to send.
+	Wait func(ctx context.Context) []byte
+	// Forward sends the request upstream.
+	Forward *Forward
+}
+
+// Forward describes an upstream exchange.
+type Forward struct {
+	Body    []byte        // nil = the client's bytes
+	Timeout time.Duration // until the response message arrives; 0 = none
+	// Transform edits the upstream's response message to this request (nil = unchanged). It
+	// runs after Exchange.Session is set from the response headers. Returning nil keeps the
+	// message as it was.
+	Transform func(x *Exchange, resp *jsonrpc.Message) []byte
+}
+
+// Passthrough forwards the client's bytes as they are.
+var Passthrough = Result{Forward: &Forward{}}
+
+// ReplyError answers x locally with a JSON-RPC error carrying the correlation id.
+func ReplyError(x *Exchange, e *jsonrpc.Error) Result {
+	return Result{Reply: jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))}
+}
+
+// ReplyResult answers x locally with a result.
+func ReplyResult(x *Exchange, result []byte) Result {
+	return Result{Reply: jsonrpc.ResultResponse(x.Msg.ID, result)}
+}
+
+// Handler serves one intercepted method.
+type Handler func(ctx context.Context, x *Exchange) Result
+
+// Router maps request methods to handlers.
+type Router struct {
+	handlers map[string]Handler
+}
+
+// NewRouter returns an empty router (everything passes through).
+func NewRouter() *Router { return &Router{handlers: map[string]Handler{}} }
+
+// Handle registers h for requests with the given method.
+func (r *Router) Handle(method string, h Handler) { r.handlers[method] = h }
+
+// Route picks the handler for x; notifications and responses always pass through.
+func (r *Router) Route(ctx context.Context, x *Exchange) Result {
+	if r != nil && x.Msg.Kind == jsonrpc.KindRequest {
+		if h, ok := r.handlers[x.Msg.Method]; ok {
+			return h(ctx, x)
+		}
+	}
+	return Passthrough
+}

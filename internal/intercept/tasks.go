@@ -1,0 +1,369 @@
+package intercept
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/tollgate-mcp/tollgate/internal/gwtools"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// relatedTaskKey is the _meta key tasks/result carries (spec 2025-11-25 tasks).
+const relatedTaskKey = "io.modelcontextprotocol/related-task"
+
+func taskIDParam(x *Exchange) (string, *jsonrpc.Error) {
+	var p struct {
+		TaskID string `json:"taskId"`
+	}
+	if err := json.Unmarshal(x.Msg.Params, &p); err != nil || p.TaskID == "" {
+		return "", jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: taskId (string) is required")
+	}
+	return p.TaskID, nil
+}
+
+func notFound(id string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "TaskNotFound",
+		fmt.Sprintf("Invalid params: task %q not found", id), "taskId", id)
+}
+
+func isTollgateTask(id string) bool { return strings.HasPrefix(id, tasks.IDPrefix) }
+
+// upstreamTask routes a non-Tollgate task id to the upstream, but only for the session that
+// created it (REQ-CORE-007 F-006, DESIGN.md §2 routing).
+func (g *Gateway) upstreamTask(x *Exchange, id string) Result {
+	if x.Session == nil || !x.Session.OwnsUpstreamTask(id) {
+		return ReplyError(x, notFound(id))
+	}
+	return Passthrough
+}
+
+func (g *Gateway) tasksGet(ctx context.Context, x *Exchange) Result {
+	id, e := taskIDParam(x)
+	if e != nil {
+		return ReplyError(x, e)
+	}
+	if !isTollgateTask(id) {
+		return g.upstreamTask(x, id)
+	}
+	t, err := g.d.Tasks.Get(ctx, owner(x), id)
+	if err != nil {
+		return ReplyError(x, notFound(id))
+	}
+	return ReplyResult(x, t.WireJSON())
+}
+
+func (g *Gateway) tasksCancel(ctx context.Context, x *Exchange) Result {
+	id, e := taskIDParam(x)
+	if e != nil {
+		return ReplyError(x, e)
+	}
+	if !isTollgateTask(id) {
+		return g.upstreamTask(x, id)
+	}
+	t, err := g.d.Tasks.Cancel(ctx, owner(x), id)
+	switch {
+	case errors.Is(err, tasks.ErrTerminal):
+		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "TaskTerminal",
+			fmt.Sprintf("Invalid params: task %q is already %s and cannot be cancelled", id, t.State.Wire()), "taskId", id))
+	case err != nil:
+		return ReplyError(x, notFound(id))
+	}
+	return ReplyResult(x, t.WireJSON())
+}
+
+// tasksResult blocks until the task is terminal (spec: tasks/result MUST block), then returns
+// exactly what the tool call returned, with the related-task _meta.
+func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
+	id, e := taskIDParam(x)
+	if e != nil {
+		return ReplyError(x, e)
+	}
+	if !isTollgateTask(id) {
+		return g.upstreamTask(x, id)
+	}
+	own := owner(x)
+	if _, err := g.d.Tasks.Get(ctx, own, id); err != nil {
+		return ReplyError(x, notFound(id))
+	}
+	return waitResult(func(ctx context.Context) []byte {
+		res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
+		switch {
+		case errors.Is(err, tasks.ErrNotFound):
+			return jsonrpc.ErrorResponse(x.Msg.ID, notFound(id).WithCorrelation(x.CorrID))
+		case err != nil:
+			return nil // the client went away; the task goes on
+		case rpcErr != nil:
+			e := rpcErr.WithCorrelation(x.CorrID)
+			if e.Data == nil {
+				e.Data = map[string]any{}
+			}
+			e.Data["taskId"] = id
+			return jsonrpc.ErrorResponse(x.Msg.ID, e)
+		}
+		return jsonrpc.ResultResponse(x.Msg.ID, withRelatedTask(res, id))
+	})
+}
+
+// withRelatedTask adds _meta["io.modelcontextprotocol/related-task"] to a result object,
+// keeping any _meta the tool set.
+func withRelatedTask(result []byte, id string) []byte {
+	rel := []byte(`{"taskId":` + string(rawString(id)) + `}`)
+	meta := jsonrpc.Member(result, "_meta")
+	if meta == nil || string(meta) == "null" {
+		meta = []byte(`{}`)
+	}
+	nm, err := jsonrpc.Replace(meta, relatedTaskKey, rel)
+	if err != nil {
+		return result
+	}
+	out, err := jsonrpc.Replace(result, "_meta", nm)
+	if err != nil {
+		return result
+	}
+	return out
+}
+
+// listPage is how many Tollgate tasks one tasks/list page holds.
+const listPage = 50
+
+type listCursor struct {
+	TG int             `json:"tg,omitempty"` // offset into this caller's Tollgate tasks
+	Up json.RawMessage `json:"up,omitempty"` // upstream cursor once Tollgate's tasks are exhausted
+	Ph int             `json:"ph"`           // 0 = Tollgate tasks, 1 = upstream tasks
+}
+
+func encodeCursor(c listCursor) string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (listCursor, bool) {
+	var c listCursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) > 4096 || json.Unmarshal(b, &c) != nil || c.TG < 0 || c.Ph < 0 || c.Ph > 1 {
+		return c, false
+	}
+	return c, true
+}
+
+// tasksList merges this caller's Tollgate tasks with the upstream's (F-006.5) behind one
+// opaque cursor.
+func (g *Gateway) tasksList(ctx context.Context, x *Exchange) Result {
+	var p struct {
+		Cursor *string `json:"cursor"`
+	}
+	if x.Msg.Params != nil {
+		_ = json.Unmarshal(x.Msg.Params, &p)
+	}
+	cur := listCursor{}
+	if p.Cursor != nil {
+		c, ok := decodeCursor(*p.Cursor)
+		if !ok {
+			return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidCursor", "Invalid params: invalid cursor"))
+		}
+		cur = c
+	}
+	var items [][]byte
+	next := ""
+	if cur.Ph == 0 {
+		mine, err := g.d.Tasks.List(ctx, owner(x), tasks.Filter{IncludeFinished: true})
+		if err != nil {
+			return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskListFailed", "Listing tasks failed"))
+		}
+		sort.Slice(mine, func(i, j int) bool { return mine[i].CreatedAt.Before(mine[j].CreatedAt) })
+		if owner(x) == "" {
+			mine = nil
+		}
+		if cur.TG > len(mine) {
+			return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidCursor", "Invalid params: invalid cursor"))
+		}
+		end := min(cur.TG+listPage, len(mine))
+		for _, t := range mine[cur.TG:end] {
+			items = append(items, t.WireJSON())
+		}
+		switch {
+		case end < len(mine):
+			next = encodeCursor(listCursor{TG: end})
+		case g.upstreamTasks.Load():
+			next = encodeCursor(listCursor{Ph: 1})
+		}
+	} else {
+		up, upNext, err := g.upstreamTaskList(ctx, x, cur.Up)
+		if err != nil {
+			g.log.Warn("upstream tasks/list failed; returning Tollgate tasks only", "error", err.Error())
+		}
+		items = append(items, up...)
+		if upNext != nil {
+			next = encodeCursor(listCursor{Ph: 1, Up: upNext})
+		}
+	}
+	out := []byte(`{"tasks":`)
+	out = jsonrpc.AppendArray(out, items)
+	if next != "" {
+		out = append(out, `,"nextCursor":`...)
+		out = append(out, rawString(next)...)
+	}
+	out = append(out, '}')
+	return ReplyResult(x, out)
+}
+
+func (g *Gateway) upstreamTaskList(ctx context.Context, x *Exchange, cursor json.RawMessage) ([][]byte, json.RawMessage, error) {
+	if x.Session == nil || x.Session.Local {
+		return nil, nil, nil
+	}
+	params := json.RawMessage(`{}`)
+	if cursor != nil {
+		params = json.RawMessage(`{"cursor":` + string(cursor) + `}`)
+	}
+	hdr := captureHeaders(x.HTTP.Header, x.Session)
+	hdr.Set("Content-Type", "application/json")
+	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(json.RawMessage(`"tollgate-tasks-list"`), "tasks/list", params), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rep.Msg.Error != nil {
+		return nil, nil, fmt.Errorf("upstream error %s", rep.Msg.Error)
+	}
+	elems, err := jsonrpc.Elements(jsonrpc.Member(rep.Msg.Result, "tasks"))
+	if err != nil {
+		return nil, nil, err
+	}
+	var out [][]byte
+	for _, e := range elems {
+		// Only tasks this session created upstream are shown (ownership binding).
+		var t struct {
+			TaskID string `json:"taskId"`
+		}
+		if json.Unmarshal(e, &t) == nil {
+			x.Session.BindUpstreamTask(t.TaskID) // the upstream scoped the list to this session
+			out = append(out, e)
+		}
+	}
+	next := jsonrpc.Member(rep.Msg.Result, "nextCursor")
+	if string(next) == "null" {
+		next = nil
+	}
+	return out, next, nil
+}
+
+// resourcesList appends Tollgate's diagrams resource to the upstream's list.
+func (g *Gateway) resourcesList(_ context.Context, x *Exchange) Result {
+	return Result{Forward: &Forward{Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
+		if resp.Result == nil || jsonrpc.Member(resp.Result, "nextCursor") != nil {
+			return nil
+		}
+		elems, err := jsonrpc.Elements(jsonrpc.Member(resp.Result, "resources"))
+		if err != nil {
+			return nil
+		}
+		elems = append(elems, gwtools.DiagramsResource())
+		res, err := jsonrpc.Replace(resp.Result, "resources", jsonrpc.AppendArray(nil, elems))
+		if err != nil {
+			return nil
+		}
+		b, _ := jsonrpc.Replace(resp.Raw, "result", res)
+		return b
+	}}}
+}
+
+// resourcesRead serves tollgate://diagrams locally; anything else goes upstream.
+func (g *Gateway) resourcesRead(_ context.Context, x *Exchange) Result {
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(x.Msg.Params, &p) != nil || p.URI != diagramsURI {
+		return Passthrough
+	}
+	body := gwtools.Diagrams()
+	res := []byte(`{"contents":[{"uri":"` + diagramsURI + `","mimeType":"application/json","text":` + string(rawString(string(body))) + `}]}`)
+	return ReplyResult(x, res)
+}
+
+const diagramsURI = "tollgate://diagrams"
+
+// promotedResult is the plain tool result a non-task client gets in sync_approval "promote"
+// mode: it names the task and how to follow it.
+func promotedResult(t *tasks.Task) []byte {
+	text := fmt.Sprintf("This call needs human approval and is now task %s (%s). "+
+		"Call tollgate_await_activity to wait for the decision, then tollgate_get_task_result with "+
+		`{"task_id":"%s"} to get the tool's result.`, t.ID, t.StatusMessage, t.ID)
+	sc := fmt.Sprintf(`{"taskId":%s,"status":%s,"statusMessage":%s,"next":["tollgate_await_activity","tollgate_get_task_result"]}`,
+		rawString(t.ID), rawString(t.State.Wire()), rawString(t.StatusMessage))
+	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"structuredContent":` + sc +
+		`,"_meta":{"` + relatedTaskKey + `":{"taskId":` + string(rawString(t.ID)) + `}}}`)
+}
+
+// OnTaskChange pushes notifications/tasks/status to the owning session's open stream only
+// (DESIGN.md §2).
+func (g *Gateway) OnTaskChange(t *tasks.Task) {
+	sess := g.d.Sessions.Get(t.SessionID)
+	if sess == nil {
+		return
+	}
+	sess.Push(jsonrpc.Notification("notifications/tasks/status", t.WireJSON()))
+}
+
+// Execute runs an approved task's call upstream with the caller's session and headers
+// (tasks.Executor).
+func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
+	params, err := json.Marshal(struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+	}{t.Tool, t.Arguments})
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
+	}
+	hdr := http.Header{}
+	for k, v := range t.Headers {
+		hdr[k] = v
+	}
+	hdr.Set("Content-Type", "application/json")
+	id := json.RawMessage(rawString("tollgate-exec-" + t.ID))
+	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), nil)
+	if err != nil {
+		var ue interface{ RPCError() *jsonrpc.Error }
+		if rep == nil && errors.As(err, &ue) {
+			if strings.Contains(err.Error(), "HTTP 404") {
+				return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "SessionGone",
+					"The caller's upstream MCP session no longer exists; the approved call was not executed", "taskId", t.ID)
+			}
+			return nil, ue.RPCError()
+		}
+		return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
+	}
+	if rep.Msg.Error != nil {
+		var e jsonrpc.Error
+		if json.Unmarshal(rep.Msg.Error, &e) != nil {
+			e = *jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamError", string(rep.Msg.Error))
+		}
+		return nil, &e
+	}
+	return rep.Msg.Result, nil
+}
+
+// Recheck re-evaluates governance right before an approved task executes (DESIGN.md §3).
+func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
+	if tasks.CanonicalHash(t.Tool, t.Arguments) != t.ArgsHash {
+		return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "ArgumentsChanged",
+			"The call's arguments no longer match what was approved", "taskId", t.ID)
+	}
+	if t.Accelerated {
+		return nil
+	}
+	s := g.d.Snapshots.Load()
+	sid := t.SessionID
+	eff := s.Evaluate(ctx, g.log, governanceCaller(sid), t.Tool, t.Arguments)
+	switch eff.Action {
+	case "deny":
+		return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged",
+			fmt.Sprintf("Policy changed since approval: tool %q is now denied", t.Tool), "taskId", t.ID, "tool", t.Tool)
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package intercept
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/gwtools"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Task      json.RawMessage `json:"task"`
+}
+
+// taskTTL validates params.task (REQ-CORE-007 F-004, EC-SEP-001…003). present=false when the
+// call is not task-augmented.
+func (g *Gateway) taskTTL(s *governance.Snapshot, raw json.RawMessage, tool string) (ttl time.Duration, present bool, e *jsonrpc.Error) {
+	if raw == nil || string(raw) == "null" {
+		return 0, false, nil
+	}
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return 0, true, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidTaskMetadata",
+			"Invalid params: task must be an object like {\"ttl\": 60000}", "tool", tool)
+	}
+	var t struct {
+		TTL *json.Number `json:"ttl"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.UseNumber()
+	if err := dec.Decode(&t); err != nil {
+		return 0, true, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidTaskMetadata",
+			"Invalid params: malformed task metadata: "+err.Error(), "tool", tool)
+	}
+	maxTTL, defTTL := s.Config.Tasks.MaxTTL.D(), s.Config.Tasks.DefaultTTL.D()
+	if t.TTL == nil {
+		return defTTL, true, nil
+	}
+	ms, err := t.TTL.Int64()
+	if err != nil || ms <= 0 {
+		return 0, true, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidTaskMetadata",
+			"Invalid params: task.ttl must be a positive integer number of milliseconds", "tool", tool, "ttl", t.TTL.String())
+	}
+	if ms > maxTTL.Milliseconds() {
+		g.log.Warn("task ttl above maximum; clamped", "tool", tool, "requested_ms", ms, "max_ms", maxTTL.Milliseconds())
+		return maxTTL, true, nil
+	}
+	return time.Duration(ms) * time.Millisecond, true, nil
+}
+
+// toolsCall validates and routes a tool call (REQ-CORE-007 F-004, F-005).
+func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
+	var p callParams
+	if err := json.Unmarshal(x.Msg.Params, &p); err != nil || p.Name == "" {
+		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
+			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
+	}
+	if g.isOwnTool(p.Name) {
+		return g.ownTool(x, p)
+	}
+	s := g.d.Snapshots.Load()
+	g.computeOnDemand(s, p.Name)
+	d, ann := g.annotation(s, p.Name)
+	ttl, hasTask, terr := g.taskTTL(s, p.Task, p.Name)
+	if terr != nil {
+		g.m.validation("malformed")
+		return ReplyError(x, terr)
+	}
+	if d.Action == config.ActionDeny {
+		g.m.decision("deny")
+		return ReplyError(x, governance.DeniedError(p.Name, governance.Effective{Decision: d, Action: config.ActionDeny}))
+	}
+	switch {
+	case hasTask && ann == rules.Forbidden:
+		g.m.validation("forbidden")
+		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "TaskForbidden",
+			fmt.Sprintf("TaskForbidden: tool %q does not support task-augmented execution", p.Name),
+			"tool", p.Name, "reason", forbiddenReason(d, g.upstreamTasks.Load())))
+	case !hasTask && ann == rules.Required:
+		g.m.validation("required")
+		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "TaskRequired",
+			fmt.Sprintf("TaskRequired: tool %q requires task-augmented execution", p.Name),
+			"tool", p.Name, "reason", requiredReason(d),
+			"hint", `Call again with params.task, e.g. {"task":{"ttl":600000}}, then poll tasks/get and fetch tasks/result`))
+	}
+
+	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, p.Arguments)
+	g.m.decision(string(eff.Action))
+	switch eff.Action {
+	case config.ActionDeny:
+		return ReplyError(x, governance.DeniedError(p.Name, eff))
+	case config.ActionForward:
+		if !hasTask {
+			return Result{Forward: &Forward{Timeout: s.Config.Server.SyncForwardTimeout.D()}}
+		}
+		g.mu.RLock()
+		own := g.toolTasks[p.Name]
+		g.mu.RUnlock()
+		if g.upstreamTasks.Load() && (own == rules.Optional || own == rules.Required) {
+			return g.forwardWithTask(x)
+		}
+		// F-005.6: forward + task + upstream cannot take the task → Tollgate runs it at once.
+		return g.createTask(ctx, x, p, ttl, "", true)
+	default: // approve
+		if hasTask {
+			return g.createTask(ctx, x, p, ttl, eff.Decision.Workflow, false)
+		}
+		return g.syncApproval(ctx, s, x, p, eff.Decision.Workflow)
+	}
+}
+
+func forbiddenReason(d rules.Decision, upstreamTasks bool) string {
+	if !upstreamTasks {
+		return "the upstream server does not support tasks and this tool needs no approval"
+	}
+	return fmt.Sprintf("governance action %q does not use tasks for this tool", d.Action)
+}
+
+func requiredReason(d rules.Decision) string {
+	if d.ForceRequired {
+		return "the tool is listed in task_annotation_overrides.force_required"
+	}
+	if d.Action == config.ActionPolicy {
+		return "calls to this tool are decided by a Cedar policy and may need human approval"
+	}
+	return fmt.Sprintf("calls to this tool need human approval (workflow %q)", d.Workflow)
+}
+
+// forwardWithTask passes a task-augmented call to a task-capable upstream tool and binds the
+// returned upstream task id to the caller's session (F-005.5).
+func (g *Gateway) forwardWithTask(x *Exchange) Result {
+	return Result{Forward: &Forward{Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
+		if x.Session == nil || resp.Result == nil {
+			return nil
+		}
+		var r struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		}
+		if json.Unmarshal(resp.Result, &r) == nil && r.Task.TaskID != "" {
+			x.Session.BindUpstreamTask(r.Task.TaskID)
+		}
+		return nil
+	}}}
+}
+
+// createTask makes a Tollgate task and answers with CreateTaskResult (spec: nested "task").
+func (g *Gateway) createTask(ctx context.Context, x *Exchange, p callParams, ttl time.Duration, workflow string, accelerated bool) Result {
+	t, err := g.newTask(ctx, x, p, ttl, workflow, accelerated)
+	if err != nil {
+		return ReplyError(x, err)
+	}
+	return ReplyResult(x, createTaskResult(t))
+}
+
+func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl time.Duration, workflow string, accelerated bool) (*tasks.Task, *jsonrpc.Error) {
+	if x.Session == nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionRequired",
+			"Task-augmented calls need an MCP session (send Mcp-Session-Id from initialize)")
+	}
+	t, err := g.d.Tasks.Create(ctx, tasks.CreateRequest{
+		Owner: owner(x), SessionID: x.Session.ID, Tool: p.Name, Arguments: p.Arguments,
+		Headers: captureHeaders(x.HTTP.Header, x.Session), TTL: ttl, Workflow: workflow, Accelerated: accelerated,
+	})
+	if err != nil {
+		var je *jsonrpc.Error
+		if errors.As(err, &je) {
+			return nil, je
+		}
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed", "Could not create task: "+err.Error())
+	}
+	return t, nil
+}
+
+func createTaskResult(t *tasks.Task) []byte {
+	return []byte(`{"task":` + string(t.WireJSON()) + `}`)
+}
+
+// syncApproval handles an approval-gated call without task metadata (DESIGN.md §3
+// tasks.sync_approval). With "error" the TaskRequired check above already answered.
+func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *Exchange, p callParams, workflow string) Result {
+	mode := s.Config.Tasks.SyncApproval
+	t, err := g.newTask(ctx, x, p, s.Config.Tasks.DefaultTTL.D(), workflow, false)
+	if err != nil {
+		return ReplyError(x, err)
+	}
+	if mode == config.SyncApprovalBlock {
+		id, own := t.ID, owner(x)
+		return waitResult(func(ctx context.Context) []byte {
+			res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
+			if err != nil {
+				return nil // client went away; the task continues
+			}
+			if rpcErr != nil {
+				return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))
+			}
+			return jsonrpc.ResultResponse(x.Msg.ID, res)
+		})
+	}
+	return ReplyResult(x, promotedResult(t))
+}
+
+// ownTool serves a tollgate_* tool in-process; they may block (await_activity).
+func (g *Gateway) ownTool(x *Exchange, p callParams) Result {
+	c := gwtools.Caller{Owner: owner(x)}
+	if x.Session != nil {
+		c.SessionID = x.Session.ID
+	}
+	return waitResult(func(ctx context.Context) []byte {
+		res, rpcErr := g.d.Tools.Call(ctx, c, p.Name, p.Arguments)
+		if rpcErr != nil {
+			return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))
+		}
+		return jsonrpc.ResultResponse(x.Msg.ID, res)
+	})
+}

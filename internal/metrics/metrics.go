@@ -1,0 +1,108 @@
+// Package metrics holds the transport-level Prometheus metrics. Registerers are injected, never
+// global (CONVENTIONS.md); label sets are bounded.
+package metrics
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the proxy's request metrics; it implements proxy.Observer.
+type Metrics struct {
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	upstream    *prometheus.CounterVec
+	streams     prometheus.Gauge
+	upstreamUp  prometheus.Gauge
+	reloads     *prometheus.CounterVec
+	reloadTime  prometheus.Gauge
+	reloadOK    prometheus.Gauge
+	isUp        atomic.Bool
+	methodLimit *Limiter
+}
+
+// knownMethods are the MCP methods used as label values as they are; anything else is "other"
+// so a client cannot grow the label set.
+var knownMethods = []string{
+	"initialize", "ping", "tools/list", "tools/call", "tasks/get", "tasks/result", "tasks/cancel", "tasks/list",
+	"resources/list", "resources/read", "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
+	"prompts/list", "prompts/get", "completion/complete", "logging/setLevel",
+	"notifications/initialized", "notifications/cancelled", "notifications/progress",
+	"notifications/roots/list_changed", "invalid",
+}
+
+// New registers the metrics on reg.
+func New(reg prometheus.Registerer, version string) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_requests_total",
+			Help: "JSON-RPC messages received on /mcp by method and outcome."}, []string{"method", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_request_duration_seconds",
+			Help:    "Time from receiving a /mcp POST to the end of its answer, by method.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"method"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_upstream_requests_total",
+			Help: "Exchanges forwarded to the upstream by outcome."}, []string{"outcome"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_active_streams",
+			Help: "Open server-to-client SSE streams (GET /mcp)."}),
+		upstreamUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_upstream_up",
+			Help: "1 when the upstream answered the last probe."}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_config_reloads_total",
+			Help: "Configuration reload attempts by result (success, failure)."}, []string{"result"}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_config_last_reload_timestamp_seconds",
+			Help: "Unix time of the last reload attempt."}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_config_last_reload_success",
+			Help: "1 if the last reload attempt succeeded (or none was made), else 0."}),
+		methodLimit: NewLimiter(knownMethods, 0),
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tollgate_build_info",
+		Help: "Build information; always 1."}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, build)
+	m.reloadOK.Set(1)
+	for _, r := range []string{"success", "failure"} {
+		m.reloads.WithLabelValues(r)
+	}
+	return m
+}
+
+// Exchange records one /mcp POST.
+func (m *Metrics) Exchange(method, outcome string, d time.Duration) {
+	method = m.methodLimit.Label(method)
+	m.requests.WithLabelValues(method, outcome).Inc()
+	m.duration.WithLabelValues(method).Observe(d.Seconds())
+	switch outcome {
+	case "ok", "upstream_http_error", "timeout", "upstream_unreachable", "client_gone":
+		m.upstream.WithLabelValues(outcome).Inc()
+	}
+}
+
+// StreamOpened / StreamClosed track open GET streams.
+func (m *Metrics) StreamOpened() { m.streams.Inc() }
+func (m *Metrics) StreamClosed() { m.streams.Dec() }
+
+// UpstreamUp records the probe result.
+func (m *Metrics) UpstreamUp(up bool) {
+	m.isUp.Store(up)
+	if up {
+		m.upstreamUp.Set(1)
+	} else {
+		m.upstreamUp.Set(0)
+	}
+}
+
+// IsUpstreamUp is the last probe result.
+func (m *Metrics) IsUpstreamUp() bool { return m.isUp.Load() }
+
+// Reloaded records a reload attempt.
+func (m *Metrics) Reloaded(ok bool) {
+	m.reloadTime.SetToCurrentTime()
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.reloadOK.Set(1)
+	} else {
+		m.reloads.WithLabelValues("failure").Inc()
+		m.reloadOK.Set(0)
+	}
+}

@@ -1,0 +1,583 @@
+// Package proxy is Tollgate's streamable-HTTP front end: it validates the HTTP exchange, reads
+// one JSON-RPC message, asks the intercept router what to do, and either answers locally or
+// relays the upstream's reply (JSON or SSE, flushed per event) with the client's id restored.
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/intercept"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/sse"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// Options configure the handler.
+type Options struct {
+	Upstream       *upstream.Client
+	Sessions       *session.Registry
+	Router         *intercept.Router // nil = pure passthrough
+	MaxBodyBytes   int64             // default 4 MiB
+	RequestTimeout time.Duration     // until upstream response headers for non-streaming work; default 60s
+	KeepAlive      time.Duration     // SSE comment interval while Tollgate holds a request; default 15s
+	AllowedOrigins []string          // exact origins ("https://app.example.com") or "*"
+	AllowedHosts   []string          // Host header values (host or host:port) or "*"
+	ListenAddr     string            // its host is allowed as a Host header
+	Logger         *slog.Logger
+	Observer       Observer // nil = none
+}
+
+// Observer receives per-exchange measurements (metrics live elsewhere).
+type Observer interface {
+	Exchange(method, outcome string, d time.Duration)
+	StreamOpened()
+	StreamClosed()
+}
+
+// Handler serves /mcp.
+type Handler struct {
+	o        Options
+	log      *slog.Logger
+	anyHost  bool
+	hosts    map[string]bool
+	origins  map[string]bool
+	anyOrigi bool
+	bufPool  sync.Pool
+}
+
+// New returns the /mcp handler.
+func New(o Options) *Handler {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 60 * time.Second
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{o: o, log: o.Logger, hosts: map[string]bool{}, origins: map[string]bool{}}
+	for _, a := range o.AllowedHosts {
+		if a == "*" {
+			h.anyHost = true
+		}
+		h.hosts[strings.ToLower(a)] = true
+	}
+	if host, _, err := net.SplitHostPort(o.ListenAddr); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			// Bound to every interface on purpose (Kubernetes): rebinding protection is about
+			// loopback servers reached from a browser; the Origin check still applies.
+			h.anyHost = true
+		} else {
+			h.hosts[strings.ToLower(host)] = true
+		}
+	}
+	for _, o := range o.AllowedOrigins {
+		if o == "*" {
+			h.anyOrigi = true
+		}
+		h.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	h.bufPool.New = func() any { b := make([]byte, 0, 4096); return &b }
+	return h
+}
+
+// ServeHTTP implements the MCP streamable HTTP endpoint.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if msg, ok := h.checkOrigin(r); !ok {
+		http.Error(w, msg, http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r)
+	case http.MethodGet:
+		h.get(w, r)
+	case http.MethodDelete:
+		h.delete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+// checkOrigin validates Host and Origin (spec: servers MUST validate Origin to prevent DNS
+// rebinding).
+func (h *Handler) checkOrigin(r *http.Request) (string, bool) {
+	if !h.anyHost && !h.allowedHost(r.Host) {
+		return "host not allowed", false
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || h.anyOrigi {
+		return "", true
+	}
+	if h.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] {
+		return "", true
+	}
+	u, err := url.Parse(origin)
+	if err == nil && isLoopbackHost(u.Hostname()) && !h.anyHost {
+		// A loopback page talking to a loopback gateway is not a rebinding attack.
+		return "", true
+	}
+	return "origin not allowed", false
+}
+
+func (h *Handler) allowedHost(hostport string) bool {
+	hostport = strings.ToLower(hostport)
+	if h.hosts[hostport] {
+		return true
+	}
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	return isLoopbackHost(host) || h.hosts[host]
+}
+
+func isLoopbackHost(host string) bool {
+	host = strings.Trim(host, "[]")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// correlationID reuses a sane X-Request-Id or makes one.
+func correlationID(r *http.Request) string {
+	if v := r.Header.Get("X-Request-Id"); v != "" && len(v) <= 64 && printable(v) {
+		return v
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	corr := correlationID(r)
+	w.Header().Set("X-Request-Id", corr)
+	body, err := readBody(r.Body, h.o.MaxBodyBytes)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(
+				jsonrpc.CodeInvalidRequest, "RequestTooLarge",
+				"Request body exceeds the limit of "+itoa(h.o.MaxBodyBytes)+" bytes (server.max_body_bytes)",
+				"correlation_id", corr)))
+			h.observe("", "too_large", start)
+			return
+		}
+		http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	msg, err := jsonrpc.Parse(body)
+	if err != nil {
+		code, name := jsonrpc.CodeParseError, "ParseError"
+		if errors.Is(err, jsonrpc.ErrBatch) {
+			code, name = jsonrpc.CodeInvalidRequest, "BatchNotSupported"
+		}
+		writeJSON(w, http.StatusBadRequest, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(code, name,
+			"Invalid JSON-RPC message: "+err.Error(), "correlation_id", corr)))
+		h.observe("", "invalid", start)
+		return
+	}
+	if e := refuseFutureProtocol(r, msg); e != nil {
+		writeJSON(w, http.StatusOK, jsonrpc.ErrorResponse(msg.ID, e.WithCorrelation(corr)))
+		h.observe(msg.Method, "unsupported_protocol", start)
+		return
+	}
+	x := &intercept.Exchange{HTTP: r, Body: body, Msg: msg, CorrID: corr}
+	if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" {
+		x.Session = h.o.Sessions.Touch(sid)
+	}
+	res := h.o.Router.Route(r.Context(), x)
+	outcome := "ok"
+	switch {
+	case res.Reply != nil:
+		writeJSON(w, http.StatusOK, res.Reply)
+		outcome = "local"
+	case res.Wait != nil:
+		h.wait(w, r, res.Wait)
+		outcome = "local"
+	default:
+		outcome = h.forward(w, r, x, res.Forward)
+	}
+	h.observe(msg.Method, outcome, start)
+}
+
+func (h *Handler) observe(method, outcome string, start time.Time) {
+	if h.o.Observer != nil {
+		if method == "" {
+			method = "invalid"
+		}
+		h.o.Observer.Exchange(method, outcome, time.Since(start))
+	}
+}
+
+// refuseFutureProtocol implements DESIGN.md §2: requests of protocol 2026-07-28 must not
+// bypass governance while that era is unsupported.
+func refuseFutureProtocol(r *http.Request, m *jsonrpc.Message) *jsonrpc.Error {
+	v := r.Header.Get(upstream.HeaderProtocolVersion)
+	if m.Method == "server/discover" || (v != "" && v >= "2026-07-28") {
+		if v == "" {
+			v = "2026-07-28"
+		}
+		return jsonrpc.NewError(jsonrpc.CodeUnsupportedProtocol, "UnsupportedProtocolVersion",
+			"Tollgate does not support MCP protocol "+v+" yet; use 2025-11-25 or earlier",
+			"supported", []string{"2025-11-25", "2025-06-18", "2025-03-26"})
+	}
+	return nil
+}
+
+// wait answers a locally held request: SSE with keep-alive comments when the client accepts a
+// stream, otherwise one JSON body at the end.
+func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.Context) []byte) {
+	if !acceptsSSE(r) {
+		writeJSON(w, http.StatusOK, fn(r.Context()))
+		return
+	}
+	done := make(chan []byte, 1)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() { done <- fn(ctx) }()
+	sw := newSSEWriter(w)
+	sw.start(http.StatusOK, nil)
+	t := time.NewTicker(h.o.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case msg := <-done:
+			if msg != nil {
+				sw.write(sse.Message(msg))
+			}
+			return
+		case <-t.C:
+			if sw.write(sse.Comment("keep-alive")) != nil {
+				cancel()
+				<-done
+				return
+			}
+		}
+	}
+}
+
+func acceptsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// forward relays x upstream and the reply back. It returns an outcome label.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward) string {
+	body := f.Body
+	if body == nil {
+		body = x.Body
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var timer *time.Timer
+	timedOut := false
+	var tmu sync.Mutex
+	if f.Timeout > 0 {
+		timer = time.AfterFunc(f.Timeout, func() {
+			tmu.Lock()
+			timedOut = true
+			tmu.Unlock()
+			cancel()
+		})
+		defer timer.Stop()
+	}
+	didTimeout := func() bool { tmu.Lock(); defer tmu.Unlock(); return timedOut }
+
+	hdr := outboundHeader(r.Header, x.Session)
+	resp, err := h.o.Upstream.Send(ctx, http.MethodPost, hdr, body)
+	if err != nil {
+		return h.upstreamFailed(w, x, err, didTimeout())
+	}
+	defer resp.Body.Close()
+
+	isInit := x.Msg.Method == "initialize" && x.Msg.Kind == jsonrpc.KindRequest
+	if isInit {
+		h.adoptSession(resp.Header, x)
+	}
+	restore := func(m *jsonrpc.Message) []byte {
+		out := m.Raw
+		if f.Transform != nil {
+			if t := f.Transform(x, m); t != nil {
+				if m2, err := jsonrpc.Parse(t); err == nil {
+					m = m2
+					out = t
+				}
+			}
+		}
+		if x.Msg.Kind == jsonrpc.KindRequest {
+			out = m.WithID(x.Msg.ID)
+		}
+		return out
+	}
+
+	switch {
+	case upstream.IsEventStream(resp.Header):
+		sw := newSSEWriter(w)
+		copyHeader(w.Header(), resp.Header)
+		sw.start(resp.StatusCode, nil)
+		rd := sse.NewReader(resp.Body, 0)
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				if didTimeout() && x.Msg.Kind == jsonrpc.KindRequest {
+					sw.write(sse.Message(jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x))))
+					return "timeout"
+				}
+				return "ok"
+			}
+			if ev.HasData && x.Msg.Kind == jsonrpc.KindRequest {
+				if m, err := jsonrpc.Parse(ev.Data); err == nil && m.Kind == jsonrpc.KindResponse {
+					if timer != nil {
+						timer.Stop()
+					}
+					ev.Data = restore(m)
+				}
+			}
+			if sw.write(ev) != nil {
+				return "client_gone"
+			}
+		}
+	case upstream.IsJSON(resp.Header) && resp.StatusCode < 300:
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		if err != nil {
+			if didTimeout() {
+				writeJSON(w, http.StatusOK, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x)))
+				return "timeout"
+			}
+			return h.upstreamFailed(w, x, &upstream.Error{Err: err}, false)
+		}
+		if m, err := jsonrpc.Parse(b); err == nil && m.Kind == jsonrpc.KindResponse {
+			b = restore(m)
+		}
+		copyHeader(w.Header(), resp.Header)
+		w.Header().Del("Content-Length")
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(b)
+		return "ok"
+	default:
+		// 202 Accepted for notifications/responses, or an upstream HTTP error: relay as is.
+		copyHeader(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+		if resp.StatusCode >= 400 {
+			return "upstream_http_error"
+		}
+		return "ok"
+	}
+}
+
+func timeoutError(x *intercept.Exchange) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
+		"Upstream MCP server did not answer "+x.Msg.Method+" in time (TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS)",
+		"correlation_id", x.CorrID)
+}
+
+// adoptSession records the session the upstream assigned, or mints a local one when the
+// upstream runs without sessions (tasks need an owner).
+func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange) {
+	sid := respHdr.Get(upstream.HeaderSessionID)
+	if sid == "" {
+		sid = session.NewLocalID()
+		respHdr.Set(upstream.HeaderSessionID, sid)
+	}
+	x.Session = h.o.Sessions.Touch(sid)
+}
+
+func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, err error, timedOut bool) string {
+	var ue *upstream.Error
+	if !errors.As(err, &ue) {
+		ue = &upstream.Error{Err: err}
+	}
+	if timedOut {
+		ue.Timeout = true
+	}
+	if x.HTTP.Context().Err() != nil {
+		return "client_gone"
+	}
+	h.log.Warn("upstream request failed", "method", x.Msg.Method, "correlation_id", x.CorrID, "error", err.Error())
+	e := ue.RPCError()
+	if ue.Timeout {
+		e = timeoutError(x)
+	}
+	status := http.StatusOK
+	if x.Msg.Kind != jsonrpc.KindRequest {
+		status = http.StatusBadGateway // nothing to correlate a JSON-RPC error with
+	}
+	writeJSON(w, status, jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID)))
+	if ue.Timeout {
+		return "timeout"
+	}
+	return "upstream_unreachable"
+}
+
+// get relays the server→client stream and injects Tollgate's own messages for the session.
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get(upstream.HeaderSessionID)
+	sess := h.o.Sessions.Touch(sid)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	var resp *http.Response
+	if sess == nil || !sess.Local {
+		var err error
+		resp, err = h.o.Upstream.Send(ctx, http.MethodGet, outboundHeader(r.Header, sess), nil)
+		if err != nil {
+			var ue *upstream.Error
+			errors.As(err, &ue)
+			http.Error(w, ue.RPCError().Message, http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		if !upstream.IsEventStream(resp.Header) && !(resp.StatusCode == http.StatusMethodNotAllowed && sess != nil) {
+			copyHeader(w.Header(), resp.Header)
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+			return
+		}
+		if !upstream.IsEventStream(resp.Header) {
+			resp.Body.Close() // upstream has no GET stream; serve Tollgate's own below
+			resp = nil
+		}
+	}
+	if sess == nil { // no session and a non-stream answer was handled above
+		http.Error(w, "Mcp-Session-Id required", http.StatusBadRequest)
+		return
+	}
+
+	sw := newSSEWriter(w)
+	if resp != nil {
+		copyHeader(w.Header(), resp.Header)
+		sw.start(resp.StatusCode, nil)
+	} else {
+		sw.start(http.StatusOK, nil)
+	}
+	if h.o.Observer != nil {
+		h.o.Observer.StreamOpened()
+		defer h.o.Observer.StreamClosed()
+	}
+	stream, detach := sess.Attach()
+	defer detach()
+
+	upstreamDone := make(chan struct{})
+	if resp != nil {
+		go func() {
+			defer close(upstreamDone)
+			rd := sse.NewReader(resp.Body, 0)
+			for {
+				ev, err := rd.Next()
+				if err != nil || sw.write(ev) != nil {
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+	keep := time.NewTicker(h.o.KeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if resp != nil {
+				resp.Body.Close()
+				<-upstreamDone
+			}
+			return
+		case msg := <-stream.C:
+			if sw.write(sse.Message(msg)) != nil {
+				cancel()
+			}
+		case <-keep.C:
+			if resp == nil && sw.write(sse.Comment("keep-alive")) != nil {
+				cancel()
+			}
+		}
+	}
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get(upstream.HeaderSessionID)
+	sess := h.o.Sessions.Get(sid)
+	if sess != nil && sess.Local {
+		h.o.Sessions.Delete(sid)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.RequestTimeout)
+	defer cancel()
+	resp, err := h.o.Upstream.Send(ctx, http.MethodDelete, outboundHeader(r.Header, sess), nil)
+	if err != nil {
+		var ue *upstream.Error
+		errors.As(err, &ue)
+		http.Error(w, ue.RPCError().Message, http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 300 && sid != "" {
+		h.o.Sessions.Delete(sid)
+	}
+	copyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+var errTooLarge = errors.New("request body too large")
+
+func readBody(rc io.ReadCloser, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func itoa(n int64) string {
+	var b [20]byte
+	i := len(b)
+	if n == 0 {
+		return "0"
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,44 @@
+package proxy
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/tollgate-mcp/tollgate/internal/sse"
+)
+
+// sseWriter writes events to a client and flushes each one; safe for concurrent use (the GET
+// stream merges upstream events with Tollgate's own).
+type sseWriter struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf []byte
+}
+
+func newSSEWriter(w http.ResponseWriter) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *sseWriter) start(status int, _ http.Header) {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Del("Content-Length")
+	h.Set("X-Accel-Buffering", "no") // an nginx in front must not buffer the stream
+	s.w.WriteHeader(status)
+	_ = s.rc.Flush()
+}
+
+func (s *sseWriter) write(ev *sse.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf = sse.Encode(s.buf[:0], ev)
+	if _, err := s.w.Write(s.buf); err != nil {
+		return err
+	}
+	if cap(s.buf) > 1<<20 {
+		s.buf = nil // do not pin a large event's buffer for the stream's lifetime
+	}
+	return s.rc.Flush()
+}

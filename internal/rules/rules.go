@@ -1,0 +1,255 @@
+// Package rules maps tool names to governance actions (DESIGN.md §3) and computes the
+// taskSupport annotation Tollgate advertises for each tool (DESIGN.md §2, REQ-CORE-007 §5.3).
+//
+// An Engine is built once per config snapshot and is immutable apart from its internal
+// per-tool decision cache, which is safe for concurrent use.
+package rules
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gobwas/glob"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+)
+
+// TaskSupport is the value of tool.execution.taskSupport (spec 2025-11-25 tasks).
+type TaskSupport string
+
+const (
+	Forbidden TaskSupport = "forbidden"
+	Optional  TaskSupport = "optional"
+	Required  TaskSupport = "required"
+)
+
+// DefaultWorkflow is the approval workflow used when a rule names none.
+const DefaultWorkflow = "default"
+
+// MaxCachedTools bounds the per-tool decision cache. Tool names come from clients
+// (tools/call params.name), so an unbounded cache would let a client grow memory at will;
+// beyond the cap decisions are still correct, just computed each time.
+const MaxCachedTools = 16384
+
+// Decision is the governance outcome for one tool name.
+type Decision struct {
+	Action        config.Action // forward|approve|deny|policy
+	Rule          int           // index into governance.rules, -1 = defaults
+	Match         string        // the matching glob ("" for defaults)
+	Workflow      string        // approval workflow name (rule.approval, default "default")
+	PolicyID      string        // rule.policy_id, for action: policy
+	ForceRequired bool          // tool is in force_required
+}
+
+type compiledRule struct {
+	pattern  *glob.Pattern
+	prefix   string // literal text every match starts with (may be "")
+	match    string
+	action   config.Action
+	workflow string
+	policyID string
+}
+
+// Engine decides actions for tool names. Build it with Compile.
+type Engine struct {
+	rules []compiledRule
+	// byFirst[b] lists, in rule order, the rules a tool starting with byte b can match:
+	// those whose literal prefix starts with b plus those without a prefix. It lets a
+	// 1000-rule config skip most globs without calling them (NF-001.4).
+	byFirst       [256][]int32
+	anyFirst      []int32 // rules without a literal prefix (also used for "")
+	defaults      Decision
+	forceRequired map[string]struct{}
+
+	cache  sync.Map // tool name → Decision
+	cached atomic.Int64
+}
+
+// Compile compiles every rule glob once. Globs use gobwas/glob syntax without separators
+// (DESIGN.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`. forceRequired lists exact tool names
+// (task_annotation_overrides.force_required / TOLLGATE_TASK_FORCE_REQUIRED).
+func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
+	e := &Engine{
+		rules:         make([]compiledRule, 0, len(gov.Rules)),
+		forceRequired: make(map[string]struct{}, len(forceRequired)),
+	}
+	var errs []string
+	for i, r := range gov.Rules {
+		p, err := glob.Compile(r.Match)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("governance.rules[%d].match %q: %v", i, r.Match, err))
+			continue
+		}
+		if !validAction(r.Action) {
+			errs = append(errs, fmt.Sprintf("governance.rules[%d].action: unknown action %q", i, r.Action))
+			continue
+		}
+		e.rules = append(e.rules, compiledRule{
+			pattern:  p,
+			prefix:   literalPrefix(r.Match),
+			match:    r.Match,
+			action:   r.Action,
+			workflow: orDefault(r.Approval, DefaultWorkflow),
+			policyID: r.PolicyID,
+		})
+	}
+	// An empty default action means the config layer did not set one; forward is the
+	// documented default (DESIGN.md §4 example, config.Defaults).
+	defAction := gov.Defaults.Action
+	if defAction == "" {
+		defAction = config.ActionForward
+	}
+	if !validAction(defAction) {
+		errs = append(errs, fmt.Sprintf("governance.defaults.action: unknown action %q", defAction))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("rules: %s", strings.Join(errs, "; "))
+	}
+	e.index()
+	e.defaults = Decision{
+		Action:   defAction,
+		Rule:     -1,
+		Workflow: orDefault(gov.Defaults.Approval, DefaultWorkflow),
+	}
+	for _, name := range forceRequired {
+		if name = strings.TrimSpace(name); name != "" {
+			e.forceRequired[name] = struct{}{}
+		}
+	}
+	return e, nil
+}
+
+// Len is the number of compiled rules.
+func (e *Engine) Len() int { return len(e.rules) }
+
+// Decide returns the decision for tool: the first matching rule wins, else the defaults.
+func (e *Engine) Decide(tool string) Decision {
+	if v, ok := e.cache.Load(tool); ok {
+		return v.(Decision)
+	}
+	d := e.decide(tool)
+	// Stop caching at the cap: the counter may overshoot by the number of racing
+	// goroutines, which is harmless.
+	if e.cached.Load() < MaxCachedTools {
+		if _, loaded := e.cache.LoadOrStore(tool, d); !loaded {
+			e.cached.Add(1)
+		}
+	}
+	return d
+}
+
+func (e *Engine) decide(tool string) Decision {
+	var d Decision
+	matched := false
+	candidates := e.anyFirst
+	if tool != "" {
+		candidates = e.byFirst[tool[0]]
+	}
+	for _, i := range candidates {
+		r := &e.rules[i]
+		if strings.HasPrefix(tool, r.prefix) && r.pattern.Match(tool) {
+			d = Decision{Action: r.action, Rule: int(i), Match: r.match, Workflow: r.workflow, PolicyID: r.policyID}
+			matched = true
+			break
+		}
+	}
+	if !matched {
+		d = e.defaults
+	}
+	_, d.ForceRequired = e.forceRequired[tool]
+	return d
+}
+
+// Annotation applies the decision matrix (DESIGN.md §2, REQ-CORE-007 §5.3 / §9.1):
+//
+//	force_required                  → required
+//	deny                            → forbidden
+//	approve, policy                 → required (optional under sync_approval promote|block)
+//	forward, upstream without tasks → forbidden
+//	forward, upstream with tasks    → upstream's own value; absent/forbidden → optional
+//
+// The last row differs from the seed on purpose: Tollgate runs task-augmented calls for
+// tools the upstream marks forbidden itself ("accelerated approve", REQ-CORE-007 F-005.6).
+// upstreamValue is the upstream tool's execution.taskSupport ("" when absent).
+func Annotation(d Decision, upstreamTasks bool, upstreamValue TaskSupport, syncApproval string) TaskSupport {
+	if d.ForceRequired {
+		return Required
+	}
+	switch d.Action {
+	case config.ActionDeny:
+		return Forbidden
+	case config.ActionApprove, config.ActionPolicy:
+		// promote/block serve task-less clients too, so tasks must not be mandatory.
+		if syncApproval == config.SyncApprovalPromote || syncApproval == config.SyncApprovalBlock {
+			return Optional
+		}
+		return Required
+	case config.ActionForward:
+		if !upstreamTasks {
+			// REQ-CORE-007 §5.4: the upstream cannot take task metadata.
+			return Forbidden
+		}
+		if upstreamValue == Required {
+			return Required
+		}
+		return Optional
+	default:
+		// Unknown actions cannot come out of Compile; fail closed anyway.
+		return Forbidden
+	}
+}
+
+// index fills byFirst/anyFirst; each list stays in rule order so first match still wins.
+func (e *Engine) index() {
+	var own [256][]int32
+	for i, r := range e.rules {
+		if r.prefix == "" {
+			e.anyFirst = append(e.anyFirst, int32(i))
+			for b := range own {
+				if own[b] != nil {
+					own[b] = append(own[b], int32(i))
+				}
+			}
+			continue
+		}
+		b := r.prefix[0]
+		if own[b] == nil {
+			// Rules without a prefix that came earlier still apply to this byte.
+			own[b] = append(make([]int32, 0, len(e.anyFirst)+1), e.anyFirst...)
+		}
+		own[b] = append(own[b], int32(i))
+	}
+	for b := range own {
+		if own[b] != nil {
+			e.byFirst[b] = own[b]
+		} else {
+			e.byFirst[b] = e.anyFirst
+		}
+	}
+}
+
+// literalPrefix is the text before the first glob metacharacter. It is conservative: it
+// stops at an escape too, so it is always a prefix of every string the glob matches.
+func literalPrefix(pattern string) string {
+	if i := strings.IndexAny(pattern, `*?[]{},\`); i >= 0 {
+		return pattern[:i]
+	}
+	return pattern
+}
+
+func validAction(a config.Action) bool {
+	switch a {
+	case config.ActionForward, config.ActionApprove, config.ActionDeny, config.ActionPolicy:
+		return true
+	}
+	return false
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,346 @@
+// Package server assembles a running Tollgate from a configuration: the MCP listener, the admin
+// listener, the task manager and the background workers, with one lifecycle.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tollgate-mcp/tollgate/internal/approval"
+	"github.com/tollgate-mcp/tollgate/internal/audit"
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/events"
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/gwtools"
+	"github.com/tollgate-mcp/tollgate/internal/intercept"
+	"github.com/tollgate-mcp/tollgate/internal/metrics"
+	"github.com/tollgate-mcp/tollgate/internal/proxy"
+	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// Options are what the command line adds to the configuration.
+type Options struct {
+	Logger    *slog.Logger
+	LookupEnv func(string) (string, bool) // nil = os.LookupEnv
+	Version   string
+	// Ready, if set, is closed once both listeners accept connections.
+	Ready chan<- struct{}
+}
+
+// Server is one Tollgate instance.
+type Server struct {
+	opts      Options
+	log       *slog.Logger
+	snaps     governance.Holder
+	reg       *prometheus.Registry
+	metrics   *metrics.Metrics
+	up        *upstream.Client
+	sessions  *session.Registry
+	store     store.Store
+	tasks     *tasks.Manager
+	hub       *events.Hub
+	tools     *gwtools.Tools
+	gw        *intercept.Gateway
+	audit     *audit.Logger
+	mcpLn     net.Listener
+	adminLn   net.Listener
+	mcpSrv    *http.Server
+	adminSrv  *http.Server
+	reloader  *Reloader
+	cacheOnce sync.Once
+	cacheOK   chan struct{}
+}
+
+// New builds a server from cfg and binds its listeners (so the addresses are known at once).
+func New(cfg *config.Config, o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{})}
+	snap, err := governance.Build(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.snaps.Store(snap)
+
+	tokens, err := cfg.ApproverTokens(o.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if len(tokens) == 0 {
+		s.log.Warn("no approver tokens configured (approvers: or TOLLGATE_ADMIN_TOKEN); the approvals API will refuse every request")
+	}
+
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = metrics.New(s.reg, o.Version)
+
+	src := cfg.Sources[0]
+	if s.up, err = upstream.New(src.URL, upstream.Options{ConnectTimeout: src.ConnectTimeout.D()}); err != nil {
+		return nil, err
+	}
+	if s.store, err = openStore(cfg.Tasks.Store); err != nil {
+		return nil, err
+	}
+	if s.audit, err = audit.Open(cfg.Audit.Path); err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	s.hub = events.NewHub(events.Options{Logger: s.log})
+	s.sessions = session.NewRegistry(0, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
+
+	s.gw = intercept.NewGateway(intercept.Deps{
+		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
+	})
+	t := cfg.Tasks
+	s.tasks = tasks.NewManager(s.store, s.gw, s.gw.Recheck, tasks.Options{
+		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
+		Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
+	})
+	s.tools = gwtools.New(s.tasks, s.hub, nil, gwtools.Options{Logger: s.log})
+	s.gw.Use(s.tasks, s.tools)
+	s.tasks.Subscribe(s.gw.OnTaskChange)
+	s.tasks.Subscribe(s.tools.PublishTaskChange)
+	s.tasks.Subscribe(s.audit.OnTaskChange)
+
+	router := intercept.NewRouter()
+	s.gw.Register(router)
+	mcp := proxy.New(proxy.Options{
+		Upstream: s.up, Sessions: s.sessions, Router: router,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes, RequestTimeout: cfg.Server.RequestTimeout.D(),
+		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
+		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
+	})
+	mcpMux := http.NewServeMux()
+	mcpMux.Handle("/mcp", mcp)
+	s.mcpSrv = &http.Server{Handler: mcpMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+
+	adminMux := http.NewServeMux()
+	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	adminMux.HandleFunc("GET /readyz", s.readyz)
+	adminMux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	api := approval.NewHandler(s.tasks, approval.StaticTokens(tokens), approval.Options{Workflow: s.snaps.Workflow, Logger: s.log})
+	adminMux.Handle("/api/v1/approvals", api)
+	adminMux.Handle("/api/v1/approvals/", api)
+	s.adminSrv = &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+
+	s.reloader = newReloader(s, cfg)
+
+	if s.mcpLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+		return nil, fmt.Errorf("listen %s (server.listen / TOLLGATE_LISTEN): %w", cfg.Server.Listen, err)
+	}
+	if s.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
+		s.mcpLn.Close()
+		return nil, fmt.Errorf("listen %s (server.admin_listen / TOLLGATE_ADMIN_LISTEN): %w", cfg.Server.AdminListen, err)
+	}
+	return s, nil
+}
+
+func openStore(c config.Store) (store.Store, error) {
+	switch c.Type {
+	case "", config.StoreMemory:
+		return store.NewMemory(), nil
+	case config.StoreFile:
+		st, err := store.OpenFile(c.Path)
+		if err != nil {
+			return nil, fmt.Errorf("tasks.store (file %s): %w", c.Path, err)
+		}
+		return st, nil
+	default:
+		return nil, fmt.Errorf("tasks.store.type %q is not supported by this build", c.Type)
+	}
+}
+
+// MCPAddr is the bound MCP address (host:port).
+func (s *Server) MCPAddr() string { return s.mcpLn.Addr().String() }
+
+// AdminAddr is the bound admin address.
+func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
+
+// Tasks exposes the task manager (tests, demo).
+func (s *Server) Tasks() *tasks.Manager { return s.tasks }
+
+// Registry exposes the metrics registry (tests).
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Snapshot is the current configuration snapshot.
+func (s *Server) Snapshot() *governance.Snapshot { return s.snaps.Load() }
+
+// Run serves until ctx ends, then shuts down gracefully within server.shutdown_timeout.
+func (s *Server) Run(ctx context.Context) error {
+	cfg := s.snaps.Load().Config
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	serve := func(name string, srv *http.Server, ln net.Listener) {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("%s listener: %w", name, err)
+		}
+	}
+	wg.Add(2)
+	go serve("mcp", s.mcpSrv, s.mcpLn)
+	go serve("admin", s.adminSrv, s.adminLn)
+	s.log.Info("tollgate listening", "mcp", "http://"+s.MCPAddr()+"/mcp", "admin", "http://"+s.AdminAddr(),
+		"upstream", s.up.URL(), "version", s.opts.Version)
+	if s.opts.Ready != nil {
+		close(s.opts.Ready)
+	}
+
+	wg.Add(3)
+	go func() { defer wg.Done(); _ = s.tasks.Run(ctx) }()
+	go func() { defer wg.Done(); s.watchUpstream(ctx, cfg) }()
+	go func() { defer wg.Done(); s.reloader.Run(ctx) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		cancel()
+	}
+	s.log.Info("shutting down", "drain_timeout", cfg.Server.ShutdownTimeout.D().String())
+	sctx, scancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.D())
+	defer scancel()
+	// Long-lived streams would hold Shutdown for its whole bound: close them via the base
+	// contexts once in-flight plain requests had their chance.
+	_ = s.mcpSrv.Shutdown(sctx)
+	_ = s.adminSrv.Shutdown(sctx)
+	_ = s.mcpSrv.Close()
+	_ = s.adminSrv.Close()
+	wg.Wait()
+	_ = s.tasks.Close()
+	_ = s.store.Close()
+	_ = s.audit.Close()
+	return err
+}
+
+// watchUpstream builds the annotation cache after the first successful handshake and rebuilds
+// it when the upstream comes back after an outage (REQ-CORE-007 F-007.1, F-007.4).
+func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
+	backoff := 250 * time.Millisecond
+	healthy := false
+	for {
+		c := s.snaps.Load().Config
+		changed, err := s.gw.Refresh(ctx, c.Server.ToolsMaxPages, c.Server.ToolsFetchTimeout.D())
+		switch {
+		case err == nil:
+			if !healthy {
+				s.log.Info("annotation cache built", "upstream", s.up.URL())
+			}
+			healthy = true
+			s.cacheOnce.Do(func() { close(s.cacheOK) })
+			s.metrics.UpstreamUp(true)
+			if len(changed) > 0 {
+				s.notifyListChanged()
+			}
+			backoff = 250 * time.Millisecond
+		case ctx.Err() != nil:
+			return
+		default:
+			if healthy {
+				s.log.Warn("upstream unreachable; keeping cached annotations", "error", err.Error())
+			} else {
+				s.log.Warn("annotation cache not built yet", "error", err.Error())
+			}
+			healthy = false
+			s.metrics.UpstreamUp(false)
+		}
+		wait := 30 * time.Second
+		if !healthy {
+			wait = backoff
+			backoff = min(backoff*2, 10*time.Second)
+		}
+		if !s.sleepOrProbe(ctx, wait, healthy) {
+			return
+		}
+	}
+}
+
+// sleepOrProbe waits; while healthy it probes the upstream every few seconds and returns early
+// (to rebuild) when it has been down and is back. False when ctx ended.
+func (s *Server) sleepOrProbe(ctx context.Context, wait time.Duration, healthy bool) bool {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(3 * time.Second)
+	defer tick.Stop()
+	down := false
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return true
+		case <-tick.C:
+			if !healthy {
+				continue
+			}
+			ok := s.probe(ctx)
+			s.metrics.UpstreamUp(ok)
+			if !ok {
+				down = true
+			} else if down {
+				s.log.Info("upstream is back; rebuilding annotation cache")
+				return true
+			}
+		}
+	}
+}
+
+// probe checks the upstream answers HTTP at all (any status counts).
+func (s *Server) probe(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := s.up.Send(ctx, http.MethodGet, http.Header{"Accept": {"text/event-stream"}}, nil)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return true
+}
+
+// readyz: config loaded, upstream reachable (cached, from the background probe), store ready.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	var problems []string
+	if s.snaps.Load() == nil {
+		problems = append(problems, "config not loaded")
+	}
+	select {
+	case <-s.cacheOK:
+	default:
+		problems = append(problems, "upstream not reached yet")
+	}
+	if !s.metrics.IsUpstreamUp() {
+		problems = append(problems, "upstream unreachable")
+	}
+	if len(problems) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		for _, p := range problems {
+			fmt.Fprintln(w, p)
+		}
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// notifyListChanged tells every session with an open stream that the tool list changed.
+func (s *Server) notifyListChanged() {
+	msg := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+	s.sessions.Each(func(ss *session.Session) { ss.Push(msg) })
+}

@@ -1,0 +1,237 @@
+// Package sse reads and writes Server-Sent Events as streamable HTTP uses them (MCP transport).
+//
+// The reader accepts LF, CRLF and lone CR line endings (WHATWG event-stream) and has no
+// per-line cap other than the one the caller sets: bufio.Scanner's 64 KiB limit breaks large
+// tools/list events, so it is not used.
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Event is one dispatched event. Comments that preceded it are kept so a proxy can forward them.
+type Event struct {
+	ID       string
+	HasID    bool // an "id:" field was present (an empty id resets the last event id)
+	Type     string
+	Data     []byte // data lines joined by "\n"
+	HasData  bool
+	Retry    string
+	Comments []string // comment lines without the leading ':'
+}
+
+// ErrLineTooLong is returned when a line exceeds the reader's limit.
+var ErrLineTooLong = errors.New("sse: line too long")
+
+// Reader parses events from a stream.
+type Reader struct {
+	r       *bufio.Reader
+	max     int
+	line    []byte
+	skipLF  bool // the previous line ended in CR; a following LF belongs to it
+	started bool
+}
+
+// NewReader returns a reader whose lines may be at most maxLine bytes (0 = 64 MiB).
+func NewReader(r io.Reader, maxLine int) *Reader {
+	if maxLine <= 0 {
+		maxLine = 64 << 20
+	}
+	return &Reader{r: bufio.NewReaderSize(r, 32<<10), max: maxLine}
+}
+
+// readLine returns the next line without its terminator (LF, CRLF or lone CR); io.EOF at a
+// clean end. The returned slice is reused by the next call.
+func (r *Reader) readLine() ([]byte, error) {
+	r.line = r.line[:0]
+	for {
+		if r.r.Buffered() == 0 {
+			if _, err := r.r.Peek(1); err != nil {
+				if err == io.EOF && len(r.line) > 0 {
+					return r.line, nil // last line without terminator
+				}
+				return nil, err
+			}
+		}
+		buf, _ := r.r.Peek(r.r.Buffered())
+		if r.skipLF {
+			r.skipLF = false
+			if buf[0] == '\n' {
+				_, _ = r.r.Discard(1)
+				continue
+			}
+		}
+		i := bytes.IndexByte(buf, '\n')
+		limit := buf
+		if i >= 0 {
+			limit = buf[:i]
+		}
+		if j := bytes.IndexByte(limit, '\r'); j >= 0 {
+			i = j
+		}
+		if i < 0 {
+			r.line = append(r.line, buf...)
+			_, _ = r.r.Discard(len(buf))
+			if len(r.line) > r.max {
+				return nil, ErrLineTooLong
+			}
+			continue
+		}
+		r.line = append(r.line, buf[:i]...)
+		r.skipLF = buf[i] == '\r' // a CR may be the first half of CRLF
+		_, _ = r.r.Discard(i + 1)
+		if len(r.line) > r.max {
+			return nil, ErrLineTooLong
+		}
+		return r.line, nil
+	}
+}
+
+// Next returns the next event. Comment-only blocks are returned as events with no data so a
+// proxy can forward keep-alives. io.EOF at the end of the stream (an incomplete trailing event is
+// discarded, as the spec says).
+func (r *Reader) Next() (*Event, error) {
+	ev := &Event{}
+	var data bytes.Buffer
+	dirty := false
+	for {
+		line, err := r.readLine()
+		if err != nil {
+			if err == io.EOF && dirty && len(ev.Comments) > 0 && !ev.HasData && !ev.HasID && ev.Type == "" {
+				return ev, nil
+			}
+			return nil, err
+		}
+		if !r.started {
+			r.started = true
+			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF")) // BOM
+		}
+		if len(line) == 0 {
+			if !dirty {
+				continue
+			}
+			ev.Data = data.Bytes()
+			return ev, nil
+		}
+		dirty = true
+		if line[0] == ':' {
+			ev.Comments = append(ev.Comments, strings.TrimPrefix(string(line[1:]), " "))
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		switch string(field) {
+		case "data":
+			if ev.HasData {
+				data.WriteByte('\n')
+			}
+			ev.HasData = true
+			data.Write(value)
+		case "id":
+			if bytes.IndexByte(value, 0) < 0 {
+				ev.ID, ev.HasID = string(value), true
+			}
+		case "event":
+			ev.Type = string(value)
+		case "retry":
+			ev.Retry = string(value)
+		}
+	}
+}
+
+// Encode appends the wire form of ev to dst: comments, id, event, retry, data lines, blank line.
+//
+// A line break inside a value would end the field and let the rest be read as new fields or
+// events (a JSON message may carry CR or CRLF as whitespace). So data and comments are split at
+// LF, CRLF and lone CR — exactly where Reader splits them — and line breaks in id, event and
+// retry, which Reader can never produce, are dropped.
+func Encode(dst []byte, ev *Event) []byte {
+	for _, c := range ev.Comments {
+		v := []byte(c)
+		for {
+			line, rest, more := cutLine(v)
+			dst = append(dst, ':')
+			if len(line) > 0 {
+				dst = append(dst, ' ')
+				dst = append(dst, line...)
+			}
+			dst = append(dst, '\n')
+			if !more {
+				break
+			}
+			v = rest
+		}
+	}
+	if ev.HasID {
+		dst = appendField(dst, "id: ", ev.ID)
+	}
+	if ev.Type != "" {
+		dst = appendField(dst, "event: ", ev.Type)
+	}
+	if ev.Retry != "" {
+		dst = appendField(dst, "retry: ", ev.Retry)
+	}
+	if ev.HasData {
+		data := ev.Data
+		for {
+			line, rest, more := cutLine(data)
+			dst = append(dst, "data: "...)
+			dst = append(dst, line...)
+			dst = append(dst, '\n')
+			if !more {
+				break
+			}
+			data = rest
+		}
+	}
+	return append(dst, '\n')
+}
+
+// cutLine splits b at its first line break as Reader sees one (LF, CRLF or lone CR).
+func cutLine(b []byte) (line, rest []byte, more bool) {
+	i := bytes.IndexByte(b, '\n')
+	limit := b
+	if i >= 0 {
+		limit = b[:i]
+	}
+	if j := bytes.IndexByte(limit, '\r'); j >= 0 {
+		i = j
+	}
+	if i < 0 {
+		return b, nil, false
+	}
+	next := i + 1
+	if b[i] == '\r' && next < len(b) && b[next] == '\n' {
+		next++
+	}
+	return b[:i], b[next:], true
+}
+
+// appendField appends a one-line field, dropping any CR or LF in v.
+func appendField(dst []byte, name, v string) []byte {
+	dst = append(dst, name...)
+	if strings.ContainsAny(v, "\r\n") {
+		v = strings.NewReplacer("\r", "", "\n", "").Replace(v)
+	}
+	dst = append(dst, v...)
+	return append(dst, '\n')
+}
+
+// Message returns a data-only "message" event carrying msg.
+func Message(msg []byte) *Event { return &Event{Data: msg, HasData: true} }
+
+// Comment returns a comment-only event (a keep-alive).
+func Comment(text string) *Event { return &Event{Comments: []string{text}} }
+
+// String is for debugging and tests.
+func (e *Event) String() string { return fmt.Sprintf("%q", Encode(nil, e)) }

@@ -1,0 +1,96 @@
+package tasks
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+)
+
+var (
+	ErrNotFound     = errors.New("task not found")        // unknown, foreign owner, or expired
+	ErrTerminal     = errors.New("task already terminal") // cancel of a finished task
+	ErrSelfApproval = errors.New("requester cannot decide own request")
+	// ErrInvalidTransition means a change is not in the transition table (a bug, never a race).
+	ErrInvalidTransition = errors.New("invalid task state transition")
+	// ErrClosed is returned by Create after Close.
+	ErrClosed = errors.New("task manager closed")
+)
+
+// CodeTaskCancelled is the JSON-RPC code tasks/result answers for a cancelled task. The spec
+// defines none (a cancelled request has no reply), so Tollgate uses internal error with the
+// stable name "TaskCancelled" in data.error.
+const CodeTaskCancelled = jsonrpc.CodeInternalError
+
+// ConflictError: a decision arrives after another one stands (or the task is no longer
+// awaiting approval). Task shows the standing state and decision.
+type ConflictError struct{ Task *Task }
+
+func (e *ConflictError) Error() string {
+	if e.Task == nil {
+		return "task is no longer awaiting approval"
+	}
+	if d := e.Task.Decision; d != nil {
+		verdict := "rejected"
+		if d.Approved {
+			verdict = "approved"
+		}
+		return fmt.Sprintf("task %s is %s: already %s by %s", e.Task.ID, e.Task.State, verdict, d.By)
+	}
+	return fmt.Sprintf("task %s is %s, no longer awaiting approval", e.Task.ID, e.Task.State)
+}
+
+func capacityError(qe *store.QuotaError) *jsonrpc.Error {
+	var msg string
+	switch qe.Limit {
+	case "max_pending_per_owner":
+		msg = fmt.Sprintf("CapacityExceeded: this caller already has %d pending tasks (limit %d); wait for some to finish or cancel them", qe.Current, qe.Max)
+	case "max_pending_total":
+		msg = fmt.Sprintf("CapacityExceeded: Tollgate holds %d pending tasks (limit %d); try again later", qe.Current, qe.Max)
+	case "max_argument_bytes":
+		msg = fmt.Sprintf("CapacityExceeded: tool arguments are %d bytes, the limit for a task is %d", qe.Current, qe.Max)
+	default:
+		msg = fmt.Sprintf("CapacityExceeded: pending tasks' arguments would exceed %d bytes; try again later", qe.Max)
+	}
+	return jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "CapacityExceeded", msg, "limit", qe.Limit, "max", qe.Max)
+}
+
+func rejectedError(t *Task, by, reason string) *jsonrpc.Error {
+	msg := fmt.Sprintf("ApprovalRejected: the call to tool %q was rejected by %s", t.Tool, by)
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return jsonrpc.NewError(jsonrpc.CodeApprovalRejected, "ApprovalRejected", msg,
+		"task_id", t.ID, "tool", t.Tool, "approver", by, "reason", reason)
+}
+
+func timedOutError(t *Task, after time.Duration) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeApprovalTimedOut, "ApprovalTimedOut",
+		fmt.Sprintf("ApprovalTimedOut: no approver decided on the call to tool %q within %s (on_timeout: deny)", t.Tool, after),
+		"task_id", t.ID, "tool", t.Tool)
+}
+
+func expiredError(t *Task) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeTaskExpired, "TaskExpired",
+		fmt.Sprintf("TaskExpired: task %s reached its TTL (%s) before it finished", t.ID, t.TTL),
+		"task_id", t.ID, "tool", t.Tool)
+}
+
+func cancelledError(t *Task) *jsonrpc.Error {
+	return jsonrpc.NewError(CodeTaskCancelled, "TaskCancelled",
+		fmt.Sprintf("TaskCancelled: task %s was cancelled", t.ID), "task_id", t.ID, "tool", t.Tool)
+}
+
+func interruptedError(t *Task) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionInterrupted",
+		fmt.Sprintf("ExecutionInterrupted: the call to tool %q was interrupted by a Tollgate restart; it is not retried because a task executes at most once", t.Tool),
+		"task_id", t.ID, "tool", t.Tool)
+}
+
+func argsChangedError(t *Task) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged",
+		fmt.Sprintf("PolicyChanged: the stored call to tool %q no longer matches the approved arguments hash", t.Tool),
+		"task_id", t.ID, "tool", t.Tool)
+}

@@ -1,0 +1,154 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+)
+
+// commitTimeout bounds the final store write after an execution, which must happen even
+// when the Manager is shutting down (the call already ran).
+const commitTimeout = 10 * time.Second
+
+// launch starts executing an Approved task on a goroutine owned by the Manager.
+func (m *Manager) launch(id string) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return // stays Approved; the next start runs it
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.wg.Done()
+		m.execute(m.ctx, id)
+	}()
+}
+
+// execute runs an Approved task at most once: the Approved → Executing compare-and-swap in
+// the store is the claim, so concurrent launches (approve racing on_timeout, a restart)
+// cannot both reach the upstream.
+func (m *Manager) execute(ctx context.Context, id string) {
+	t, err := m.load1(ctx, id)
+	if err != nil || t.State != Approved {
+		return
+	}
+	// DESIGN.md §3: approval is bound to the canonical hash of (tool, arguments), and the
+	// rule/policy is re-checked right before execution.
+	var denied *jsonrpc.Error
+	if CanonicalHash(t.Tool, t.Arguments) != t.ArgsHash {
+		denied = argsChangedError(t)
+	} else if m.recheck != nil {
+		denied = m.recheck(ctx, t.Clone())
+	}
+	if denied != nil {
+		_, err := m.update(ctx, id, func(t *Task) error {
+			if t.State != Approved {
+				return errNoop
+			}
+			t.State, t.Error = Failed, denied
+			t.StatusMessage = "Failed: " + denied.Message
+			return nil
+		})
+		if err != nil && !errors.Is(err, errNoop) {
+			m.log.Error("task: recording re-check failure", "task_id", id, "error", err)
+		}
+		return
+	}
+	t, err = m.update(ctx, id, func(t *Task) error {
+		if t.State != Approved {
+			return errNoop
+		}
+		t.State, t.StatusMessage = Executing, "Executing"
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, errNoop) {
+			m.log.Error("task: claiming execution failed", "task_id", id, "error", err)
+		}
+		return
+	}
+
+	// The call may run until the task's TTL ends; after that its result would be discarded.
+	execCtx, stop := context.WithTimeout(ctx, t.ExpiresAt().Sub(m.now()))
+	defer stop()
+	m.mu.Lock()
+	m.running[id] = stop
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.running, id)
+		m.mu.Unlock()
+	}()
+	// A cancel committed between the claim and registering stop would be missed; look again.
+	if cur, err := m.load1(ctx, id); err != nil || cur.State != Executing {
+		return
+	}
+
+	res, rpcErr := m.call(execCtx, t)
+	outcome := "completed"
+	if rpcErr != nil || isErrorResult(res) {
+		outcome = "failed"
+	}
+	m.met.executed(outcome)
+
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	_, err = m.update(commitCtx, id, func(t *Task) error {
+		if t.State != Executing {
+			return errNoop // cancelled or expired meanwhile: it stays so, result discarded
+		}
+		switch {
+		case rpcErr != nil:
+			t.State, t.Error = Failed, rpcErr
+			t.StatusMessage = "Failed: " + rpcErr.Message
+		case outcome == "failed":
+			// spec 2025-11-25 tasks: a tool result with isError is a failed task; tasks/result
+			// still returns that result.
+			t.State, t.Result = Failed, res
+			t.StatusMessage = "Failed: the tool reported an error"
+		default:
+			t.State, t.Result = Completed, res
+			t.StatusMessage = "Completed"
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoop):
+		m.log.Info("task: execution result discarded, task no longer executing", "task_id", id, "tool", t.Tool)
+	case err != nil:
+		m.log.Error("task: storing execution result failed", "task_id", id, "error", err)
+	}
+}
+
+// call invokes the Executor, turning a panic or an empty answer into a JSON-RPC error.
+func (m *Manager) call(ctx context.Context, t *Task) (res json.RawMessage, rpcErr *jsonrpc.Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			m.log.Error("task: executor panicked", "task_id", t.ID, "tool", t.Tool, "panic", fmt.Sprint(p))
+			res, rpcErr = nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "InternalError",
+				"internal error while executing the task", "task_id", t.ID)
+		}
+	}()
+	res, rpcErr = m.exec.Execute(ctx, t.Clone())
+	if rpcErr == nil && len(res) == 0 {
+		rpcErr = jsonrpc.NewError(jsonrpc.CodeInternalError, "InternalError",
+			"the upstream returned neither a result nor an error", "task_id", t.ID)
+	}
+	if rpcErr != nil {
+		res = nil
+	}
+	return res, rpcErr
+}
+
+// isErrorResult reports whether a CallToolResult has isError: true.
+func isErrorResult(res json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return len(res) > 0 && json.Unmarshal(res, &r) == nil && r.IsError
+}

@@ -1,0 +1,673 @@
+// Package tasks is Tollgate's approval task manager (DESIGN.md §2, §3): it creates tasks for
+// held tool calls, validates every state change against one transition table, applies
+// decisions with compare-and-swap in a store.Store, executes approved calls at most once,
+// enforces approval timeouts and TTLs with one sweeper, and wakes tasks/result waiters.
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+)
+
+// Executor runs an approved task's call against the upstream (implemented by the proxy).
+type Executor interface {
+	Execute(ctx context.Context, t *Task) (result json.RawMessage, rpcErr *jsonrpc.Error)
+}
+
+// Recheck re-evaluates the rule/policy right before execution; non-nil fails the task
+// with that error (e.g. -32011 PolicyChanged, -32003 PolicyDenied). May be nil.
+type Recheck func(ctx context.Context, t *Task) *jsonrpc.Error
+
+// Options configure a Manager; zero durations take the config defaults.
+type Options struct {
+	DefaultTTL, MaxTTL, PollInterval, Retention time.Duration
+	Quotas                                      config.Quotas
+	Workflow                                    func(name string) (config.Workflow, bool) // current snapshot's workflows (reload-safe)
+	Now                                         func() time.Time                          // nil = time.Now
+	Logger                                      *slog.Logger
+	Registerer                                  prometheus.Registerer // nil = no metrics
+}
+
+// Defaults (DESIGN.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
+const (
+	DefaultTTL          = 10 * time.Minute
+	DefaultMaxTTL       = 24 * time.Hour
+	DefaultPollInterval = 2 * time.Second
+	DefaultWorkflow     = "default"
+)
+
+// CreateRequest describes a held (or accelerated) tool call.
+type CreateRequest struct {
+	Owner, SessionID, RequestedBy, Tool string
+	Arguments                           json.RawMessage
+	Headers                             http.Header
+	TTL                                 time.Duration // 0 = default; above max = clamped (caller logs the WARN)
+	Workflow                            string
+	Accelerated                         bool
+}
+
+// Filter selects tasks for List and ListAll. Without States only pending (non-terminal) tasks
+// are listed unless IncludeFinished; with States exactly those states are listed.
+type Filter struct {
+	States          []State
+	IncludeFinished bool
+	Limit           int
+}
+
+// Manager owns Tollgate's tasks. All methods are safe for concurrent use.
+type Manager struct {
+	st      store.Store
+	exec    Executor
+	recheck Recheck
+	opts    Options
+	now     func() time.Time
+	log     *slog.Logger
+	met     *metrics
+	shared  bool
+
+	// ctx bounds execution goroutines; cancelled by Close or when Run's ctx ends.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	waiters map[string]*waiter
+	running map[string]context.CancelFunc // in-flight executions, to stop them on cancel/expiry
+	subs    map[int]func(*Task)
+	nextSub int
+
+	sweep   sweeper
+	runDone chan struct{} // closed when Run returns; nil until Run starts
+}
+
+// waiter is a per-task broadcast: closed (and dropped) on the task's next change.
+type waiter struct {
+	ch   chan struct{}
+	refs int
+	last *Task // set before ch is closed: the task as that change committed it
+}
+
+// NewManager builds a Manager over st and loads the tasks st already holds: tasks that were
+// executing when Tollgate stopped are failed (at most once must hold), approved ones execute.
+func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *Manager {
+	if opts.DefaultTTL <= 0 {
+		opts.DefaultTTL = DefaultTTL
+	}
+	if opts.MaxTTL <= 0 {
+		opts.MaxTTL = DefaultMaxTTL
+	}
+	opts.DefaultTTL = min(opts.DefaultTTL, opts.MaxTTL)
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.Retention < 0 {
+		opts.Retention = 0
+	}
+	m := &Manager{
+		st: st, exec: exec, recheck: recheck, opts: opts,
+		now: opts.Now, log: opts.Logger, met: newMetrics(opts.Registerer), shared: store.IsShared(st),
+		waiters: make(map[string]*waiter),
+		running: make(map[string]context.CancelFunc),
+		subs:    make(map[int]func(*Task)),
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.sweep.init()
+	m.load(m.ctx)
+	return m
+}
+
+// load schedules the deadlines of stored tasks and resumes or fails interrupted work.
+func (m *Manager) load(ctx context.Context) {
+	recs, err := m.st.List(ctx, store.Filter{})
+	if err != nil {
+		m.log.Error("task store: loading tasks failed", "error", err)
+		return
+	}
+	for _, r := range recs {
+		t, err := decodeTask(r)
+		if err != nil {
+			m.log.Error("task store: undecodable task skipped", "task_id", r.ID, "error", err)
+			continue
+		}
+		m.met.moved("", t.State)
+		m.sweep.schedule(t, m.opts.Retention)
+		switch {
+		case t.State == Executing && !m.shared:
+			// The process that ran it is gone; running it again could run it twice.
+			_, err := m.update(ctx, t.ID, func(t *Task) error {
+				if t.State != Executing {
+					return errNoop
+				}
+				t.State, t.Error = Failed, interruptedError(t)
+				t.StatusMessage = "Failed: interrupted by restart"
+				return nil
+			})
+			if err != nil && !errors.Is(err, errNoop) {
+				m.log.Error("task: marking interrupted execution failed", "task_id", t.ID, "error", err)
+			}
+		case t.State == Approved:
+			m.launch(t.ID)
+		}
+	}
+}
+
+// Create stores a new task. A quota violation returns a *jsonrpc.Error -32013
+// "CapacityExceeded" and stores nothing. An accelerated task is created Approved and starts
+// executing at once (DESIGN.md §2 decision matrix, F-005.6).
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) {
+	if req.Tool == "" || req.Owner == "" {
+		// an empty owner would make the task visible to every caller without one
+		return nil, errors.New("create task: empty tool name or owner")
+	}
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	now := m.now()
+	ttl := req.TTL
+	if ttl <= 0 {
+		ttl = m.opts.DefaultTTL
+	}
+	ttl = min(ttl, m.opts.MaxTTL)
+	t := &Task{
+		ID: NewID(), Owner: req.Owner, SessionID: req.SessionID, RequestedBy: req.RequestedBy,
+		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: CanonicalHash(req.Tool, req.Arguments),
+		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated,
+		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
+	}
+	if req.Accelerated {
+		t.State = Approved
+		t.StatusMessage = "Approved (forwarded by rule)"
+		t.Decision = &Decision{Approved: true, By: ByAccelerated, Reason: "rule forwards the call; Tollgate runs it as a task", At: now}
+	} else {
+		if t.Workflow == "" {
+			t.Workflow = DefaultWorkflow
+		}
+		t.State = AwaitingApproval
+		t.StatusMessage = fmt.Sprintf("Awaiting approval (%s)", t.Workflow)
+		if wf, ok := m.workflow(t.Workflow); ok && wf.Timeout.D() > 0 {
+			t.ApprovalDeadline = now.Add(wf.Timeout.D())
+		}
+	}
+	rec, err := encodeTask(t)
+	if err != nil {
+		return nil, fmt.Errorf("create task for tool %q: %w", req.Tool, err)
+	}
+	q := m.opts.Quotas
+	stored, err := m.st.Create(ctx, rec, store.Limits{
+		MaxPendingPerOwner: q.MaxPendingPerOwner, MaxPendingTotal: q.MaxPendingTotal,
+		MaxArgBytes: q.MaxArgumentBytes, MaxStoredBytes: q.MaxStoredBytes,
+	})
+	if err != nil {
+		var qe *store.QuotaError
+		if errors.As(err, &qe) {
+			return nil, capacityError(qe)
+		}
+		return nil, fmt.Errorf("create task for tool %q: %w", req.Tool, err)
+	}
+	t.Version = stored.Version
+	m.met.moved("", t.State)
+	m.sweep.schedule(t, m.opts.Retention)
+	m.log.Info("task created", "task_id", t.ID, "tool", t.Tool, "state", t.State, "workflow", t.Workflow)
+	m.publish(t)
+	if t.State == Approved {
+		m.launch(t.ID)
+	}
+	return t.Clone(), nil
+}
+
+// Get returns the owner's task; ErrNotFound for unknown, foreign or expired ids alike.
+func (m *Manager) Get(ctx context.Context, owner, id string) (*Task, error) {
+	return m.getOwned(ctx, owner, id, true)
+}
+
+// List returns the owner's tasks, oldest first; expired ones are gone.
+func (m *Manager) List(ctx context.Context, owner string, f Filter) ([]*Task, error) {
+	return m.list(ctx, owner, true, f)
+}
+
+// Lookup is the approvers' view of a task: no owner check, kept until deleted.
+func (m *Manager) Lookup(ctx context.Context, id string) (*Task, error) {
+	t, err := m.load1(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.settle(ctx, t), nil
+}
+
+// ListAll is the approvers' view of all tasks, oldest first.
+func (m *Manager) ListAll(ctx context.Context, f Filter) ([]*Task, error) {
+	return m.list(ctx, "", false, f)
+}
+
+// Cancel cancels the owner's task. A terminal task yields ErrTerminal together with the
+// task as it stands (spec 2025-11-25 tasks: cancel of a terminal task is -32602).
+func (m *Manager) Cancel(ctx context.Context, owner, id string) (*Task, error) {
+	if _, err := m.getOwned(ctx, owner, id, true); err != nil {
+		return nil, err
+	}
+	t, err := m.update(ctx, id, func(t *Task) error {
+		if t.State.Terminal() {
+			return ErrTerminal
+		}
+		t.State, t.Error = Cancelled, cancelledError(t)
+		t.StatusMessage = "Cancelled by requester"
+		return nil
+	})
+	if errors.Is(err, ErrTerminal) {
+		return t, ErrTerminal
+	}
+	return t, err
+}
+
+// Result blocks until the task is terminal or ctx ends, then returns the stored result or
+// JSON-RPC error (spec 2025-11-25 tasks: tasks/result MUST block). ctx ending returns
+// ctx.Err() and leaves the task running.
+func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage, *jsonrpc.Error, error) {
+	for {
+		w := m.acquireWaiter(id) // before reading, so no change is missed
+		t, err := m.getOwned(ctx, owner, id, false)
+		if err == nil && !m.now().Before(t.ExpiresAt()) && t.State != Expired {
+			// past its TTL a finished task's result is gone (spec: MAY delete after ttl)
+			err = ErrNotFound
+		}
+		if err != nil {
+			m.releaseWaiter(id, w)
+			return nil, nil, err
+		}
+		if t.State.Terminal() {
+			m.releaseWaiter(id, w)
+			res, rpcErr := outcome(t)
+			return res, rpcErr, nil
+		}
+		var fallback <-chan time.Time
+		var timer *time.Timer
+		if m.shared {
+			// Other replicas' changes are not announced here; re-check once a second.
+			timer = time.NewTimer(time.Second)
+			fallback = timer.C
+		}
+		woken := false
+		select {
+		case <-w.ch:
+			woken = true // close happens after last is set: reading it is safe
+		case <-fallback:
+		case <-ctx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		m.releaseWaiter(id, w)
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		// The task as committed by the change that woke us: it may be deleted right after
+		// (retention 0), and a waiter must still learn the outcome, e.g. TaskExpired.
+		if last := w.last; woken && last != nil && last.State.Terminal() {
+			res, rpcErr := outcome(last)
+			return res, rpcErr, nil
+		}
+	}
+}
+
+// outcome is what tasks/result answers for a terminal task: exactly what the call returned.
+func outcome(t *Task) (json.RawMessage, *jsonrpc.Error) {
+	if t.Result != nil {
+		return slices.Clone(t.Result), nil
+	}
+	if t.Error != nil {
+		return nil, t.Clone().Error
+	}
+	return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskFailed",
+		fmt.Sprintf("task %s ended %s without a result", t.ID, t.State), "task_id", t.ID)
+}
+
+// Approve records an approval and starts execution at once (DESIGN.md §3). Errors:
+// ErrNotFound, ErrSelfApproval, *ConflictError when the task is no longer awaiting approval.
+func (m *Manager) Approve(ctx context.Context, id, approver, reason string) (*Task, error) {
+	return m.decide(ctx, id, approver, reason, true)
+}
+
+// Reject records a rejection; tasks/result then answers -32007 ApprovalRejected.
+func (m *Manager) Reject(ctx context.Context, id, approver, reason string) (*Task, error) {
+	return m.decide(ctx, id, approver, reason, false)
+}
+
+func (m *Manager) decide(ctx context.Context, id, approver, reason string, approve bool) (*Task, error) {
+	cur, err := m.Lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.RequestedBy != "" && approver == cur.RequestedBy {
+		return nil, ErrSelfApproval
+	}
+	now := m.now()
+	t, err := m.update(ctx, id, func(t *Task) error {
+		if t.State != AwaitingApproval {
+			return &ConflictError{Task: t.Clone()}
+		}
+		t.Decision = &Decision{Approved: approve, By: approver, Reason: reason, At: now}
+		if approve {
+			t.State, t.StatusMessage = Approved, "Approved by "+approver
+		} else {
+			t.State, t.StatusMessage = Rejected, "Rejected by "+approver
+			t.Error = rejectedError(t, approver, reason)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if approve {
+		m.launch(id)
+	}
+	return t, nil
+}
+
+// Subscribe calls fn with a copy of the task after every committed transition (and after
+// creation). fn runs on the goroutine that made the change and must not block.
+func (m *Manager) Subscribe(fn func(t *Task)) (unsubscribe func()) {
+	m.mu.Lock()
+	id := m.nextSub
+	m.nextSub++
+	m.subs[id] = fn
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		delete(m.subs, id)
+		m.mu.Unlock()
+	}
+}
+
+// Close stops the sweeper and running executions (their tasks fail: at most once) and waits
+// for them. It does not close the store.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	done := m.runDone
+	m.mu.Unlock()
+	m.cancel()
+	if done != nil {
+		<-done
+	}
+	m.wg.Wait()
+	return nil
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// workflow returns the named approval workflow from the current config snapshot.
+func (m *Manager) workflow(name string) (config.Workflow, bool) {
+	if m.opts.Workflow == nil {
+		return config.Workflow{}, false
+	}
+	return m.opts.Workflow(name)
+}
+
+// load1 reads and decodes one task.
+func (m *Manager) load1(ctx context.Context, id string) (*Task, error) {
+	r, err := m.st.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	t, err := decodeTask(r)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// getOwned is the owner's view: a foreign owner and (when hideExpired) a task past its TTL
+// look exactly like an unknown id (DESIGN.md §3 owner isolation; spec: -32602 for all).
+func (m *Manager) getOwned(ctx context.Context, owner, id string, hideExpired bool) (*Task, error) {
+	t, err := m.load1(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Owner != owner {
+		return nil, ErrNotFound
+	}
+	t = m.settle(ctx, t)
+	if hideExpired && !m.now().Before(t.ExpiresAt()) {
+		return nil, ErrNotFound
+	}
+	return t, nil
+}
+
+func (m *Manager) list(ctx context.Context, owner string, ownerView bool, f Filter) ([]*Task, error) {
+	sf := store.Filter{Owner: owner, PendingOnly: len(f.States) == 0 && !f.IncludeFinished}
+	for _, s := range f.States {
+		sf.States = append(sf.States, string(s))
+	}
+	if ownerView && owner == "" {
+		return nil, nil
+	}
+	recs, err := m.st.List(ctx, sf)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	now := m.now()
+	out := make([]*Task, 0, len(recs))
+	for _, r := range recs {
+		t, err := decodeTask(r)
+		if err != nil {
+			m.log.Error("task store: undecodable task skipped", "task_id", r.ID, "error", err)
+			continue
+		}
+		t = m.settle(ctx, t)
+		switch {
+		case ownerView && !now.Before(t.ExpiresAt()):
+			continue
+		case len(f.States) > 0 && !slices.Contains(f.States, t.State):
+			continue
+		case len(f.States) == 0 && !f.IncludeFinished && t.State.Terminal():
+			continue
+		}
+		out = append(out, t)
+		if f.Limit > 0 && len(out) == f.Limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// errNoop aborts an update whose precondition no longer holds; nothing is written.
+var errNoop = errors.New("no change")
+
+// update applies mutate to a fresh copy of the stored task and commits it with
+// compare-and-swap, retrying on version conflicts, so concurrent changes resolve to exactly
+// one outcome. mutate returns an error to abort; update then returns the task as it stands
+// together with that error. Every change must be an edge of the transition table.
+func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) error) (*Task, error) {
+	for {
+		r, err := m.st.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", id, err)
+		}
+		t, err := decodeTask(r)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: %w", id, err)
+		}
+		before := t.Clone()
+		from := t.State
+		if err := mutate(t); err != nil {
+			return before, err
+		}
+		if !CanTransition(from, t.State) {
+			return before, fmt.Errorf("task %s: %w: %s → %s", id, ErrInvalidTransition, from, t.State)
+		}
+		t.UpdatedAt = m.now()
+		rec, err := encodeTask(t)
+		if err != nil {
+			return before, fmt.Errorf("task %s: %w", id, err)
+		}
+		stored, err := m.st.Update(ctx, rec, r.Version)
+		if errors.Is(err, store.ErrVersionConflict) {
+			if ctx.Err() != nil {
+				return before, ctx.Err()
+			}
+			continue // someone else changed it first: decide again on the new state
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return before, fmt.Errorf("task %s: %w", id, err)
+		}
+		t.Version = stored.Version
+		m.committed(from, t)
+		return t.Clone(), nil
+	}
+}
+
+// committed runs the side effects of a transition that is now in the store.
+func (m *Manager) committed(from State, t *Task) {
+	m.met.moved(from, t.State)
+	if from == AwaitingApproval {
+		m.met.decided(string(t.State), t.UpdatedAt.Sub(t.CreatedAt).Seconds())
+	}
+	if t.State == Cancelled || t.State == Expired {
+		m.mu.Lock()
+		stop := m.running[t.ID]
+		m.mu.Unlock()
+		if stop != nil {
+			stop() // spec: on cancel the receiver SHOULD attempt to stop the execution
+		}
+	}
+	m.log.Info("task transition", "task_id", t.ID, "tool", t.Tool, "from", from, "to", t.State)
+	m.publish(t) // before waking waiters: once tasks/result answers, the notification is out
+	m.notify(t.ID, t)
+}
+
+func (m *Manager) publish(t *Task) {
+	m.mu.Lock()
+	fns := make([]func(*Task), 0, len(m.subs))
+	for _, fn := range m.subs {
+		fns = append(fns, fn)
+	}
+	m.mu.Unlock()
+	for _, fn := range fns {
+		fn(t.Clone())
+	}
+}
+
+func (m *Manager) acquireWaiter(id string) *waiter {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.waiters[id]
+	if w == nil {
+		w = &waiter{ch: make(chan struct{})}
+		m.waiters[id] = w
+	}
+	w.refs++
+	return w
+}
+
+func (m *Manager) releaseWaiter(id string, w *waiter) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w.refs--; w.refs == 0 && m.waiters[id] == w {
+		delete(m.waiters, id)
+	}
+}
+
+// notify wakes every Result waiting on id; t is the committed task (nil when deleted).
+func (m *Manager) notify(id string, t *Task) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if w := m.waiters[id]; w != nil {
+		if t != nil {
+			w.last = t.Clone()
+		}
+		close(w.ch)
+		delete(m.waiters, id)
+	}
+}
+
+// settle applies deadlines that are due but not yet swept (approval timeout, TTL end), so
+// every read sees the same outcome whether or not the sweeper has run yet.
+func (m *Manager) settle(ctx context.Context, t *Task) *Task {
+	now := m.now()
+	if t.State == AwaitingApproval && !t.ApprovalDeadline.IsZero() && !now.Before(t.ApprovalDeadline) &&
+		t.ApprovalDeadline.Before(t.ExpiresAt()) {
+		if nt := m.approvalTimeout(ctx, t.ID); nt != nil {
+			t = nt
+		}
+	}
+	if !t.State.Terminal() && !now.Before(t.ExpiresAt()) {
+		nt, err := m.update(ctx, t.ID, func(t *Task) error {
+			if t.State.Terminal() || m.now().Before(t.ExpiresAt()) {
+				return errNoop
+			}
+			t.State, t.Error = Expired, expiredError(t)
+			t.StatusMessage = "Expired: the task TTL ended"
+			return nil
+		})
+		if nt != nil {
+			t = nt
+		}
+		if err != nil && !errors.Is(err, errNoop) {
+			m.log.Error("task: expiry failed", "task_id", t.ID, "error", err)
+		}
+	}
+	return t
+}
+
+// approvalTimeout applies the workflow's on_timeout (read from the current snapshot, so a
+// reload counts): deny → TimedOut (-32008); approve → Approved by system:on_timeout, executed.
+func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
+	var approve bool
+	t, err := m.update(ctx, id, func(t *Task) error {
+		now := m.now()
+		if t.State != AwaitingApproval || t.ApprovalDeadline.IsZero() || now.Before(t.ApprovalDeadline) {
+			return errNoop
+		}
+		wf, _ := m.workflow(t.Workflow)
+		approve = wf.OnTimeout == "approve"
+		if approve {
+			t.State, t.StatusMessage = Approved, "Approved by "+ByTimeout
+			t.Decision = &Decision{Approved: true, By: ByTimeout, Reason: "approval timed out (on_timeout: approve)", At: now}
+		} else {
+			t.State, t.StatusMessage = TimedOut, "Approval timed out"
+			t.Decision = &Decision{Approved: false, By: ByTimeout, Reason: "approval timed out (on_timeout: deny)", At: now}
+			t.Error = timedOutError(t, t.ApprovalDeadline.Sub(t.CreatedAt))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errNoop) {
+		m.log.Error("task: approval timeout failed", "task_id", id, "error", err)
+	}
+	if err == nil && approve {
+		m.launch(id)
+	}
+	return t
+}

@@ -1,0 +1,147 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTransitionTable(t *testing.T) {
+	want := map[State][]State{
+		AwaitingApproval: {Approved, Rejected, TimedOut, Cancelled, Expired},
+		Approved:         {Executing, Cancelled, Expired, Failed},
+		Executing:        {Completed, Failed, Cancelled, Expired},
+	}
+	for _, from := range States() {
+		for _, to := range States() {
+			exp := false
+			for _, s := range want[from] {
+				exp = exp || s == to
+			}
+			if got := CanTransition(from, to); got != exp {
+				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, exp)
+			}
+		}
+		if from.Terminal() != (len(want[from]) == 0) {
+			t.Errorf("%s.Terminal() = %v", from, from.Terminal())
+		}
+	}
+	for _, tr := range Transitions() {
+		if tr.Trigger == "" {
+			t.Errorf("%s → %s has no trigger", tr.From, tr.To)
+		}
+	}
+	if !strings.Contains(Mermaid(), "awaiting_approval --> approved : approver approves") {
+		t.Errorf("Mermaid() misses an edge:\n%s", Mermaid())
+	}
+}
+
+// TestManagerEnforcesTable drives every (from, to) pair through Manager.update: only edges of
+// the table commit; everything else fails with ErrInvalidTransition and changes nothing.
+func TestManagerEnforcesTable(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, nil)
+	for _, from := range States() {
+		for _, to := range States() {
+			tk := e.create(t, "o")
+			// put the task into `from` directly in the store (test-only shortcut)
+			r, _ := e.st.Get(ctx, tk.ID)
+			cur, _ := decodeTask(r)
+			cur.State = from
+			rec, _ := encodeTask(cur)
+			if _, err := e.st.Update(ctx, rec, r.Version); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.m.update(ctx, tk.ID, func(t *Task) error { t.State = to; return nil })
+			if CanTransition(from, to) {
+				if err != nil {
+					t.Errorf("%s → %s: %v", from, to, err)
+				}
+				if got := e.state(t, tk.ID); got != to {
+					t.Errorf("%s → %s: state %s", from, to, got)
+				}
+			} else {
+				if !errors.Is(err, ErrInvalidTransition) {
+					t.Errorf("%s → %s: err = %v, want ErrInvalidTransition", from, to, err)
+				}
+				if got := e.state(t, tk.ID); got != from {
+					t.Errorf("%s → %s rejected but state is %s", from, to, got)
+				}
+			}
+		}
+	}
+}
+
+func TestWire(t *testing.T) {
+	tests := map[State]string{
+		AwaitingApproval: "working", Approved: "working", Executing: "working",
+		Completed: "completed", Failed: "failed", Rejected: "failed", Expired: "failed",
+		TimedOut: "failed", Cancelled: "cancelled",
+	}
+	for s, want := range tests {
+		if got := s.Wire(); got != want {
+			t.Errorf("%s.Wire() = %q, want %q", s, got, want)
+		}
+	}
+	created := time.Date(2025, 11, 25, 10, 30, 0, 0, time.FixedZone("CET", 3600))
+	tk := &Task{ID: "tg_x", State: AwaitingApproval, StatusMessage: "Awaiting approval (default)",
+		CreatedAt: created, UpdatedAt: created.Add(1500 * time.Millisecond), TTL: time.Minute, PollInterval: 2 * time.Second}
+	want := `{"taskId":"tg_x","status":"working","statusMessage":"Awaiting approval (default)","createdAt":"2025-11-25T09:30:00.000Z","lastUpdatedAt":"2025-11-25T09:30:01.500Z","ttl":60000,"pollInterval":2000}`
+	if got := string(tk.WireJSON()); got != want {
+		t.Errorf("WireJSON =\n%s\nwant\n%s", got, want)
+	}
+	tk.StatusMessage = ""
+	if strings.Contains(string(tk.WireJSON()), "statusMessage") {
+		t.Error("empty statusMessage not omitted")
+	}
+}
+
+func TestNewID(t *testing.T) {
+	re := regexp.MustCompile(`^tg_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for range 100 {
+		id := NewID()
+		if !re.MatchString(id) || seen[id] {
+			t.Fatalf("bad or repeated id %q", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestCanonicalHash(t *testing.T) {
+	base := CanonicalHash("t", json.RawMessage(`{"a":1,"b":{"c":[1,2],"d":"x"}}`))
+	tests := []struct {
+		name string
+		tool string
+		args string
+		same bool
+	}{
+		{"key order and whitespace", "t", "{ \"b\": {\"d\":\"x\", \"c\":[1, 2]},\n \"a\":1 }", true},
+		{"number written differently", "t", `{"a":1.0,"b":{"c":[1,2],"d":"x"}}`, false},
+		{"other value", "t", `{"a":2,"b":{"c":[1,2],"d":"x"}}`, false},
+		{"array order matters", "t", `{"a":1,"b":{"c":[2,1],"d":"x"}}`, false},
+		{"other tool", "u", `{"a":1,"b":{"c":[1,2],"d":"x"}}`, false},
+	}
+	for _, tc := range tests {
+		got := CanonicalHash(tc.tool, json.RawMessage(tc.args))
+		if (got == base) != tc.same {
+			t.Errorf("%s: same = %v, want %v", tc.name, got == base, tc.same)
+		}
+	}
+	empty := CanonicalHash("t", nil)
+	for _, a := range []string{"", "null", " {} "} {
+		if CanonicalHash("t", json.RawMessage(a)) != empty {
+			t.Errorf("args %q should hash like absent", a)
+		}
+	}
+	if len(base) != 64 {
+		t.Errorf("hash %q is not hex sha256", base)
+	}
+	if CanonicalHash("t", json.RawMessage(`{"s":"<&>"}`)) != CanonicalHash("t", json.RawMessage(`{"s":"\u003c&>"}`)) {
+		t.Error("escaped and literal forms of the same string should hash alike")
+	}
+}

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var bucketTasks = []byte("tasks")
+
+// File is the embedded durable backend (tasks.store.type: file) on a bbolt database. bbolt
+// locks the file, so one process owns it; the in-memory index mirrors the file and answers
+// reads and quota checks, every change is committed to disk before the index changes.
+type File struct {
+	mu     sync.Mutex
+	db     *bolt.DB
+	ix     *index
+	closed bool
+}
+
+var _ Store = (*File)(nil)
+
+// fileRecord is a Record as stored on disk.
+type fileRecord struct {
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"`
+	State     string    `json:"state"`
+	Pending   bool      `json:"pending"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	ArgBytes  int64     `json:"arg_bytes"`
+	Version   uint64    `json:"version"`
+	Data      []byte    `json:"data"` // base64, so the bytes come back exactly
+}
+
+// OpenFile opens (or creates) the store at path (config tasks.store.path) and loads its index.
+// It fails after a few seconds if another process holds the file.
+func OpenFile(path string) (*File, error) {
+	if path == "" {
+		return nil, fmt.Errorf("file task store: empty path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("file task store %s: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 3 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("file task store %s: %w", path, err)
+	}
+	f := &File{db: db, ix: newIndex()}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketTasks)
+		if err != nil {
+			return err
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var fr fileRecord
+			if err := json.Unmarshal(v, &fr); err != nil {
+				return fmt.Errorf("task %s: %w", k, err)
+			}
+			f.ix.put(Record(fr))
+			return nil
+		})
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("file task store %s: %w", path, err)
+	}
+	return f, nil
+}
+
+func (f *File) write(rec Record) error {
+	b, err := json.Marshal(fileRecord(rec))
+	if err != nil {
+		return err
+	}
+	return f.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTasks).Put([]byte(rec.ID), b)
+	})
+}
+
+func (f *File) Create(_ context.Context, rec Record, lim Limits) (Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return Record{}, ErrClosed
+	}
+	if err := f.ix.checkCreate(rec, lim); err != nil {
+		return Record{}, err
+	}
+	rec.Version = 1
+	if err := f.write(rec); err != nil {
+		return Record{}, fmt.Errorf("file task store: create task %s: %w", rec.ID, err)
+	}
+	f.ix.put(rec)
+	return f.ix.recs[rec.ID], nil
+}
+
+func (f *File) Get(_ context.Context, id string) (Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return Record{}, ErrClosed
+	}
+	r, ok := f.ix.recs[id]
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return r, nil
+}
+
+func (f *File) Update(_ context.Context, rec Record, expect uint64) (Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return Record{}, ErrClosed
+	}
+	next, err := f.ix.checkUpdate(rec, expect)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := f.write(next); err != nil {
+		return Record{}, fmt.Errorf("file task store: update task %s: %w", rec.ID, err)
+	}
+	f.ix.put(next)
+	return f.ix.recs[rec.ID], nil
+}
+
+func (f *File) Delete(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if _, ok := f.ix.recs[id]; !ok {
+		return nil
+	}
+	err := f.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTasks).Delete([]byte(id)) })
+	if err != nil {
+		return fmt.Errorf("file task store: delete task %s: %w", id, err)
+	}
+	f.ix.remove(id)
+	return nil
+}
+
+func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil, ErrClosed
+	}
+	return f.ix.list(flt), nil
+}
+
+func (f *File) Usage(_ context.Context, owner string) (Usage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return Usage{}, ErrClosed
+	}
+	return f.ix.usage(owner), nil
+}
+
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	f.closed = true
+	return f.db.Close()
+}

@@ -1,0 +1,123 @@
+package store
+
+import (
+	"slices"
+	"strings"
+)
+
+// index is the in-process table behind the memory and file backends: records by id plus the
+// pending counters the quotas need, kept in step on every change. Callers hold a lock.
+type index struct {
+	recs         map[string]Record
+	pendingOwner map[string]int
+	pendingTotal int
+	pendingBytes int64
+}
+
+func newIndex() *index {
+	return &index{recs: make(map[string]Record), pendingOwner: make(map[string]int)}
+}
+
+// checkCreate validates an insert without changing anything.
+func (ix *index) checkCreate(rec Record, lim Limits) error {
+	if _, ok := ix.recs[rec.ID]; ok {
+		return ErrExists
+	}
+	if !rec.Pending {
+		return nil
+	}
+	return checkLimits(lim, rec.ArgBytes, int64(ix.pendingOwner[rec.Owner]), int64(ix.pendingTotal), ix.pendingBytes)
+}
+
+// checkLimits is shared by every backend so they report the same limit names in the same order.
+func checkLimits(lim Limits, argBytes, owner, total, bytes int64) error {
+	switch {
+	case lim.MaxArgBytes > 0 && argBytes > lim.MaxArgBytes:
+		return &QuotaError{Limit: "max_argument_bytes", Current: argBytes, Max: lim.MaxArgBytes}
+	case lim.MaxPendingPerOwner > 0 && owner >= int64(lim.MaxPendingPerOwner):
+		return &QuotaError{Limit: "max_pending_per_owner", Current: owner, Max: int64(lim.MaxPendingPerOwner)}
+	case lim.MaxPendingTotal > 0 && total >= int64(lim.MaxPendingTotal):
+		return &QuotaError{Limit: "max_pending_total", Current: total, Max: int64(lim.MaxPendingTotal)}
+	case lim.MaxStoredBytes > 0 && bytes+argBytes > lim.MaxStoredBytes:
+		return &QuotaError{Limit: "max_stored_bytes", Current: bytes, Max: lim.MaxStoredBytes}
+	}
+	return nil
+}
+
+// checkUpdate validates a CAS update and returns the record as it will be stored.
+func (ix *index) checkUpdate(rec Record, expect uint64) (Record, error) {
+	old, ok := ix.recs[rec.ID]
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	if old.Version != expect {
+		return Record{}, ErrVersionConflict
+	}
+	rec.Owner, rec.CreatedAt = old.Owner, old.CreatedAt
+	rec.Version = expect + 1
+	return rec, nil
+}
+
+// put stores rec, replacing any record with the same id.
+func (ix *index) put(rec Record) {
+	ix.remove(rec.ID)
+	rec.Data = slices.Clone(rec.Data)
+	ix.recs[rec.ID] = rec
+	if rec.Pending {
+		ix.pendingOwner[rec.Owner]++
+		ix.pendingTotal++
+		ix.pendingBytes += rec.ArgBytes
+	}
+}
+
+func (ix *index) remove(id string) {
+	old, ok := ix.recs[id]
+	if !ok {
+		return
+	}
+	delete(ix.recs, id)
+	if old.Pending {
+		if ix.pendingOwner[old.Owner]--; ix.pendingOwner[old.Owner] <= 0 {
+			delete(ix.pendingOwner, old.Owner)
+		}
+		ix.pendingTotal--
+		ix.pendingBytes -= old.ArgBytes
+	}
+}
+
+func (ix *index) list(f Filter) []Record {
+	var out []Record
+	for _, r := range ix.recs {
+		if matches(r, f) {
+			out = append(out, r)
+		}
+	}
+	sortRecords(out)
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out
+}
+
+func (ix *index) usage(owner string) Usage {
+	return Usage{PendingOwner: ix.pendingOwner[owner], PendingTotal: ix.pendingTotal, PendingBytes: ix.pendingBytes}
+}
+
+func matches(r Record, f Filter) bool {
+	if f.Owner != "" && r.Owner != f.Owner {
+		return false
+	}
+	if f.PendingOnly && !r.Pending {
+		return false
+	}
+	return len(f.States) == 0 || slices.Contains(f.States, r.State)
+}
+
+func sortRecords(rs []Record) {
+	slices.SortFunc(rs, func(a, b Record) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}

@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"sync"
+)
+
+// Memory is the in-process backend (tasks.store.type: memory). Tasks are lost on restart.
+type Memory struct {
+	mu     sync.Mutex
+	ix     *index
+	closed bool
+}
+
+var _ Store = (*Memory)(nil)
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory { return &Memory{ix: newIndex()} }
+
+func (m *Memory) Create(_ context.Context, rec Record, lim Limits) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Record{}, ErrClosed
+	}
+	if err := m.ix.checkCreate(rec, lim); err != nil {
+		return Record{}, err
+	}
+	rec.Version = 1
+	m.ix.put(rec)
+	return m.ix.recs[rec.ID], nil
+}
+
+func (m *Memory) Get(_ context.Context, id string) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Record{}, ErrClosed
+	}
+	r, ok := m.ix.recs[id]
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return r, nil
+}
+
+func (m *Memory) Update(_ context.Context, rec Record, expect uint64) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Record{}, ErrClosed
+	}
+	next, err := m.ix.checkUpdate(rec, expect)
+	if err != nil {
+		return Record{}, err
+	}
+	m.ix.put(next)
+	return m.ix.recs[rec.ID], nil
+}
+
+func (m *Memory) Delete(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	m.ix.remove(id)
+	return nil
+}
+
+func (m *Memory) List(_ context.Context, f Filter) ([]Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	return m.ix.list(f), nil
+}
+
+func (m *Memory) Usage(_ context.Context, owner string) (Usage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Usage{}, ErrClosed
+	}
+	return m.ix.usage(owner), nil
+}
+
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}

@@ -1,0 +1,103 @@
+// Package store persists Tollgate's approval tasks. A Store keeps opaque task bytes plus the
+// few fields it must index (owner, state, pending flag, argument bytes) and updates them with
+// compare-and-swap on a version, so concurrent approve / reject / cancel / expiry resolve to
+// exactly one outcome (DESIGN.md §3).
+//
+// The package does not import package tasks (which imports it); it never decodes Data.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors every backend returns (compare with errors.Is).
+var (
+	ErrNotFound        = errors.New("store: task not found")
+	ErrExists          = errors.New("store: task id already exists")
+	ErrVersionConflict = errors.New("store: version conflict")
+	ErrClosed          = errors.New("store: closed")
+)
+
+// Record is one stored task.
+type Record struct {
+	ID        string
+	Owner     string
+	State     string // internal state name; indexed for listing
+	Pending   bool   // not terminal: counts towards the pending quotas
+	CreatedAt time.Time
+	ExpiresAt time.Time // CreatedAt + TTL
+	ArgBytes  int64     // size of the stored arguments; counts towards MaxStoredBytes while pending
+	Version   uint64    // set by the store: 1 on Create, +1 on every Update
+	Data      []byte    // encoded task, opaque to the store; callers must not modify it
+}
+
+// Limits are checked atomically with the insert in Create; a zero field means unlimited.
+type Limits struct {
+	MaxPendingPerOwner int
+	MaxPendingTotal    int
+	MaxArgBytes        int64 // one task's ArgBytes
+	MaxStoredBytes     int64 // sum of ArgBytes over pending tasks
+}
+
+// QuotaError is returned by Create when a limit would be exceeded; nothing is stored then.
+type QuotaError struct {
+	Limit   string // max_pending_per_owner | max_pending_total | max_argument_bytes | max_stored_bytes
+	Current int64  // value before this task
+	Max     int64
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("store: quota %s exceeded (current %d, limit %d)", e.Limit, e.Current, e.Max)
+}
+
+// Filter selects records for List. Results are ordered by CreatedAt, then ID.
+type Filter struct {
+	Owner       string   // "" = every owner
+	States      []string // empty = every state
+	PendingOnly bool
+	Limit       int // 0 = no limit
+}
+
+// Usage is what the pending quotas count.
+type Usage struct {
+	PendingOwner int   // pending tasks of the owner asked about
+	PendingTotal int   // pending tasks overall
+	PendingBytes int64 // argument bytes of pending tasks overall
+}
+
+// Store is implemented by every backend (memory, file, redis) and verified by storetest.Run.
+type Store interface {
+	// Create inserts rec (its Version is ignored; the stored record has Version 1) if rec.ID is
+	// new and, when rec.Pending, no limit in lim is exceeded; the check and the insert are atomic.
+	Create(ctx context.Context, rec Record, lim Limits) (Record, error)
+	// Get returns the record or ErrNotFound.
+	Get(ctx context.Context, id string) (Record, error)
+	// Update replaces the record with rec.ID if its version is still expectVersion and returns
+	// the stored record (Version expectVersion+1); else ErrVersionConflict or ErrNotFound.
+	// Owner and CreatedAt are kept from the stored record.
+	Update(ctx context.Context, rec Record, expectVersion uint64) (Record, error)
+	// Delete removes the record; deleting a missing id is not an error.
+	Delete(ctx context.Context, id string) error
+	// List returns the matching records.
+	List(ctx context.Context, f Filter) ([]Record, error)
+	// Usage reports pending counts for owner and overall.
+	Usage(ctx context.Context, owner string) (Usage, error)
+	// Close releases the backend; later calls return ErrClosed.
+	Close() error
+}
+
+// Shared is implemented by backends several Tollgate replicas use at once (Redis). A replica
+// must then not treat another replica's executing tasks as interrupted, and must not rely on
+// in-process notifications alone.
+type Shared interface {
+	Shared() bool
+}
+
+// IsShared reports whether st is used by several replicas.
+func IsShared(st Store) bool {
+	s, ok := st.(Shared)
+	return ok && s.Shared()
+}

@@ -1,0 +1,113 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
+)
+
+func TestMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		st := store.NewMemory()
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	})
+}
+
+func TestFile(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		st, err := store.OpenFile(filepath.Join(t.TempDir(), "tasks.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	})
+}
+
+// TestFileSurvivesRestart: tasks, versions and the pending counters come back after a reopen.
+func TestFileSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sub", "tasks.db")
+	st, err := store.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC)
+	data := []byte(`{"x": "<exact bytes>" }`)
+	r, err := st.Create(ctx, store.Record{ID: "a", Owner: "alice", State: "executing", Pending: true,
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour), ArgBytes: 7, Data: data}, store.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Update(ctx, r, r.Version); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Create(ctx, store.Record{ID: "b", Owner: "bob", State: "completed", CreatedAt: now}, store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err = store.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	g, err := st.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Version != 2 || string(g.Data) != string(data) || g.State != "executing" || !g.CreatedAt.Equal(now) {
+		t.Errorf("after reopen: %+v", g)
+	}
+	if _, err := st.Get(ctx, "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted task came back: %v", err)
+	}
+	if u, _ := st.Usage(ctx, "alice"); u != (store.Usage{PendingOwner: 1, PendingTotal: 1, PendingBytes: 7}) {
+		t.Errorf("Usage after reopen = %+v", u)
+	}
+}
+
+func TestOpenFileErrors(t *testing.T) {
+	if _, err := store.OpenFile(""); err == nil {
+		t.Error("OpenFile(\"\") succeeded")
+	}
+	dir := t.TempDir()
+	if _, err := store.OpenFile(dir); err == nil { // a directory is not a database
+		t.Error("OpenFile(dir) succeeded")
+	}
+}
+
+func TestOpen(t *testing.T) {
+	tests := []struct {
+		cfg     config.Store
+		wantErr bool
+	}{
+		{config.Store{}, false},
+		{config.Store{Type: "memory"}, false},
+		{config.Store{Type: "file", Path: filepath.Join(t.TempDir(), "t.db")}, false},
+		{config.Store{Type: "file"}, true},
+		{config.Store{Type: "redis", URL: "redis://127.0.0.1:1"}, true},
+		{config.Store{Type: "etcd"}, true},
+	}
+	for _, tc := range tests {
+		st, err := store.Open(tc.cfg)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("Open(%+v) err = %v, wantErr %v", tc.cfg, err, tc.wantErr)
+		}
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+}

@@ -1,0 +1,260 @@
+// Package storetest is the one contract suite every task store backend must pass.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+)
+
+var t0 = time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC)
+
+func rec(id, owner string, n int, pending bool, argBytes int64) store.Record {
+	return store.Record{
+		ID: id, Owner: owner, State: "awaiting_approval", Pending: pending,
+		CreatedAt: t0.Add(time.Duration(n) * time.Second), ExpiresAt: t0.Add(time.Hour),
+		ArgBytes: argBytes, Data: []byte(fmt.Sprintf(`{"n":%d,"html":"<&>"}`, n)),
+	}
+}
+
+// Run runs the contract against stores made by newStore; each call must return an empty store
+// that the suite may Close.
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	ctx := context.Background()
+
+	t.Run("CreateGet", func(t *testing.T) {
+		st := newStore(t)
+		r := rec("a", "alice", 1, true, 10)
+		got, err := st.Create(ctx, r, store.Limits{})
+		if err != nil {
+			t.Fatalf("Create: %v", err)
+		}
+		if got.Version != 1 {
+			t.Errorf("Version = %d, want 1", got.Version)
+		}
+		g, err := st.Get(ctx, "a")
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		if g.ID != r.ID || g.Owner != r.Owner || g.State != r.State || !g.Pending || g.ArgBytes != 10 ||
+			!g.CreatedAt.Equal(r.CreatedAt) || !g.ExpiresAt.Equal(r.ExpiresAt) || string(g.Data) != string(r.Data) {
+			t.Errorf("Get = %+v, want %+v", g, r)
+		}
+		if _, err := st.Create(ctx, r, store.Limits{}); !errors.Is(err, store.ErrExists) {
+			t.Errorf("duplicate Create err = %v, want ErrExists", err)
+		}
+		if _, err := st.Get(ctx, "missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get missing err = %v, want ErrNotFound", err)
+		}
+	})
+
+	t.Run("UpdateCAS", func(t *testing.T) {
+		st := newStore(t)
+		if _, err := st.Create(ctx, rec("a", "alice", 1, true, 10), store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name    string
+			id      string
+			expect  uint64
+			wantErr error
+			wantVer uint64
+		}{
+			{"stale version", "a", 0, store.ErrVersionConflict, 0},
+			{"current version", "a", 1, nil, 2},
+			{"replayed version", "a", 1, store.ErrVersionConflict, 0},
+			{"next version", "a", 2, nil, 3},
+			{"missing id", "zz", 1, store.ErrNotFound, 0},
+		}
+		for _, tc := range tests {
+			r := rec(tc.id, "mallory", 9, false, 0) // owner must be kept from the stored record
+			r.State = "approved"
+			got, err := st.Update(ctx, r, tc.expect)
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("%s: err = %v, want %v", tc.name, err, tc.wantErr)
+				continue
+			}
+			if err == nil && (got.Version != tc.wantVer || got.Owner != "alice" || got.State != "approved") {
+				t.Errorf("%s: got %+v, want version %d owner alice", tc.name, got, tc.wantVer)
+			}
+		}
+		g, _ := st.Get(ctx, "a")
+		if g.Version != 3 || g.Owner != "alice" || !g.CreatedAt.Equal(t0.Add(time.Second)) {
+			t.Errorf("after updates: %+v", g)
+		}
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		st := newStore(t)
+		if _, err := st.Create(ctx, rec("a", "alice", 1, true, 10), store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Delete(ctx, "a"); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		if err := st.Delete(ctx, "a"); err != nil {
+			t.Errorf("second Delete: %v", err)
+		}
+		if _, err := st.Get(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get after Delete err = %v", err)
+		}
+		u, err := st.Usage(ctx, "alice")
+		if err != nil || u != (store.Usage{}) {
+			t.Errorf("Usage after Delete = %+v, %v", u, err)
+		}
+	})
+
+	t.Run("List", func(t *testing.T) {
+		st := newStore(t)
+		// created out of order on purpose: List orders by CreatedAt
+		for _, r := range []store.Record{
+			rec("c", "alice", 3, true, 1), rec("a", "alice", 1, true, 1),
+			rec("b", "bob", 2, false, 1), rec("d", "bob", 4, true, 1),
+		} {
+			if r.ID == "b" {
+				r.State = "completed"
+			}
+			if _, err := st.Create(ctx, r, store.Limits{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tests := []struct {
+			name string
+			f    store.Filter
+			want string
+		}{
+			{"all", store.Filter{}, "abcd"},
+			{"owner", store.Filter{Owner: "alice"}, "ac"},
+			{"pending", store.Filter{PendingOnly: true}, "acd"},
+			{"state", store.Filter{States: []string{"completed"}}, "b"},
+			{"states", store.Filter{States: []string{"completed", "awaiting_approval"}, Owner: "bob"}, "bd"},
+			{"limit", store.Filter{Limit: 2}, "ab"},
+			{"no match", store.Filter{Owner: "nobody"}, ""},
+		}
+		for _, tc := range tests {
+			rs, err := st.List(ctx, tc.f)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			got := ""
+			for _, r := range rs {
+				got += r.ID
+			}
+			if got != tc.want {
+				t.Errorf("%s: List = %q, want %q", tc.name, got, tc.want)
+			}
+		}
+	})
+
+	t.Run("Quotas", func(t *testing.T) {
+		lim := store.Limits{MaxPendingPerOwner: 2, MaxPendingTotal: 3, MaxArgBytes: 100, MaxStoredBytes: 250}
+		tests := []struct {
+			r         store.Record
+			wantLimit string // "" = accepted
+		}{
+			{rec("1", "alice", 1, true, 10), ""},
+			{rec("2", "alice", 2, true, 10), ""},
+			{rec("3", "alice", 3, true, 10), "max_pending_per_owner"},
+			{rec("4", "bob", 4, true, 101), "max_argument_bytes"},
+			{rec("5", "bob", 5, true, 100), ""},
+			{rec("6", "carol", 6, true, 10), "max_pending_total"},
+			{rec("7", "carol", 7, false, 10), ""}, // finished tasks do not count
+		}
+		st := newStore(t)
+		for _, tc := range tests {
+			_, err := st.Create(ctx, tc.r, lim)
+			var qe *store.QuotaError
+			switch {
+			case tc.wantLimit == "" && err != nil:
+				t.Errorf("task %s: unexpected err %v", tc.r.ID, err)
+			case tc.wantLimit != "" && (!errors.As(err, &qe) || qe.Limit != tc.wantLimit):
+				t.Errorf("task %s: err = %v, want quota %s", tc.r.ID, err, tc.wantLimit)
+			case tc.wantLimit != "":
+				if _, err := st.Get(ctx, tc.r.ID); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("task %s: rejected by quota but stored (err %v)", tc.r.ID, err)
+				}
+			}
+		}
+		u, err := st.Usage(ctx, "alice")
+		if err != nil || u != (store.Usage{PendingOwner: 2, PendingTotal: 3, PendingBytes: 120}) {
+			t.Errorf("Usage = %+v, %v", u, err)
+		}
+		// finishing a task frees its quota
+		r, _ := st.Get(ctx, "1")
+		r.Pending, r.State = false, "completed"
+		if _, err := st.Update(ctx, r, r.Version); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Create(ctx, rec("8", "alice", 8, true, 10), lim); err != nil {
+			t.Errorf("Create after a task finished: %v", err)
+		}
+		big := store.Limits{MaxStoredBytes: 130}
+		var qe *store.QuotaError
+		if _, err := st.Create(ctx, rec("9", "dave", 9, true, 11), big); !errors.As(err, &qe) || qe.Limit != "max_stored_bytes" {
+			t.Errorf("stored bytes: err = %v", err)
+		}
+	})
+
+	t.Run("ConcurrentCAS", func(t *testing.T) {
+		st := newStore(t)
+		if _, err := st.Create(ctx, rec("a", "alice", 1, true, 1), store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		var wins atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rec("a", "alice", 1, false, 1)
+				r.State = fmt.Sprintf("s%d", i)
+				if _, err := st.Update(ctx, r, 1); err == nil {
+					wins.Add(1)
+				} else if !errors.Is(err, store.ErrVersionConflict) {
+					t.Errorf("Update: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins.Load() != 1 {
+			t.Errorf("%d updates won the same version, want 1", wins.Load())
+		}
+	})
+
+	t.Run("ConcurrentQuota", func(t *testing.T) {
+		st := newStore(t)
+		lim := store.Limits{MaxPendingPerOwner: 10}
+		var ok atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := st.Create(ctx, rec(fmt.Sprint(i), "alice", i, true, 1), lim); err == nil {
+					ok.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		u, _ := st.Usage(ctx, "alice")
+		if ok.Load() != 10 || u.PendingOwner != 10 {
+			t.Errorf("accepted %d, usage %+v; want exactly 10", ok.Load(), u)
+		}
+	})
+
+	t.Run("Closed", func(t *testing.T) {
+		st := newStore(t)
+		if err := st.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if _, err := st.Get(ctx, "a"); !errors.Is(err, store.ErrClosed) {
+			t.Errorf("Get after Close err = %v, want ErrClosed", err)
+		}
+	})
+}

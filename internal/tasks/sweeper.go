@@ -1,0 +1,169 @@
+package tasks
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+)
+
+// sweeper keeps every task deadline (approval timeout, TTL end, deletion) in one min-heap, so
+// Run needs a single timer reset to the earliest deadline instead of a goroutine or timer per
+// idle task. Entries are hints: when one fires the task is re-read and only what is due
+// happens, so stale entries are harmless.
+type sweeper struct {
+	mu   sync.Mutex
+	h    deadlineHeap
+	wake chan struct{} // an earlier deadline arrived
+	run  sync.Mutex    // one sweep at a time (Run and Sweep)
+}
+
+type deadline struct {
+	at time.Time
+	id string
+}
+
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
+}
+
+func (s *sweeper) init() { s.wake = make(chan struct{}, 1) }
+
+// schedule records t's deadlines: approval timeout (while awaiting), TTL end, deletion.
+func (s *sweeper) schedule(t *Task, retention time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	earliest := time.Time{}
+	if len(s.h) > 0 {
+		earliest = s.h[0].at
+	}
+	if t.State == AwaitingApproval && !t.ApprovalDeadline.IsZero() {
+		heap.Push(&s.h, deadline{t.ApprovalDeadline, t.ID})
+	}
+	if !t.State.Terminal() {
+		heap.Push(&s.h, deadline{t.ExpiresAt(), t.ID})
+	}
+	heap.Push(&s.h, deadline{t.ExpiresAt().Add(retention), t.ID})
+	if earliest.IsZero() || s.h[0].at.Before(earliest) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// due pops the ids whose deadline is at or before now.
+func (s *sweeper) due(now time.Time) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	seen := map[string]bool{}
+	for len(s.h) > 0 && !s.h[0].at.After(now) {
+		d := heap.Pop(&s.h).(deadline)
+		if !seen[d.id] {
+			seen[d.id] = true
+			ids = append(ids, d.id)
+		}
+	}
+	return ids
+}
+
+// next is the earliest deadline, ok=false when there is none.
+func (s *sweeper) next() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.h) == 0 {
+		return time.Time{}, false
+	}
+	return s.h[0].at, true
+}
+
+// idleWait is how long Run sleeps with no deadline at all; any new one wakes it earlier.
+const idleWait = time.Hour
+
+// Run is the sweeper: it applies approval timeouts and TTL ends when due and deletes finished
+// tasks after TTL + retention, until ctx ends or Close is called. When it returns, running
+// executions are stopped too (they are owned by the Manager).
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.runDone != nil {
+		m.mu.Unlock()
+		return errors.New("task manager: Run called twice")
+	}
+	done := make(chan struct{})
+	m.runDone = done
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.closed = true
+		m.mu.Unlock()
+		m.cancel()
+		m.wg.Wait()
+		close(done)
+	}()
+
+	timer := time.NewTimer(idleWait)
+	defer timer.Stop()
+	for {
+		m.Sweep(ctx)
+		wait := idleWait
+		if at, ok := m.sweep.next(); ok {
+			wait = min(max(at.Sub(m.now()), 0), idleWait)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.ctx.Done():
+			return nil
+		case <-m.sweep.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// Sweep applies every deadline that is due now and returns how many tasks it looked at. Run
+// calls it; tests with an injected clock call it directly.
+func (m *Manager) Sweep(ctx context.Context) int {
+	m.sweep.run.Lock()
+	defer m.sweep.run.Unlock()
+	ids := m.sweep.due(m.now())
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		m.sweepOne(ctx, id)
+	}
+	return len(ids)
+}
+
+func (m *Manager) sweepOne(ctx context.Context, id string) {
+	t, err := m.load1(ctx, id)
+	if err != nil {
+		return // already deleted
+	}
+	t = m.settle(ctx, t)
+	if !t.State.Terminal() || m.now().Before(t.ExpiresAt().Add(m.opts.Retention)) {
+		return
+	}
+	// Only the sweeper deletes (under sweep.run), so the gauge is decremented once.
+	if err := m.st.Delete(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		m.log.Error("task: delete failed", "task_id", id, "error", err)
+		return
+	}
+	m.met.moved(t.State, "")
+	m.log.Debug("task deleted after TTL", "task_id", id)
+	m.notify(id, nil)
+}

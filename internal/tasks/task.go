@@ -1,0 +1,166 @@
+package tasks
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+)
+
+// IDPrefix marks ids of tasks Tollgate owns (DESIGN.md §2 routing).
+const IDPrefix = "tg_"
+
+// NewID returns "tg_" + a random (crypto/rand) UUIDv4.
+func NewID() string { return IDPrefix + uuid.NewString() }
+
+// Decision is an approver's (or the timeout's) verdict on a task.
+type Decision struct {
+	Approved bool      `json:"approved"`
+	By       string    `json:"by"` // approver name, or "system:on_timeout" / "system:accelerated"
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Deciders that are not people.
+const (
+	ByTimeout     = "system:on_timeout"
+	ByAccelerated = "system:accelerated"
+)
+
+// Task is one Tollgate-owned task. Arguments and Headers are never logged.
+type Task struct {
+	ID               string          `json:"id"`
+	Owner            string          `json:"owner"`
+	SessionID        string          `json:"session_id"`
+	RequestedBy      string          `json:"requested_by,omitempty"`
+	Tool             string          `json:"tool"`
+	Arguments        json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
+	ArgsHash         string          `json:"args_hash"`
+	Headers          http.Header     `json:"headers,omitempty"`
+	Workflow         string          `json:"workflow,omitempty"`
+	Accelerated      bool            `json:"accelerated,omitempty"`
+	State            State           `json:"state"`
+	StatusMessage    string          `json:"status_message,omitempty"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+	TTL              time.Duration   `json:"ttl"`
+	PollInterval     time.Duration   `json:"poll_interval"`
+	ApprovalDeadline time.Time       `json:"approval_deadline"`
+	Decision         *Decision       `json:"decision,omitempty"`
+	Result           json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
+	Error            *jsonrpc.Error  `json:"error,omitempty"`
+	Version          uint64          `json:"-"` // owned by the store
+}
+
+// ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).
+func (t *Task) ExpiresAt() time.Time { return t.CreatedAt.Add(t.TTL) }
+
+// Clone returns a deep copy, so callers and subscribers can never change a stored task.
+func (t *Task) Clone() *Task {
+	c := *t
+	c.Arguments = slices.Clone(t.Arguments)
+	c.Result = slices.Clone(t.Result)
+	c.Headers = t.Headers.Clone()
+	if t.Decision != nil {
+		d := *t.Decision
+		c.Decision = &d
+	}
+	if t.Error != nil {
+		e := *t.Error
+		if t.Error.Data != nil {
+			e.Data = make(map[string]any, len(t.Error.Data))
+			for k, v := range t.Error.Data {
+				e.Data[k] = v
+			}
+		}
+		c.Error = &e
+	}
+	return &c
+}
+
+// wireTask is the spec 2025-11-25 Task object.
+type wireTask struct {
+	TaskID        string `json:"taskId"`
+	Status        string `json:"status"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	CreatedAt     string `json:"createdAt"`
+	LastUpdatedAt string `json:"lastUpdatedAt"`
+	TTL           int64  `json:"ttl"`
+	PollInterval  int64  `json:"pollInterval"`
+}
+
+const wireTime = "2006-01-02T15:04:05.000Z07:00"
+
+// WireJSON is the spec Task object (spec 2025-11-25 tasks, Data Types: Task): RFC 3339 UTC
+// times, ttl and pollInterval in integer milliseconds.
+func (t *Task) WireJSON() json.RawMessage {
+	b, _ := jsonrpc.Marshal(wireTask{
+		TaskID:        t.ID,
+		Status:        t.State.Wire(),
+		StatusMessage: t.StatusMessage,
+		CreatedAt:     t.CreatedAt.UTC().Format(wireTime),
+		LastUpdatedAt: t.UpdatedAt.UTC().Format(wireTime),
+		TTL:           t.TTL.Milliseconds(),
+		PollInterval:  t.PollInterval.Milliseconds(),
+	})
+	return b
+}
+
+// CanonicalHash is the hex SHA-256 of the canonical JSON of {"arguments":…,"tool":…}: object
+// keys sorted, insignificant whitespace dropped, numbers kept as written, no HTML escaping.
+// An approval is bound to this hash (DESIGN.md §3). Absent or null arguments hash like {}.
+func CanonicalHash(tool string, args json.RawMessage) string {
+	var v any = map[string]any{}
+	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			// not JSON: bind to the exact bytes instead
+			v = string(args)
+		}
+	}
+	b, err := jsonrpc.Marshal(map[string]any{"tool": tool, "arguments": v})
+	if err != nil {
+		b = append([]byte(tool+"\x00"), args...)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// taskData is a Task as encoded into store.Record.Data. Raw JSON travels as []byte (base64)
+// so the stored arguments and result come back byte for byte.
+type taskData struct {
+	Task
+	Args []byte `json:"arguments,omitempty"`
+	Res  []byte `json:"result,omitempty"`
+}
+
+func encodeTask(t *Task) (store.Record, error) {
+	b, err := json.Marshal(taskData{Task: *t, Args: t.Arguments, Res: t.Result})
+	if err != nil {
+		return store.Record{}, err
+	}
+	return store.Record{
+		ID: t.ID, Owner: t.Owner, State: string(t.State), Pending: !t.State.Terminal(),
+		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt(), ArgBytes: int64(len(t.Arguments)),
+		Version: t.Version, Data: b,
+	}, nil
+}
+
+func decodeTask(r store.Record) (*Task, error) {
+	var d taskData
+	if err := json.Unmarshal(r.Data, &d); err != nil {
+		return nil, err
+	}
+	t := d.Task
+	t.Arguments, t.Result, t.Version = d.Args, d.Res, r.Version
+	return &t, nil
+}

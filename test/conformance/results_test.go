@@ -1,0 +1,107 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name   string
+		checks []check
+		want   outcome
+		nFail  int
+	}{
+		{"all success", []check{{ID: "a", Status: "SUCCESS"}, {ID: "b", Status: "SUCCESS"}}, pass, 0},
+		{"warning counts as pass", []check{{ID: "a", Status: "WARNING"}}, pass, 0},
+		{"one failure", []check{{ID: "a", Status: "SUCCESS"}, {ID: "b", Status: "FAILURE", ErrorMessage: "boom"}}, fail, 1},
+		{"error is failure", []check{{ID: "a", Status: "ERROR"}}, fail, 1},
+		{"info only", []check{{ID: "a", Status: "INFO"}, {ID: "b", Status: "SKIPPED"}}, noCheck, 0},
+		{"empty", nil, noCheck, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := classify(tt.checks)
+			if got.outcome != tt.want || len(got.failures) != tt.nFail {
+				t.Errorf("classify = %+v, want %s with %d failures", got, tt.want, tt.nFail)
+			}
+		})
+	}
+}
+
+func TestReadResults(t *testing.T) {
+	dir := t.TempDir()
+	write := func(sub, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			if err := os.WriteFile(filepath.Join(dir, sub, "checks.json"), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("server-tools-call-with-logging-2026-11-22T01-24-15-589Z", `[{"id":"x","status":"FAILURE","errorMessage":"got 2"}]`)
+	write("server-ping-2026-11-22T01-24-15-514Z", `[{"id":"ping","status":"SUCCESS"}]`)
+	write("server-server-sse-polling-2026-11-22T01-24-25-170Z", `[{"id":"req","status":"INFO"}]`)
+	write("server-crashed-2026-11-22T01-24-25-170Z", "")
+	write("not-a-result", `[]`)
+
+	got, err := readResults(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]outcome{
+		"tools-call-with-logging": fail,
+		"ping":                    pass,
+		"server-sse-polling":      noCheck,
+		"crashed":                 missing,
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d scenarios %v, want %d", len(got), got, len(want))
+	}
+	for name, o := range want {
+		if got[name].outcome != o {
+			t.Errorf("%s = %s, want %s", name, got[name].outcome, o)
+		}
+	}
+
+	if res, err := readResults(filepath.Join(dir, "absent")); err != nil || len(res) != 0 {
+		t.Errorf("absent dir: %v %v, want empty and no error", res, err)
+	}
+	write("server-bad-2026-11-22T01-24-25-170Z", `{not json`)
+	if _, err := readResults(dir); err == nil {
+		t.Error("want error for malformed checks.json")
+	}
+}
+
+func TestRenderTableMarksRegressions(t *testing.T) {
+	direct := map[string]scenarioResult{
+		"ping":       {outcome: pass, attempts: 1},
+		"dns":        {outcome: pass, attempts: 1},
+		"json-2020":  {outcome: fail, attempts: 3, failures: []string{"tool: not found"}},
+		"sse-poll":   {outcome: noCheck, attempts: 1},
+		"only-there": {outcome: pass, attempts: 1},
+	}
+	through := map[string]scenarioResult{
+		"ping":      {outcome: pass, attempts: 2},
+		"dns":       {outcome: fail, attempts: 3, failures: []string{"host: got 200 | want 403"}},
+		"json-2020": {outcome: fail, attempts: 1},
+		"sse-poll":  {outcome: noCheck, attempts: 1},
+	}
+	table := renderTable(direct, through, "http://127.0.0.1:1/mcp")
+	for _, want := range []string{
+		"| dns | pass | FAIL (attempt 3) | REGRESSION: host: got 200 \\| want 403 |",
+		"| ping | pass | pass (attempt 2) |  |",
+		"| json-2020 | FAIL (attempt 3) | FAIL | fails directly: tool: not found |",
+		"| only-there | pass | missing | REGRESSION:  |",
+		"1 of 5 scenarios pass; 2 regressions",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
