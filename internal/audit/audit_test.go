@@ -296,3 +296,31 @@ func (s *syncBuffer) Bytes() []byte {
 	defer s.mu.Unlock()
 	return s.b.Bytes()
 }
+
+func TestFailedEventNamesErrorOnly(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *jsonrpc.Error
+		want string
+	}{
+		{"named", jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged", "changed: "+secretArg), "PolicyChanged (-32011)"},
+		{"upstream without name", &jsonrpc.Error{Code: -32099, Message: "bad " + secretArg}, "code -32099"},
+		{"none", nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			l := New(&buf)
+			tk := task(Failed, 3)
+			tk.Error = tc.err
+			l.OnTaskChange(tk)
+			es := decode(t, buf.Bytes())
+			if len(es) != 1 || es[0].Kind != KindFailed || es[0].Error != tc.want {
+				t.Fatalf("events = %+v, want one failed with error %q", es, tc.want)
+			}
+			if strings.Contains(buf.String(), secretArg) {
+				t.Errorf("error message leaked: %s", &buf)
+			}
+		})
+	}
+}

@@ -222,6 +222,8 @@ func (d *decoder) pairs(n *yaml.Node, path string, merged bool, depth int) []pai
 						maps = append(maps, e)
 					}
 				}
+			default:
+				maps = []*yaml.Node{src}
 			}
 			for _, mm := range maps {
 				if mm.Kind != yaml.MappingNode {

@@ -60,6 +60,9 @@ func (g *Gateway) taskTTL(s *governance.Snapshot, raw json.RawMessage, tool stri
 
 // toolsCall validates and routes a tool call (REQ-CORE-007 F-004, F-005).
 func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
+	if err := jsonrpc.CheckParams(x.Msg.Params, "name", "arguments", "task", "_meta"); err != nil {
+		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: "+err.Error()))
+	}
 	var p callParams
 	if err := json.Unmarshal(x.Msg.Params, &p); err != nil || p.Name == "" {
 		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",

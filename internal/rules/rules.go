@@ -7,6 +7,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,7 @@ type Decision struct {
 
 type compiledRule struct {
 	pattern  *glob.Pattern
-	prefix   string // literal text every match starts with (may be "")
+	prefixes []string // every match starts with one of these ({a,b} expanded); [""] = unknown
 	match    string
 	action   config.Action
 	workflow string
@@ -88,7 +89,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 		}
 		e.rules = append(e.rules, compiledRule{
 			pattern:  p,
-			prefix:   literalPrefix(r.Match),
+			prefixes: literalPrefixes(r.Match, 0),
 			match:    r.Match,
 			action:   r.Action,
 			workflow: orDefault(r.Approval, DefaultWorkflow),
@@ -149,7 +150,7 @@ func (e *Engine) decide(tool string) Decision {
 	}
 	for _, i := range candidates {
 		r := &e.rules[i]
-		if strings.HasPrefix(tool, r.prefix) && r.pattern.Match(tool) {
+		if hasAnyPrefix(tool, r.prefixes) && r.pattern.Match(tool) {
 			d = Decision{Action: r.action, Rule: int(i), Match: r.match, Workflow: r.workflow, PolicyID: r.policyID}
 			matched = true
 			break
@@ -205,7 +206,7 @@ func Annotation(d Decision, upstreamTasks bool, upstreamValue TaskSupport, syncA
 func (e *Engine) index() {
 	var own [256][]int32
 	for i, r := range e.rules {
-		if r.prefix == "" {
+		if slices.Contains(r.prefixes, "") {
 			e.anyFirst = append(e.anyFirst, int32(i))
 			for b := range own {
 				if own[b] != nil {
@@ -214,12 +215,17 @@ func (e *Engine) index() {
 			}
 			continue
 		}
-		b := r.prefix[0]
-		if own[b] == nil {
-			// Rules without a prefix that came earlier still apply to this byte.
-			own[b] = append(make([]int32, 0, len(e.anyFirst)+1), e.anyFirst...)
+		for _, p := range r.prefixes {
+			b := p[0]
+			if n := len(own[b]); n > 0 && own[b][n-1] == int32(i) {
+				continue // same byte twice, e.g. {get,gather}
+			}
+			if own[b] == nil {
+				// Rules without a known first byte that came earlier still apply.
+				own[b] = append(make([]int32, 0, len(e.anyFirst)+1), e.anyFirst...)
+			}
+			own[b] = append(own[b], int32(i))
 		}
-		own[b] = append(own[b], int32(i))
 	}
 	for b := range own {
 		if own[b] != nil {
@@ -230,13 +236,87 @@ func (e *Engine) index() {
 	}
 }
 
-// literalPrefix is the text before the first glob metacharacter. It is conservative: it
-// stops at an escape too, so it is always a prefix of every string the glob matches.
-func literalPrefix(pattern string) string {
-	if i := strings.IndexAny(pattern, `*?[]{},\`); i >= 0 {
-		return pattern[:i]
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
 	}
-	return pattern
+	return false
+}
+
+// maxPrefixes caps brace expansion; past it the shared literal head is used alone.
+const maxPrefixes = 32
+
+// literalPrefixes returns literal texts such that every string the glob matches starts with
+// at least one of them. {a,b} alternatives are expanded because gobwas/glob matches them by
+// backtracking, which is slow to fail; anything not modelled ends the prefix (conservative).
+func literalPrefixes(pattern string, depth int) []string {
+	var lit strings.Builder
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '\\':
+			if i+1 >= len(pattern) {
+				return []string{lit.String()}
+			}
+			i++
+			lit.WriteByte(pattern[i])
+		case '{':
+			alts, rest, ok := splitAlternatives(pattern[i:])
+			if !ok || depth >= 4 {
+				return []string{lit.String()}
+			}
+			var out []string
+			for _, a := range alts {
+				for _, p := range literalPrefixes(a+rest, depth+1) {
+					out = append(out, lit.String()+p)
+				}
+				if len(out) > maxPrefixes {
+					return []string{lit.String()}
+				}
+			}
+			return out
+		case '*', '?', '[', ']', '}', ',':
+			return []string{lit.String()}
+		default:
+			lit.WriteByte(c)
+		}
+	}
+	return []string{lit.String()}
+}
+
+// splitAlternatives splits "{a,b{c,d}}rest" into ["a", "b{c,d}"] and "rest".
+func splitAlternatives(pattern string) (alts []string, rest string, ok bool) {
+	depth, start := 0, 1
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '[':
+			// Skip the class: `,` `{` `}` are literal inside it, `\` escapes.
+			for i++; i < len(pattern) && pattern[i] != ']'; i++ {
+				if pattern[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(pattern) {
+				return nil, "", false
+			}
+		case '{':
+			depth++
+		case ',':
+			if depth == 1 {
+				alts = append(alts, pattern[start:i])
+				start = i + 1
+			}
+		case '}':
+			depth--
+			if depth == 0 {
+				return append(alts, pattern[start:i]), pattern[i+1:], true
+			}
+		}
+	}
+	return nil, "", false
 }
 
 func validAction(a config.Action) bool {

