@@ -8,9 +8,9 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/cedar-policy/cedar-go/types"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Limits on tool arguments handed to Cedar. Arguments come from clients, so the converter
@@ -53,11 +53,7 @@ func FromJSON(raw json.RawMessage) (types.Value, error) {
 	if len(trimmed) == 0 || string(trimmed) == "null" {
 		return types.NewRecord(nil), nil
 	}
-	if !utf8.Valid(raw) {
-		return nil, fmt.Errorf("%w: not valid UTF-8", ErrArguments)
-	}
-	c := converter{dec: json.NewDecoder(bytes.NewReader(raw))}
-	c.dec.UseNumber()
+	c := converter{dec: jsontext.NewDecoder(bytes.NewReader(raw))}
 	tok, err := c.next()
 	if err != nil {
 		return nil, err
@@ -66,81 +62,72 @@ func FromJSON(raw json.RawMessage) (types.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.dec.Token(); err != io.EOF {
+	if _, err := c.dec.ReadToken(); err != io.EOF {
 		return nil, fmt.Errorf("%w: trailing data after the JSON value", ErrArguments)
 	}
 	return v, nil
 }
 
 type converter struct {
-	dec   *json.Decoder
+	dec   *jsontext.Decoder
 	nodes int
 }
 
-func (c *converter) next() (json.Token, error) {
-	tok, err := c.dec.Token()
+func (c *converter) next() (jsontext.Token, error) {
+	tok, err := c.dec.ReadToken()
 	if err != nil {
-		// The decoder's message can quote input bytes; report only where it broke.
-		return nil, fmt.Errorf("%w: malformed JSON near offset %d", ErrArguments, c.dec.InputOffset())
+		// The decoder's message can quote input bytes; report only where it broke. Its
+		// defaults also reject duplicate names and invalid UTF-8.
+		return jsontext.Token{}, fmt.Errorf("%w: malformed JSON, duplicate key or invalid UTF-8 near offset %d", ErrArguments, c.dec.InputOffset())
 	}
 	return tok, nil
 }
 
 // value converts the value starting at tok. ok is false for null, which callers omit.
-func (c *converter) value(tok json.Token, depth int) (v types.Value, ok bool, err error) {
+func (c *converter) value(tok jsontext.Token, depth int) (v types.Value, ok bool, err error) {
 	c.nodes++
 	if c.nodes > MaxNodes {
 		return nil, false, fmt.Errorf("%w: more than %d values", ErrArguments, MaxNodes)
 	}
-	switch t := tok.(type) {
-	case nil:
+	switch tok.Kind() {
+	case 'n':
 		return nil, false, nil
-	case bool:
-		return types.Boolean(t), true, nil
-	case string:
-		return types.String(t), true, nil
-	case json.Number:
-		v, err := convertNumber(string(t))
+	case 't', 'f':
+		return types.Boolean(tok.Bool()), true, nil
+	case '"':
+		return types.String(tok.String()), true, nil
+	case '0':
+		v, err := convertNumber(tok.String())
 		return v, err == nil, err
-	case json.Delim:
+	case '{', '[':
 		if depth+1 > MaxDepth {
 			return nil, false, fmt.Errorf("%w: nesting deeper than %d", ErrArguments, MaxDepth)
 		}
-		switch t {
-		case '{':
+		if tok.Kind() == '{' {
 			r, err := c.object(depth + 1)
 			return r, err == nil, err
-		case '[':
-			s, err := c.array(depth + 1)
-			return s, err == nil, err
 		}
+		s, err := c.array(depth + 1)
+		return s, err == nil, err
 	}
 	return nil, false, fmt.Errorf("%w: unexpected JSON token", ErrArguments)
 }
 
 func (c *converter) object(depth int) (types.Value, error) {
 	m := types.RecordMap{}
-	seen := make(map[string]struct{})
 	for {
 		tok, err := c.next()
 		if err != nil {
 			return nil, err
 		}
-		if d, isDelim := tok.(json.Delim); isDelim && d == '}' {
+		if tok.Kind() == '}' {
 			return types.NewRecord(m), nil
 		}
-		key, isKey := tok.(string)
-		if !isKey {
-			return nil, fmt.Errorf("%w: object key expected", ErrArguments)
-		}
+		key := tok.String()
 		// Cedar's JSON formats give these keys meaning (entity and extension escapes).
 		if key == "__entity" || key == "__extn" {
 			return nil, fmt.Errorf("%w: reserved key %q", ErrArguments, key)
 		}
-		if _, dup := seen[key]; dup {
-			return nil, fmt.Errorf("%w: duplicate object key", ErrArguments)
-		}
-		seen[key] = struct{}{}
 		tok, err = c.next()
 		if err != nil {
 			return nil, err
@@ -162,7 +149,7 @@ func (c *converter) array(depth int) (types.Value, error) {
 		if err != nil {
 			return nil, err
 		}
-		if d, isDelim := tok.(json.Delim); isDelim && d == ']' {
+		if tok.Kind() == ']' {
 			return types.NewSet(vals...), nil
 		}
 		v, ok, err := c.value(tok, depth)

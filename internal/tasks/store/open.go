@@ -1,10 +1,15 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 )
+
+// redisOpenTimeout bounds connecting to Redis at startup.
+const redisOpenTimeout = 10 * time.Second
 
 // Open builds the backend config tasks.store selects.
 func Open(cfg config.Store) (Store, error) {
@@ -18,8 +23,14 @@ func Open(cfg config.Store) (Store, error) {
 		}
 		return f, nil
 	case "redis":
-		// Not built yet; failing loudly beats silently running single-replica in memory.
-		return nil, fmt.Errorf("tasks.store.type redis is not supported yet")
+		// Open runs at startup without a context; bound the connect + PING.
+		ctx, cancel := context.WithTimeout(context.Background(), redisOpenTimeout)
+		defer cancel()
+		r, err := OpenRedis(ctx, cfg.URL)
+		if err != nil {
+			return nil, err
+		}
+		return r, nil
 	default:
 		return nil, fmt.Errorf("tasks.store.type %q: want memory, file or redis", cfg.Type)
 	}

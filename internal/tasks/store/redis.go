@@ -1,0 +1,453 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for the query parameters OpenRedis understands besides go-redis's own.
+const (
+	DefaultRedisKeyPrefix = "tollgate:"
+	// DefaultRedisExpiryMargin is how long Redis keeps a record past its ExpiresAt (or past its
+	// last write, if later) before it drops it by itself. It must exceed tasks.retention, or
+	// finished tasks vanish before the sweeper would delete them.
+	DefaultRedisExpiryMargin = 24 * time.Hour
+)
+
+// Redis is the shared backend (tasks.store.type: redis): several Tollgate replicas use one
+// Redis so any of them can answer tasks/get and apply a decision (DESIGN.md §1).
+//
+// Layout under the key prefix P (one Redis, or Sentinel; not Cluster, since the scripts derive
+// key names from the prefix and the owner):
+//
+//	P t:<id>        hash: one record (fields below)
+//	P ids           zset: every id, scored by its drop deadline (ms)
+//	P owner         hash: id -> owner, to clean the owner sets when a record is gone
+//	P o:<owner>     zset: the owner's ids, scored by drop deadline
+//	P pending       zset: pending ids, scored by drop deadline; ZCARD = pending total
+//	P p:<owner>     zset: the owner's pending ids; ZCARD = pending per owner
+//	P pbytes        hash: pending id -> ArgBytes
+//	P pbytes_total  string: sum of P pbytes
+//
+// A record is a hash rather than a JSON blob so the Lua scripts read and bump the version and
+// read the owner with HGET/HINCRBY instead of decoding JSON (Redis's Lua numbers are doubles,
+// too narrow for nanosecond times), and Data stays byte-exact without base64.
+//
+// Every change runs as one Lua script, so the quota check and the insert in Create, and the
+// version compare and the write in Update, are atomic across replicas. Record keys expire at
+// max(ExpiresAt, now)+margin so Redis cleans up even if no replica runs; the index entries
+// carry the same deadline as score and the scripts prune the passed ones first, so the
+// counters never keep quota for records Redis already dropped.
+type Redis struct {
+	client *redis.Client
+	prefix string
+	margin time.Duration
+	closed atomic.Bool
+}
+
+var (
+	_ Store  = (*Redis)(nil)
+	_ Shared = (*Redis)(nil)
+)
+
+// OpenRedis connects to the Redis at rawURL (config tasks.store.url, a go-redis URL such as
+// redis://user:pass@host:6379/0 or rediss://…) and pings it. Two extra query parameters are
+// taken out before go-redis sees the URL: key_prefix (default "tollgate:"; replicas sharing
+// tasks must use the same one) and expiry_margin (a Go duration, default 24h). Errors never
+// contain the URL, which may hold a password.
+func OpenRedis(ctx context.Context, rawURL string) (*Redis, error) {
+	if rawURL == "" {
+		return nil, errors.New("redis task store: empty tasks.store.url")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, password included
+		}
+		return nil, fmt.Errorf("redis task store: invalid tasks.store.url: %v", err)
+	}
+	q := u.Query()
+	r := &Redis{prefix: DefaultRedisKeyPrefix, margin: DefaultRedisExpiryMargin}
+	if q.Has("key_prefix") {
+		r.prefix = q.Get("key_prefix")
+		q.Del("key_prefix")
+	}
+	if q.Has("expiry_margin") {
+		d, err := time.ParseDuration(q.Get("expiry_margin"))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("redis task store: expiry_margin %q: want a positive duration such as 24h", q.Get("expiry_margin"))
+		}
+		r.margin = d
+		q.Del("expiry_margin")
+	}
+	u.RawQuery = q.Encode()
+	opt, err := redis.ParseURL(u.String())
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redis task store: invalid tasks.store.url: %v", err)
+	}
+	r.client = redis.NewClient(opt)
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		_ = r.client.Close()
+		return nil, fmt.Errorf("redis task store: cannot reach Redis at %s: %w", opt.Addr, err)
+	}
+	return r, nil
+}
+
+// Shared reports true: other replicas may hold and change the same tasks (see IsShared).
+func (r *Redis) Shared() bool { return true }
+
+// luaCommon is prepended to every script. ARGV[1] is the key prefix.
+const luaCommon = `
+local P = ARGV[1]
+local function nowms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function ms(x) return string.format('%d', x) end
+local function unpend(id, owner)
+  if redis.call('ZREM', P .. 'pending', id) == 1 then
+    redis.call('ZREM', P .. 'p:' .. owner, id)
+    local b = redis.call('HGET', P .. 'pbytes', id)
+    redis.call('HDEL', P .. 'pbytes', id)
+    if b then redis.call('DECRBY', P .. 'pbytes_total', b) end
+  end
+end
+local function forget(id)
+  local owner = redis.call('HGET', P .. 'owner', id)
+  if owner then
+    unpend(id, owner)
+    redis.call('ZREM', P .. 'o:' .. owner, id)
+    redis.call('HDEL', P .. 'owner', id)
+  end
+  redis.call('ZREM', P .. 'ids', id)
+  redis.call('DEL', P .. 't:' .. id)
+end
+-- Drop index entries whose record Redis has expired (bounded, to keep the script short).
+local function prune(now)
+  local ids = redis.call('ZRANGEBYSCORE', P .. 'ids', '-inf', ms(now), 'LIMIT', 0, 500)
+  for _, id in ipairs(ids) do forget(id) end
+end
+local function index(id, owner, pending, bytes, deadline)
+  local d = ms(deadline)
+  redis.call('ZADD', P .. 'ids', d, id)
+  redis.call('ZADD', P .. 'o:' .. owner, d, id)
+  redis.call('HSET', P .. 'owner', id, owner)
+  if pending then
+    redis.call('ZADD', P .. 'pending', d, id)
+    redis.call('ZADD', P .. 'p:' .. owner, d, id)
+    redis.call('HSET', P .. 'pbytes', id, bytes)
+    redis.call('INCRBY', P .. 'pbytes_total', bytes)
+  end
+  redis.call('PEXPIREAT', P .. 't:' .. id, d)
+end
+`
+
+// Create ARGV: 2 id, 3 owner, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
+// 8-11 limits (per owner, total, arg bytes, stored bytes), 12 state, 13 created, 14 expires, 15 data.
+var redisCreate = redis.NewScript(luaCommon + `
+local now = nowms()
+prune(now)
+local id, owner = ARGV[2], ARGV[3]
+local key = P .. 't:' .. id
+if redis.call('EXISTS', key) == 1 then return {'exists'} end
+forget(id)
+local pending = ARGV[4] == '1'
+if pending then
+  local bytes = tonumber(ARGV[5])
+  local o = redis.call('ZCARD', P .. 'p:' .. owner)
+  local t = redis.call('ZCARD', P .. 'pending')
+  local b = tonumber(redis.call('GET', P .. 'pbytes_total') or '0')
+  local maxO, maxT, maxA, maxS = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+  if (maxA > 0 and bytes > maxA) or (maxO > 0 and o >= maxO) or (maxT > 0 and t >= maxT) or (maxS > 0 and b + bytes > maxS) then
+    return {'quota', o, t, b}
+  end
+end
+redis.call('HSET', key, 'owner', owner, 'state', ARGV[12], 'pending', ARGV[4], 'created_at', ARGV[13],
+  'expires_at', ARGV[14], 'arg_bytes', ARGV[5], 'version', '1', 'data', ARGV[15])
+index(id, owner, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]))
+return {'ok'}
+`)
+
+// Update ARGV: 2 id, 3 expected version, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
+// 8 state, 9 expires, 10 data.
+var redisUpdate = redis.NewScript(luaCommon + `
+local now = nowms()
+local id = ARGV[2]
+local key = P .. 't:' .. id
+local cur = redis.call('HMGET', key, 'version', 'owner', 'created_at')
+if not cur[1] then return {'notfound'} end
+if cur[1] ~= ARGV[3] then return {'conflict'} end
+local owner = cur[2]
+unpend(id, owner)
+redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'arg_bytes', ARGV[5], 'data', ARGV[10])
+local v = redis.call('HINCRBY', key, 'version', 1)
+index(id, owner, ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]))
+return {'ok', owner, cur[3], v}
+`)
+
+// Delete ARGV: 2 id.
+var redisDelete = redis.NewScript(luaCommon + `
+forget(ARGV[2])
+return 1
+`)
+
+// Usage ARGV: 2 owner.
+var redisUsage = redis.NewScript(luaCommon + `
+prune(nowms())
+return {redis.call('ZCARD', P .. 'p:' .. ARGV[2]), redis.call('ZCARD', P .. 'pending'),
+  tonumber(redis.call('GET', P .. 'pbytes_total') or '0')}
+`)
+
+func (r *Redis) key(id string) string { return r.prefix + "t:" + id }
+
+// wrap maps a client closed underneath a call to ErrClosed.
+func (r *Redis) wrap(op, id string, err error) error {
+	if errors.Is(err, redis.ErrClosed) || r.closed.Load() {
+		return ErrClosed
+	}
+	if id == "" {
+		return fmt.Errorf("redis task store: %s: %w", op, err)
+	}
+	return fmt.Errorf("redis task store: %s task %s: %w", op, id, err)
+}
+
+func redisFlag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// unixMs is the record's expiry for the deadline arithmetic; 0 (the zero time) means "now".
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.UnixMilli(), 0)
+}
+
+func textTime(t time.Time) (string, error) {
+	b, err := t.MarshalText()
+	return string(b), err
+}
+
+func (r *Redis) Create(ctx context.Context, rec Record, lim Limits) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	created, err := textTime(rec.CreatedAt)
+	if err != nil {
+		return Record{}, fmt.Errorf("redis task store: create task %s: created_at: %w", rec.ID, err)
+	}
+	expires, err := textTime(rec.ExpiresAt)
+	if err != nil {
+		return Record{}, fmt.Errorf("redis task store: create task %s: expires_at: %w", rec.ID, err)
+	}
+	res, err := redisCreate.Run(ctx, r.client, nil,
+		r.prefix, rec.ID, rec.Owner, redisFlag(rec.Pending), rec.ArgBytes, unixMs(rec.ExpiresAt), r.margin.Milliseconds(),
+		lim.MaxPendingPerOwner, lim.MaxPendingTotal, lim.MaxArgBytes, lim.MaxStoredBytes,
+		rec.State, created, expires, rec.Data).Slice()
+	if err != nil {
+		return Record{}, r.wrap("create", rec.ID, err)
+	}
+	switch redisStatus(res) {
+	case "ok":
+	case "exists":
+		return Record{}, ErrExists
+	case "quota":
+		if len(res) == 4 {
+			o, t, b := redisInt(res[1]), redisInt(res[2]), redisInt(res[3])
+			if qe := checkLimits(lim, rec.ArgBytes, o, t, b); qe != nil {
+				return Record{}, qe
+			}
+		}
+		return Record{}, fmt.Errorf("redis task store: create task %s: quota exceeded (%v)", rec.ID, res)
+	default:
+		return Record{}, fmt.Errorf("redis task store: create task %s: unexpected script reply %v", rec.ID, res)
+	}
+	rec.Version = 1
+	rec.Data = slices.Clone(rec.Data)
+	return rec, nil
+}
+
+func (r *Redis) Get(ctx context.Context, id string) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	m, err := r.client.HGetAll(ctx, r.key(id)).Result()
+	if err != nil {
+		return Record{}, r.wrap("get", id, err)
+	}
+	if len(m) == 0 {
+		return Record{}, ErrNotFound
+	}
+	return decodeRedis(id, m)
+}
+
+func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	expires, err := textTime(rec.ExpiresAt)
+	if err != nil {
+		return Record{}, fmt.Errorf("redis task store: update task %s: expires_at: %w", rec.ID, err)
+	}
+	res, err := redisUpdate.Run(ctx, r.client, nil,
+		r.prefix, rec.ID, strconv.FormatUint(expect, 10), redisFlag(rec.Pending), rec.ArgBytes,
+		unixMs(rec.ExpiresAt), r.margin.Milliseconds(), rec.State, expires, rec.Data).Slice()
+	if err != nil {
+		return Record{}, r.wrap("update", rec.ID, err)
+	}
+	switch redisStatus(res) {
+	case "ok":
+	case "notfound":
+		return Record{}, ErrNotFound
+	case "conflict":
+		return Record{}, ErrVersionConflict
+	}
+	if len(res) != 4 {
+		return Record{}, fmt.Errorf("redis task store: update task %s: unexpected script reply %v", rec.ID, res)
+	}
+	owner, _ := res[1].(string)
+	createdText, _ := res[2].(string)
+	if err := rec.CreatedAt.UnmarshalText([]byte(createdText)); err != nil {
+		return Record{}, fmt.Errorf("redis task store: update task %s: created_at: %w", rec.ID, err)
+	}
+	rec.Owner = owner
+	rec.Version = uint64(redisInt(res[3]))
+	rec.Data = slices.Clone(rec.Data)
+	return rec, nil
+}
+
+func (r *Redis) Delete(ctx context.Context, id string) error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	if err := redisDelete.Run(ctx, r.client, nil, r.prefix, id).Err(); err != nil {
+		return r.wrap("delete", id, err)
+	}
+	return nil
+}
+
+// listBatch bounds one pipeline of HGETALLs.
+const listBatch = 256
+
+// List reads the narrowest index set for f, then the records in pipelined batches; filtering
+// and ordering happen here with the same helpers the other backends use. Ids whose record is
+// gone meanwhile (deleted or expired) are skipped.
+func (r *Redis) List(ctx context.Context, f Filter) ([]Record, error) {
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	set := r.prefix + "ids"
+	switch {
+	case f.Owner != "" && f.PendingOnly:
+		set = r.prefix + "p:" + f.Owner
+	case f.Owner != "":
+		set = r.prefix + "o:" + f.Owner
+	case f.PendingOnly:
+		set = r.prefix + "pending"
+	}
+	ids, err := r.client.ZRange(ctx, set, 0, -1).Result()
+	if err != nil {
+		return nil, r.wrap("list", "", err)
+	}
+	var out []Record
+	for start := 0; start < len(ids); start += listBatch {
+		batch := ids[start:min(start+listBatch, len(ids))]
+		cmds := make([]*redis.MapStringStringCmd, len(batch))
+		_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range batch {
+				cmds[i] = p.HGetAll(ctx, r.key(id))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, r.wrap("list", "", err)
+		}
+		for i, c := range cmds {
+			m := c.Val()
+			if len(m) == 0 {
+				continue
+			}
+			rec, err := decodeRedis(batch[i], m)
+			if err != nil {
+				return nil, err
+			}
+			if matches(rec, f) {
+				out = append(out, rec)
+			}
+		}
+	}
+	sortRecords(out)
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+func (r *Redis) Usage(ctx context.Context, owner string) (Usage, error) {
+	if r.closed.Load() {
+		return Usage{}, ErrClosed
+	}
+	res, err := redisUsage.Run(ctx, r.client, nil, r.prefix, owner).Slice()
+	if err != nil {
+		return Usage{}, r.wrap("usage", "", err)
+	}
+	if len(res) != 3 {
+		return Usage{}, fmt.Errorf("redis task store: usage: unexpected script reply %v", res)
+	}
+	return Usage{PendingOwner: int(redisInt(res[0])), PendingTotal: int(redisInt(res[1])), PendingBytes: redisInt(res[2])}, nil
+}
+
+// Close closes the client; the tasks stay in Redis for the other replicas.
+func (r *Redis) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	return r.client.Close()
+}
+
+func decodeRedis(id string, m map[string]string) (Record, error) {
+	rec := Record{ID: id, Owner: m["owner"], State: m["state"], Pending: m["pending"] == "1", Data: []byte(m["data"])}
+	var err error
+	if rec.ArgBytes, err = strconv.ParseInt(m["arg_bytes"], 10, 64); err != nil {
+		return Record{}, fmt.Errorf("redis task store: task %s: arg_bytes: %w", id, err)
+	}
+	if rec.Version, err = strconv.ParseUint(m["version"], 10, 64); err != nil {
+		return Record{}, fmt.Errorf("redis task store: task %s: version: %w", id, err)
+	}
+	if err := rec.CreatedAt.UnmarshalText([]byte(m["created_at"])); err != nil {
+		return Record{}, fmt.Errorf("redis task store: task %s: created_at: %w", id, err)
+	}
+	if err := rec.ExpiresAt.UnmarshalText([]byte(m["expires_at"])); err != nil {
+		return Record{}, fmt.Errorf("redis task store: task %s: expires_at: %w", id, err)
+	}
+	return rec, nil
+}
+
+func redisStatus(res []any) string {
+	if len(res) == 0 {
+		return ""
+	}
+	s, _ := res[0].(string)
+	return s
+}
+
+func redisInt(v any) int64 {
+	n, _ := v.(int64)
+	return n
+}
