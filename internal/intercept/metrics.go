@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 )
 
@@ -11,7 +12,13 @@ type gatewayMetrics struct {
 	byAnnotation   *prometheus.GaugeVec
 	validationErrs *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
+	toolCalls      *prometheus.CounterVec
+	toolLimit      *metrics.Limiter
 }
+
+// maxToolLabels bounds tollgate_tool_calls_total{tool}: clients may call any name, so after
+// this many distinct tools every further name counts as "other".
+const maxToolLabels = 100
 
 func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 	if reg == nil {
@@ -24,8 +31,11 @@ func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 			Help: "tools/call requests refused for their task metadata (required, forbidden, malformed)."}, []string{"error"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_decisions_total",
 			Help: "Governance decisions for tool calls by effective action."}, []string{"action"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_tool_calls_total",
+			Help: "Governed tool calls by tool (first 100 distinct names, then \"other\") and effective action."}, []string{"tool", "action"}),
+		toolLimit: metrics.NewLimiter(nil, maxToolLabels),
 	}
-	reg.MustRegister(m.byAnnotation, m.validationErrs, m.decisions)
+	reg.MustRegister(m.byAnnotation, m.validationErrs, m.decisions, m.toolCalls)
 	for _, a := range []rules.TaskSupport{rules.Forbidden, rules.Optional, rules.Required} {
 		m.byAnnotation.WithLabelValues(string(a))
 	}
@@ -56,6 +66,14 @@ func (m *gatewayMetrics) validation(kind string) {
 func (m *gatewayMetrics) decision(action string) {
 	if m != nil {
 		m.decisions.WithLabelValues(action).Inc()
+	}
+}
+
+// toolCall counts one governed tools/call of tool with its effective action (forward, approve,
+// deny). Call it where decision is recorded.
+func (m *gatewayMetrics) toolCall(tool, action string) {
+	if m != nil {
+		m.toolCalls.WithLabelValues(m.toolLimit.Label(tool), action).Inc()
 	}
 }
 

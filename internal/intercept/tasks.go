@@ -278,15 +278,11 @@ func (g *Gateway) resourcesRead(_ context.Context, x *Exchange) Result {
 	var p struct {
 		URI string `json:"uri"`
 	}
-	if json.Unmarshal(x.Msg.Params, &p) != nil || p.URI != diagramsURI {
+	if json.Unmarshal(x.Msg.Params, &p) != nil || p.URI != gwtools.DiagramsURI {
 		return Passthrough
 	}
-	body := gwtools.Diagrams()
-	res := []byte(`{"contents":[{"uri":"` + diagramsURI + `","mimeType":"application/json","text":` + string(rawString(string(body))) + `}]}`)
-	return ReplyResult(x, res)
+	return ReplyResult(x, gwtools.DiagramsReadResult())
 }
-
-const diagramsURI = "tollgate://diagrams"
 
 // promotedResult is the plain tool result a non-task client gets in sync_approval "promote"
 // mode: it names the task and how to follow it.

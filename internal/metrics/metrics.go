@@ -22,6 +22,10 @@ type Metrics struct {
 	reloadOK    prometheus.Gauge
 	isUp        atomic.Bool
 	methodLimit *Limiter
+
+	upstreamDur *prometheus.HistogramVec
+	sessionsFn  atomic.Pointer[func() int]
+	pendingFn   atomic.Pointer[pendingSource]
 }
 
 // knownMethods are the MCP methods used as label values as they are; anything else is "other"
@@ -55,11 +59,15 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_config_last_reload_success",
 			Help: "1 if the last reload attempt succeeded (or none was made), else 0."}),
 		methodLimit: NewLimiter(knownMethods, 0),
+		upstreamDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_upstream_request_duration_seconds",
+			Help:    "Time from sending an HTTP request to the upstream until its response headers (or the failure), by HTTP method and result.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"http_method", "result"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tollgate_build_info",
 		Help: "Build information; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, build)
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, build,
+		m.upstreamDur, m.sessionsGauge(), &pendingCollector{m: m})
 	m.reloadOK.Set(1)
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)

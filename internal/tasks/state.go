@@ -1,9 +1,6 @@
 package tasks
 
-import (
-	"fmt"
-	"strings"
-)
+import ()
 
 // State is a Tollgate task's internal state (DESIGN.md §3). The wire status is derived by Wire.
 type State string
@@ -86,20 +83,3 @@ func Transitions() []Transition { return append([]Transition(nil), transitions..
 
 // CanTransition reports whether from → to is in the table.
 func CanTransition(from, to State) bool { return allowed[edge{from, to}] }
-
-// Mermaid renders the state machine as a mermaid stateDiagram-v2 (resource tollgate://diagrams).
-func Mermaid() string {
-	var b strings.Builder
-	b.WriteString("stateDiagram-v2\n")
-	b.WriteString("    [*] --> awaiting_approval : tools/call held for approval\n")
-	b.WriteString("    [*] --> approved : forwarded task-augmented call (accelerated)\n")
-	for _, t := range transitions {
-		fmt.Fprintf(&b, "    %s --> %s : %s\n", t.From, t.To, t.Trigger)
-	}
-	for _, s := range States() {
-		if s.Terminal() {
-			fmt.Fprintf(&b, "    %s --> [*] : deleted after TTL (+ retention)\n", s)
-		}
-	}
-	return b.String()
-}

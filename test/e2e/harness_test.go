@@ -138,7 +138,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 // basicConfig is a config with one upstream and the given governance/approval YAML appended.
 func basicConfig(upstreamURL, extra string) string {
-	return "schema: 1\nsources:\n  - id: upstream\n    kind: mcp\n    url: " + upstreamURL + "\n" + extra
+	return "schema: 1\nsources:\n  - id: upstream\n    kind: mcp\n    url: " + upstreamURL + "\naudit: {path: audit.log}\n" + extra
 }
 
 // rpc is a minimal raw MCP client for tests that need byte-level control.

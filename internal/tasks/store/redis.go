@@ -25,8 +25,8 @@ const (
 // Redis is the shared backend (tasks.store.type: redis): several Tollgate replicas use one
 // Redis so any of them can answer tasks/get and apply a decision (DESIGN.md §1).
 //
-// Layout under the key prefix P (one Redis, or Sentinel; not Cluster, since the scripts derive
-// key names from the prefix and the owner):
+// Layout under the key prefix P (Redis 5 or newer, whose scripts may write after TIME; one
+// server, not Cluster, since the scripts derive key names from the prefix and the owner):
 //
 //	P t:<id>        hash: one record (fields below)
 //	P ids           zset: every id, scored by its drop deadline (ms)
@@ -122,7 +122,7 @@ local function unpend(id, owner)
     redis.call('ZREM', P .. 'p:' .. owner, id)
     local b = redis.call('HGET', P .. 'pbytes', id)
     redis.call('HDEL', P .. 'pbytes', id)
-    if b then redis.call('DECRBY', P .. 'pbytes_total', b) end
+    if b and redis.call('DECRBY', P .. 'pbytes_total', b) == 0 then redis.call('DEL', P .. 'pbytes_total') end
   end
 end
 local function forget(id)

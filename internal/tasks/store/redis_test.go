@@ -1,0 +1,402 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
+)
+
+// redisURL returns the URL of a real Redis for this test: TOLLGATE_TEST_REDIS_URL if set,
+// else a redis-server started on a free loopback port and stopped by t.Cleanup.
+func redisURL(t *testing.T) string {
+	t.Helper()
+	if u := os.Getenv("TOLLGATE_TEST_REDIS_URL"); u != "" {
+		return u
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("SKIPPING REDIS TASK STORE TESTS: redis-server is not on PATH " +
+			"(install it, e.g. apt-get install -y redis-server, or set TOLLGATE_TEST_REDIS_URL)")
+	}
+	var lastErr error
+	for range 3 { // the free port may be taken between Close and redis-server's bind
+		addr, err := startRedis(t, bin)
+		if err == nil {
+			return "redis://" + addr + "/0"
+		}
+		lastErr = err
+	}
+	t.Fatalf("starting redis-server: %v", lastErr)
+	return ""
+}
+
+func startRedis(t *testing.T, bin string) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	port := fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+	_ = l.Close()
+	dir := t.TempDir()
+	var out strings.Builder
+	cmd := exec.Command(bin, "--save", "", "--appendonly", "no", "--port", port, "--bind", "127.0.0.1", "--dir", dir)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	addr := net.JoinHostPort("127.0.0.1", port)
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			t.Cleanup(stop)
+			return addr, nil
+		}
+		select {
+		case <-exited:
+			return "", fmt.Errorf("redis-server exited: %s", out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", fmt.Errorf("redis-server on %s did not answer PING: %v", addr, err)
+		}
+	}
+}
+
+var prefixSeq atomic.Int64
+
+// withPrefix adds a key prefix unique to this test (and query params) to base.
+func withPrefix(t *testing.T, base string, extra url.Values) (string, string) {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := fmt.Sprintf("tollgate-test:%d:%d:%s:", os.Getpid(), prefixSeq.Add(1), t.Name())
+	q := u.Query()
+	q.Set("key_prefix", prefix)
+	for k, v := range extra {
+		q[k] = v
+	}
+	u.RawQuery = q.Encode()
+	t.Cleanup(func() { dropPrefix(t, base, prefix) }) // matters with TOLLGATE_TEST_REDIS_URL
+	return u.String(), prefix
+}
+
+// dropPrefix deletes a test's keys.
+func dropPrefix(t *testing.T, base, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	opt, err := redis.ParseURL(base)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	pattern := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(prefix) + "*"
+	iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+	for iter.Next(ctx) {
+		if err := c.Del(ctx, iter.Val()).Err(); err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+}
+
+func openRedis(t *testing.T, rawURL string) *store.Redis {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := store.OpenRedis(ctx, rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func TestRedis(t *testing.T) {
+	base := redisURL(t)
+	storetest.Run(t, func(t *testing.T) store.Store {
+		u, _ := withPrefix(t, base, nil)
+		return openRedis(t, u)
+	})
+}
+
+func rrec(id, owner string, pending bool, argBytes int64, data string) store.Record {
+	now := time.Now().UTC()
+	return store.Record{ID: id, Owner: owner, State: "awaiting_approval", Pending: pending,
+		CreatedAt: now, ExpiresAt: now.Add(time.Hour), ArgBytes: argBytes, Data: []byte(data)}
+}
+
+// TestRedisReplicas: two clients on one prefix behave as two Tollgate replicas sharing tasks.
+func TestRedisReplicas(t *testing.T) {
+	ctx := context.Background()
+	u, _ := withPrefix(t, redisURL(t), nil)
+	a, b := openRedis(t, u), openRedis(t, u)
+	if !store.IsShared(a) {
+		t.Error("IsShared(redis) = false")
+	}
+
+	t.Run("CAS across replicas", func(t *testing.T) {
+		data := "\x00binary\xff<&>"
+		if _, err := a.Create(ctx, rrec("cas", "alice", true, 5, data), store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		seen, err := b.Get(ctx, "cas") // replica B reads what A created
+		if err != nil || seen.Version != 1 || string(seen.Data) != data {
+			t.Fatalf("B.Get = %+v, %v", seen, err)
+		}
+		if _, err := b.Create(ctx, rrec("cas", "bob", true, 5, ""), store.Limits{}); !errors.Is(err, store.ErrExists) {
+			t.Errorf("B.Create same id err = %v, want ErrExists", err)
+		}
+		mine, _ := a.Get(ctx, "cas")
+		mine.State, mine.Pending = "approved", false
+		if _, err := a.Update(ctx, mine, mine.Version); err != nil {
+			t.Fatalf("A.Update: %v", err)
+		}
+		seen.State, seen.Pending = "rejected", false
+		if _, err := b.Update(ctx, seen, seen.Version); !errors.Is(err, store.ErrVersionConflict) {
+			t.Errorf("B.Update on stale version err = %v, want ErrVersionConflict", err)
+		}
+		if g, _ := b.Get(ctx, "cas"); g.State != "approved" || g.Version != 2 {
+			t.Errorf("after conflict B sees %+v, want A's approval at version 2", g)
+		}
+		if err := b.Delete(ctx, "cas"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Get(ctx, "cas"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("A.Get after B.Delete err = %v", err)
+		}
+	})
+
+	t.Run("quotas across replicas", func(t *testing.T) {
+		lim := store.Limits{MaxPendingPerOwner: 2, MaxPendingTotal: 3}
+		steps := []struct {
+			st        store.Store
+			id, owner string
+			wantLimit string
+		}{
+			{a, "q1", "alice", ""},
+			{b, "q2", "alice", ""},
+			{a, "q3", "alice", "max_pending_per_owner"},
+			{b, "q4", "bob", ""},
+			{a, "q5", "carol", "max_pending_total"},
+		}
+		for _, s := range steps {
+			_, err := s.st.Create(ctx, rrec(s.id, s.owner, true, 1, "{}"), lim)
+			var qe *store.QuotaError
+			if s.wantLimit == "" && err != nil || s.wantLimit != "" && (!errors.As(err, &qe) || qe.Limit != s.wantLimit) {
+				t.Errorf("create %s: err = %v, want limit %q", s.id, err, s.wantLimit)
+			}
+		}
+		for _, st := range []store.Store{a, b} {
+			if u, err := st.Usage(ctx, "alice"); err != nil || u != (store.Usage{PendingOwner: 2, PendingTotal: 3, PendingBytes: 3}) {
+				t.Errorf("Usage = %+v, %v", u, err)
+			}
+		}
+		// B finishing alice's task frees her quota for A.
+		r, _ := b.Get(ctx, "q1")
+		r.Pending, r.State = false, "completed"
+		if _, err := b.Update(ctx, r, r.Version); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Create(ctx, rrec("q6", "alice", true, 1, "{}"), lim); err != nil {
+			t.Errorf("A.Create after B finished a task: %v", err)
+		}
+		for _, id := range []string{"q1", "q2", "q4", "q6"} {
+			if err := a.Delete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	t.Run("concurrent quota across replicas", func(t *testing.T) {
+		lim := store.Limits{MaxPendingTotal: 10}
+		var ok atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 40 {
+			st := []store.Store{a, b}[i%2]
+			wg.Go(func() {
+				if _, err := st.Create(ctx, rrec(fmt.Sprint("c", i), fmt.Sprint("o", i%3), true, 1, ""), lim); err == nil {
+					ok.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		u, _ := b.Usage(ctx, "")
+		if ok.Load() != 10 || u.PendingTotal != 10 || u.PendingBytes != 10 {
+			t.Errorf("accepted %d, usage %+v; want exactly 10", ok.Load(), u)
+		}
+	})
+}
+
+// TestRedisExpiry: Redis drops records by itself margin after ExpiresAt (or after the write,
+// if ExpiresAt is already past), and the quota counters follow.
+func TestRedisExpiry(t *testing.T) {
+	ctx := context.Background()
+	base := redisURL(t)
+
+	t.Run("key TTL", func(t *testing.T) {
+		u, prefix := withPrefix(t, base, nil)
+		st := openRedis(t, u)
+		raw := rawClient(t, base)
+		margin := store.DefaultRedisExpiryMargin
+		tests := []struct {
+			name    string
+			expires time.Duration // from now; 0 = zero ExpiresAt
+			want    time.Duration
+		}{
+			{"future", time.Hour, time.Hour + margin},
+			{"past: kept margin past the write", -time.Hour, margin},
+			{"zero", 0, margin},
+		}
+		for i, tc := range tests {
+			r := rrec(fmt.Sprint(i), "alice", true, 1, "")
+			r.ExpiresAt = time.Time{}
+			if tc.expires != 0 {
+				r.ExpiresAt = time.Now().Add(tc.expires)
+			}
+			created, err := st.Create(ctx, r, store.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for step := range 2 { // Update sets the expiry again
+				ttl, err := raw.PTTL(ctx, prefix+"t:"+r.ID).Result()
+				if err != nil || ttl <= tc.want-time.Minute || ttl > tc.want {
+					t.Errorf("%s (step %d): PTTL = %v, %v; want about %v", tc.name, step, ttl, err, tc.want)
+				}
+				if created, err = st.Update(ctx, created, created.Version); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+
+	t.Run("expired records leave the counters", func(t *testing.T) {
+		u, prefix := withPrefix(t, base, url.Values{"expiry_margin": {"150ms"}})
+		st := openRedis(t, u)
+		old := rrec("old", "alice", true, 7, "")
+		old.CreatedAt, old.ExpiresAt = old.CreatedAt.Add(-2*time.Hour), old.CreatedAt.Add(-time.Hour)
+		if _, err := st.Create(ctx, old, store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			u, err := st.Usage(ctx, "alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u == (store.Usage{}) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Usage still %+v long after the record's expiry", u)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if _, err := st.Get(ctx, "old"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get after expiry err = %v", err)
+		}
+		if rs, err := st.List(ctx, store.Filter{}); err != nil || len(rs) != 0 {
+			t.Errorf("List after expiry = %v, %v", rs, err)
+		}
+		n, err := rawClient(t, base).Keys(ctx, prefix+"*").Result()
+		if err != nil || len(n) != 0 {
+			t.Errorf("keys left after expiry: %v, %v", n, err)
+		}
+		// The id is free again.
+		if _, err := st.Create(ctx, rrec("old", "alice", true, 7, ""), store.Limits{MaxPendingPerOwner: 1}); err != nil {
+			t.Errorf("Create after expiry: %v", err)
+		}
+	})
+}
+
+func rawClient(t *testing.T, rawURL string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestOpenRedisErrors(t *testing.T) {
+	tests := []struct {
+		name, url, wantErr string
+	}{
+		{"empty", "", "empty tasks.store.url"},
+		{"bad scheme", "http://127.0.0.1:6379", "invalid tasks.store.url"},
+		{"unparsable keeps the password out", "redis://user:s3cret@[::1", "invalid tasks.store.url"},
+		{"unknown option", "redis://127.0.0.1:1?nope=1", "unexpected option"},
+		{"bad margin", "redis://127.0.0.1:1?expiry_margin=soon", "expiry_margin"},
+		{"negative margin", "redis://127.0.0.1:1?expiry_margin=-1s", "expiry_margin"},
+		{"unreachable", "redis://:s3cret@127.0.0.1:1?max_retries=-1", "cannot reach Redis at 127.0.0.1:1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			st, err := store.OpenRedis(ctx, tc.url)
+			if err == nil {
+				_ = st.Close()
+				t.Fatal("OpenRedis succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("err = %q, want it to mention %q and no password", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestOpenRedisConfig: tasks.store.type redis reaches this backend through store.Open.
+func TestOpenRedisConfig(t *testing.T) {
+	u, _ := withPrefix(t, redisURL(t), nil)
+	st, err := store.Open(config.Store{Type: "redis", URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, ok := st.(*store.Redis); !ok || !store.IsShared(st) {
+		t.Errorf("Open(redis) = %T, want a shared *store.Redis", st)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Usage(context.Background(), "x"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Usage after Close err = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// policyID is the Cedar context.policy_id of the transfer_* rule.
+const policyID = "bench_transfer"
+
+// writeTollgateConfig writes the bench configuration and its Cedar policies into dir: forward
+// by default, approve_* held for approval, transfer_* decided by nPolicies Cedar policies.
+// sync_approval: block keeps policy tools callable without a task, so the policy scenario is
+// the same plain tools/call against every target.
+func writeTollgateConfig(dir string, nPolicies int) (string, error) {
+	cedarPath := filepath.Join(dir, "bench.cedar")
+	if err := os.WriteFile(cedarPath, []byte(cedarPolicies(nPolicies)), 0o644); err != nil {
+		return "", err
+	}
+	cfg := fmt.Sprintf(`schema: 1
+sources:
+  - id: upstream
+    kind: mcp
+    url: http://127.0.0.1:1/mcp   # replaced by $TOLLGATE_UPSTREAM_URL
+governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "approve_*", action: approve}
+    - {match: "transfer_*", action: policy, policy_id: %s}
+cedar:
+  policies: [%s]
+tasks:
+  sync_approval: block
+  quotas:
+    max_pending_per_owner: 50000
+    max_pending_total: 50000
+audit:
+  path: %s
+`, policyID, cedarPath, filepath.Join(dir, "audit.log"))
+	path := filepath.Join(dir, "tollgate.yaml")
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// cedarPolicies returns n policies of which exactly one matches the bench's transfer_funds
+// call (a plain permit → forward); the others are realistic conditions that Cedar must
+// evaluate and reject.
+func cedarPolicies(n int) string {
+	var b strings.Builder
+	b.WriteString(`@id("bench.forward_small")
+permit (principal, action == Action::"tools/call", resource == ToolCall::"transfer_funds")
+when {
+  context.policy_id == "` + policyID + `" &&
+  resource.arguments has amount && resource.arguments.amount <= 1000
+};
+`)
+	for i := 1; i < n; i++ {
+		switch i % 3 {
+		case 0:
+			fmt.Fprintf(&b, `
+@id("bench.forbid_large_%[1]d")
+forbid (principal, action == Action::"tools/call", resource == ToolCall::"transfer_funds")
+when {
+  context.policy_id == "%[2]s" &&
+  resource.arguments has amount && resource.arguments.amount > %[3]d
+};
+`, i, policyID, 1_000_000+i)
+		case 1:
+			fmt.Fprintf(&b, `
+@id("bench.approve_account_%[1]d")
+@decision("approve")
+permit (principal, action == Action::"tools/call", resource)
+when {
+  context.policy_id == "%[2]s" &&
+  resource.arguments has to_account && resource.arguments.to_account == "acct-watch-%[1]04d"
+};
+`, i, policyID)
+		default:
+			fmt.Fprintf(&b, `
+@id("bench.forbid_tool_%[1]d")
+forbid (principal, action == Action::"tools/call", resource == ToolCall::"transfer_other_%[1]04d")
+when { context.policy_id == "%[2]s" };
+`, i, policyID)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,334 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const approvalRules = `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "delete_*", action: approve}
+    - {match: "list_*", action: approve, approval: quick}
+    - {match: "read_*", action: approve, approval: autoapprove}
+    - {match: "transfer_*", action: approve}
+approval:
+  default: {timeout: 10m, on_timeout: deny, redact_fields: [password]}
+  quick: {timeout: 400ms, on_timeout: deny}
+  autoapprove: {timeout: 400ms, on_timeout: approve}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+  - {name: bob, token_env: BOB_TOKEN}
+`
+
+var approverEnv = map[string]string{"ALICE_TOKEN": "alice-secret-token", "BOB_TOKEN": "bob-secret-token"}
+
+// admin calls the approvals API.
+func (g *gateway) admin(t *testing.T, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, g.Admin+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp.StatusCode, m
+}
+
+func (c *rpc) callTask(id int, tool, args string) string {
+	c.t.Helper()
+	m := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s,"task":{"ttl":60000}}}`, id, tool, args)).message(c.t)
+	tid, _ := dig(m, "result", "task", "taskId").(string)
+	if !strings.HasPrefix(tid, "tg_") {
+		c.t.Fatalf("no Tollgate task: %v", m)
+	}
+	if dig(m, "result", "task", "status") != "working" {
+		c.t.Errorf("initial status %v, want working", dig(m, "result", "task", "status"))
+	}
+	return tid
+}
+
+func (c *rpc) taskRPC(id int, method, taskID string) rawReply {
+	return c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":%q}}`, id, method, taskID))
+}
+
+// TestApprovalLifecycle: a held call waits, is not executed until approved, runs exactly once
+// on approval, and tasks/result returns exactly the upstream's result with the related-task
+// _meta; reject, cancel, on_timeout deny/approve and foreign sessions behave per contract.
+func TestApprovalLifecycle(t *testing.T) {
+	d, upURL := startDemo(t)
+	g := startGateway(t, basicConfig(upURL, approvalRules), approverEnv, nil)
+	g.waitReady(t)
+	a := &rpc{t: t, url: g.MCP}
+	a.initialize()
+	b := &rpc{t: t, url: g.MCP}
+	b.initialize()
+
+	t.Run("approve", func(t *testing.T) {
+		a.t = t
+		tid := a.callTask(1, "delete_user", `{"user_id":"u-002","password":"hunter2"}`)
+		m := a.taskRPC(2, "tasks/get", tid).message(t)
+		if dig(m, "result", "status") != "working" || dig(m, "result", "statusMessage") != "Awaiting approval (default)" || dig(m, "result", "pollInterval") == nil {
+			t.Errorf("tasks/get while waiting: %v", m)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if n := d.Calls("delete_user"); n != 0 {
+			t.Fatalf("upstream called %d times before approval", n)
+		}
+		// The approver sees the request, redacted.
+		st, view := g.admin(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", "")
+		if st != 200 || dig(view, "arguments", "password") != "[REDACTED]" || dig(view, "arguments", "user_id") != "u-002" {
+			t.Errorf("approval view %d: %v", st, view)
+		}
+		if st, _ := g.admin(t, "GET", "/api/v1/approvals", "", ""); st != 401 {
+			t.Errorf("no token: %d", st)
+		}
+		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ticket 42"}`); st != 200 {
+			t.Fatalf("approve: %d", st)
+		}
+		st, late := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"too late"}`)
+		if st != 409 || dig(late, "approval", "decision", "by") != "alice" {
+			t.Errorf("late decision: %d %v", st, late)
+		}
+		// Foreign session: as if it did not exist.
+		if code, _ := errorOf(b.taskRPC(3, "tasks/result", tid).message(t)); code != -32602 {
+			t.Errorf("foreign tasks/result not -32602")
+		}
+		r := a.taskRPC(4, "tasks/result", tid)
+		res := r.responseBytes(t)
+		var got map[string]any
+		_ = json.Unmarshal(res, &got)
+		if dig(got, "result", "_meta", "io.modelcontextprotocol/related-task", "taskId") != tid {
+			t.Errorf("related-task _meta missing: %s", res)
+		}
+		text, _ := json.Marshal(dig(got, "result", "content"))
+		if !strings.Contains(string(text), "u-002") {
+			t.Errorf("result does not come from the upstream: %s", res)
+		}
+		if n := d.Calls("delete_user"); n != 1 {
+			t.Errorf("upstream executions = %d, want 1", n)
+		}
+		if m := a.taskRPC(5, "tasks/get", tid).message(t); dig(m, "result", "status") != "completed" {
+			t.Errorf("final status %v", m)
+		}
+		if code, name := errorOf(a.taskRPC(6, "tasks/cancel", tid).message(t)); code != -32602 {
+			t.Errorf("EC-SEP-008 cancel of terminal task: %v %s", code, name)
+		}
+	})
+
+	t.Run("reject", func(t *testing.T) {
+		a.t = t
+		tid := a.callTask(10, "delete_user", `{"user_id":"u-003"}`)
+		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"no"}`); st != 200 {
+			t.Fatalf("reject: %d", st)
+		}
+		code, name := errorOf(a.taskRPC(11, "tasks/result", tid).message(t))
+		if code != -32007 || name != "ApprovalRejected" {
+			t.Errorf("rejected result: %v %q", code, name)
+		}
+		if m := a.taskRPC(12, "tasks/get", tid).message(t); dig(m, "result", "status") != "failed" {
+			t.Errorf("rejected status: %v", m)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		a.t = t
+		tid := a.callTask(20, "delete_user", `{"user_id":"u-004"}`)
+		if m := a.taskRPC(21, "tasks/cancel", tid).message(t); dig(m, "result", "status") != "cancelled" {
+			t.Fatalf("cancel: %v", m)
+		}
+		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 409 {
+			t.Errorf("approve after cancel: %d, want 409", st)
+		}
+		if m := a.taskRPC(22, "tasks/get", tid).message(t); dig(m, "result", "status") != "cancelled" {
+			t.Errorf("cancelled task changed: %v", m)
+		}
+	})
+
+	t.Run("on_timeout deny", func(t *testing.T) {
+		a.t = t
+		before := d.Calls("list_users")
+		tid := a.callTask(30, "list_users", `{}`)
+		code, name := errorOf(a.taskRPC(31, "tasks/result", tid).message(t))
+		if code != -32008 || name != "ApprovalTimedOut" {
+			t.Errorf("timed out: %v %q", code, name)
+		}
+		if d.Calls("list_users") != before {
+			t.Errorf("timed-out call executed")
+		}
+	})
+
+	t.Run("on_timeout approve", func(t *testing.T) {
+		a.t = t
+		tid := a.callTask(40, "read_file", `{"path":"/etc/motd"}`)
+		m := a.taskRPC(41, "tasks/result", tid).message(t)
+		if m["result"] == nil {
+			t.Fatalf("auto-approved call: %v", m)
+		}
+		if d.Calls("read_file") != 1 {
+			t.Errorf("read_file executions = %d", d.Calls("read_file"))
+		}
+	})
+
+	t.Run("self approval", func(t *testing.T) {
+		a.t = t
+		// Without an authenticated requester identity the rule cannot apply; the API must still
+		// refuse unknown tokens.
+		tid := a.callTask(50, "delete_user", `{"user_id":"u-005"}`)
+		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "not-a-token", `{}`); st != 401 {
+			t.Errorf("unknown token: %d", st)
+		}
+	})
+}
+
+// TestTaskStatusNotifications: notifications/tasks/status reach the owner's open stream only.
+func TestTaskStatusNotifications(t *testing.T) {
+	_, upURL := startDemo(t)
+	g := startGateway(t, basicConfig(upURL, approvalRules), approverEnv, nil)
+	g.waitReady(t)
+	a := &rpc{t: t, url: g.MCP}
+	a.initialize()
+	b := &rpc{t: t, url: g.MCP}
+	b.initialize()
+
+	open := func(session string) (<-chan string, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.MCP, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 100)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		return lines, func() { cancel(); resp.Body.Close() }
+	}
+	la, closeA := open(a.session)
+	defer closeA()
+	lb, closeB := open(b.session)
+	defer closeB()
+	time.Sleep(100 * time.Millisecond)
+
+	tid := a.callTask(1, "delete_user", `{"user_id":"u-002"}`)
+	if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatal("approve failed")
+	}
+	deadline := time.After(5 * time.Second)
+	completed := false
+	for !completed {
+		select {
+		case l := <-la:
+			if strings.Contains(l, "notifications/tasks/status") && strings.Contains(l, tid) && strings.Contains(l, `"completed"`) {
+				completed = true
+			}
+		case <-deadline:
+			t.Fatal("owner did not receive notifications/tasks/status completed")
+		}
+	}
+	for {
+		select {
+		case l := <-lb:
+			if strings.Contains(l, tid) {
+				t.Fatalf("another session received the owner's task notification: %s", l)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// TestApprovalRace: 100 goroutines approve, reject, cancel and wait on the same tasks; each
+// approved task executes exactly once at the real upstream.
+func TestApprovalRace(t *testing.T) {
+	d, upURL := startDemo(t)
+	g := startGateway(t, basicConfig(upURL, approvalRules), approverEnv, nil)
+	g.waitReady(t)
+	a := &rpc{t: t, url: g.MCP}
+	a.initialize()
+
+	const tasks = 10
+	ids := make([]string, tasks)
+	for i := range ids {
+		// A distinct amount per task lets the upstream's ledger show which task ran how often.
+		ids[i] = a.callTask(200+i, "transfer_funds", fmt.Sprintf(`{"from_account":"acc-payroll","to_account":"acc-savings","amount":%d,"currency":"USD"}`, i+1))
+	}
+	var wg sync.WaitGroup
+	outcomes := make([]map[int]int, 100)
+	for w := 0; w < 100; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			outcomes[w] = map[int]int{}
+			tid := ids[w%tasks]
+			switch w % 4 {
+			case 0:
+				st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`)
+				outcomes[w][st]++
+			case 1:
+				st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"race"}`)
+				outcomes[w][st]++
+			case 2:
+				c := &rpc{t: t, url: g.MCP, session: a.session}
+				c.taskRPC(1000+w, "tasks/cancel", tid)
+			case 3:
+				c := &rpc{t: t, url: g.MCP, session: a.session}
+				c.taskRPC(2000+w, "tasks/result", tid)
+			}
+		}(w)
+	}
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond) // let executions started by the last approvals finish
+	ran := map[int]int{}
+	for _, tr := range d.Transfers() {
+		ran[int(tr.Amount)]++
+	}
+	completed := 0
+	for i, tid := range ids {
+		m := a.taskRPC(3000+i, "tasks/get", tid).message(t)
+		_, view := g.admin(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", "")
+		approved := dig(view, "decision", "approved") == true
+		switch status := dig(m, "result", "status"); {
+		case ran[i+1] > 1:
+			t.Errorf("task %d executed %d times", i, ran[i+1])
+		case status == "completed" && ran[i+1] != 1:
+			t.Errorf("task %d completed but executed %d times", i, ran[i+1])
+		case !approved && ran[i+1] != 0:
+			t.Errorf("task %d executed without approval (status %v)", i, status)
+		}
+		if dig(m, "result", "status") == "completed" {
+			completed++
+		}
+	}
+	var buf bytes.Buffer
+	for _, o := range outcomes {
+		for k, v := range o {
+			fmt.Fprintf(&buf, "%d:%d ", k, v)
+		}
+	}
+	t.Logf("completed=%d decisions=%s", completed, buf.String())
+}
