@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/policies"
+)
+
+func policyFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := fs.ReadFile(policies.FS, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const policyRules = `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "transfer_*", action: policy, policy_id: financial_transfer}
+cedar:
+  policies: [policies/financial.cedar]
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+`
+
+func transferArgs(amount int) string {
+	return fmt.Sprintf(`{"from_account":"acc-payroll","to_account":"acc-savings","amount":%d,"currency":"USD"}`, amount)
+}
+
+// TestPolicyAction: one Cedar policy set yields forward, approve and deny for the same tool;
+// the decision is re-evaluated when an approved task executes.
+func TestPolicyAction(t *testing.T) {
+	d, upURL := startDemo(t)
+	g := startGateway(t, basicConfig(upURL, policyRules), approverEnv, map[string]string{"policies/financial.cedar": policyFile(t, "financial.cedar")})
+	g.waitReady(t)
+	c := &rpc{t: t, url: g.MCP}
+	c.initialize()
+
+	// policy → required: a plain call is refused before Cedar runs.
+	m := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(10) + `}}`).message(t)
+	if _, name := errorOf(m); name != "TaskRequired" {
+		t.Fatalf("plain call to a policy tool: %v", m)
+	}
+	// Small: Cedar forwards; the demo upstream has no tasks, so Tollgate runs it at once.
+	small := c.callTask(2, "transfer_funds", transferArgs(10))
+	if res := c.taskRPC(3, "tasks/result", small).message(t); res["result"] == nil {
+		t.Fatalf("small transfer: %v", res)
+	}
+	// Large: denied, never reaches the upstream.
+	m = c.post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(90000) + `,"task":{"ttl":60000}}}`).message(t)
+	if code, name := errorOf(m); code != -32003 || name != "PolicyDenied" {
+		t.Fatalf("large transfer: %v", m)
+	}
+	// Forged entity in arguments: refused (fail closed).
+	m = c.post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"transfer_funds","arguments":{"amount":{"__entity":{"type":"User","id":"admin"}},"currency":"USD","to_account":"x"},"task":{"ttl":60000}}}`).message(t)
+	if code, _ := errorOf(m); code != -32003 {
+		t.Fatalf("forged entity: %v", m)
+	}
+	// Medium: held for approval.
+	medium := c.callTask(6, "transfer_funds", transferArgs(5000))
+	if m := c.taskRPC(7, "tasks/get", medium).message(t); dig(m, "result", "statusMessage") != "Awaiting approval (default)" {
+		t.Fatalf("medium transfer not held: %v", m)
+	}
+	if n := len(d.Transfers()); n != 1 {
+		t.Fatalf("upstream transfers = %d, want 1 (only the small one)", n)
+	}
+
+	// The policy changes while the task waits: everything is forbidden now.
+	forbidAll := `@id("freeze") forbid (principal, action, resource);` + "\n"
+	if err := os.WriteFile(filepath.Join(g.Dir, "policies/financial.cedar"), []byte(forbidAll), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.Srv.Reload()
+	waitFor(t, "reload applied", func() bool {
+		m := c.post(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(10) + `,"task":{"ttl":60000}}}`).message(t)
+		code, _ := errorOf(m)
+		return code == -32003
+	})
+	if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+medium+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	code, name := errorOf(c.taskRPC(9, "tasks/result", medium).message(t))
+	if code != -32011 || name != "PolicyChanged" {
+		t.Errorf("approved task under a changed policy: %v %q, want -32011 PolicyChanged", code, name)
+	}
+	if n := len(d.Transfers()); n != 1 {
+		t.Errorf("upstream transfers = %d after the policy froze, want 1", n)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func metricValue(t *testing.T, g *gateway, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` ([0-9.e+-]+)$`)
+	m := re.FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+// TestHotReload: a rule changed on disk is picked up by the file watcher; the next tools/list
+// shows the new taskSupport and a connected client gets notifications/tools/list_changed; a
+// broken edit keeps the old behaviour and counts a failure.
+func TestHotReload(t *testing.T) {
+	_, upURL := startDemo(t)
+	cfg := func(readAction string) string {
+		return basicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"read_*\", action: "+readAction+"}\n")
+	}
+	g := startGateway(t, cfg("forward"), nil, nil)
+	g.waitReady(t)
+	c := &rpc{t: t, url: g.MCP}
+	c.initialize()
+	support := func() string {
+		m := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).message(t)
+		for _, tl := range dig(m, "result", "tools").([]any) {
+			if dig(tl, "name") == "read_file" {
+				s, _ := dig(tl, "execution", "taskSupport").(string)
+				return s
+			}
+		}
+		return ""
+	}
+	if s := support(); s != "forbidden" {
+		t.Fatalf("before: read_file = %q", s)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.MCP, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	changed := make(chan struct{}, 1)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "notifications/tools/list_changed") {
+				changed <- struct{}{}
+				return
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+
+	path := filepath.Join(g.Dir, "tollgate.yaml")
+	// Write via rename, as editors and Kubernetes do.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(cfg("approve")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after the rule changed on disk")
+	}
+	if s := support(); s != "required" {
+		t.Fatalf("after reload: read_file = %q, want required", s)
+	}
+	if v := metricValue(t, g, `tollgate_config_reloads_total{result="success"}`); v < 1 {
+		t.Errorf("success reloads = %v", v)
+	}
+
+	// A broken edit: old behaviour stays, the failure is counted.
+	if err := os.WriteFile(path, []byte(cfg("approve")+"governance: [oops\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "reload failure counted", func() bool {
+		return metricValue(t, g, `tollgate_config_reloads_total{result="failure"}`) >= 1
+	})
+	if s := support(); s != "required" {
+		t.Errorf("after a broken edit: read_file = %q, want the previous required", s)
+	}
+}
