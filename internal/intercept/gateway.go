@@ -43,6 +43,8 @@ type Gateway struct {
 	mu        sync.RWMutex
 	toolTasks map[string]rules.TaskSupport // upstream tool → its own execution.taskSupport
 	listed    map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
+
+	prom *promotions
 }
 
 // NewGateway returns the handlers; call Register to mount them.
@@ -51,7 +53,7 @@ func NewGateway(d Deps) *Gateway {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Gateway{d: d, log: d.Logger, m: newGatewayMetrics(d.Registerer),
-		toolTasks: map[string]rules.TaskSupport{}, listed: map[string]rules.TaskSupport{}}
+		toolTasks: map[string]rules.TaskSupport{}, listed: map[string]rules.TaskSupport{}, prom: newPromotions()}
 }
 
 // Register mounts the handlers on r.

@@ -40,6 +40,28 @@ type Forward struct {
 	// runs after Exchange.Session is set from the response headers. Returning nil keeps the
 	// message as it was.
 	Transform func(x *Exchange, resp *jsonrpc.Message) []byte
+	// Promote, when set, turns a call that outlives Promote.After into a Tollgate task
+	// (tasks.promote_after): the client is answered at once and the upstream's answer is
+	// collected in the background.
+	Promote *Promotion
+}
+
+// Promotion hands a slow exchange over to a task.
+type Promotion struct {
+	After time.Duration
+	Bound time.Duration // how long the upstream may take after promotion (the task's TTL)
+	// Start creates the task. It returns the JSON-RPC message to answer the client with now,
+	// and a sink for what the upstream sends afterwards; nil reply = do not promote.
+	Start func(x *Exchange) (reply []byte, sink PromotedSink)
+}
+
+// PromotedSink receives the rest of a promoted exchange.
+type PromotedSink interface {
+	// Other is a message the upstream sent before its answer (server→client requests are
+	// kept for the caller as pending items).
+	Other(msg *jsonrpc.Message)
+	// Done delivers the upstream's answer, or the failure to get one.
+	Done(resp *jsonrpc.Message, err *jsonrpc.Error)
 }
 
 // Passthrough forwards the client's bytes as they are.

@@ -309,6 +309,9 @@ func (g *Gateway) OnTaskChange(t *tasks.Task) {
 // Execute runs an approved task's call upstream with the caller's session and headers
 // (tasks.Executor).
 func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
+	if token := t.Headers.Get(promotionHeader); token != "" {
+		return g.prom.await(ctx, token) // the call is already in flight (tasks.promote_after)
+	}
 	params, err := json.Marshal(struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`

@@ -104,7 +104,11 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		return ReplyError(x, governance.DeniedError(p.Name, eff))
 	case config.ActionForward:
 		if !hasTask {
-			return Result{Forward: &Forward{Timeout: s.Config.Server.SyncForwardTimeout.D()}}
+			f := &Forward{Timeout: s.Config.Server.SyncForwardTimeout.D()}
+			if after := s.Config.Tasks.PromoteAfter.D(); after > 0 && x.Session != nil {
+				f.Promote = g.promotion(after, s.Config.Tasks.DefaultTTL.D(), p)
+			}
+			return Result{Forward: f}
 		}
 		g.mu.RLock()
 		own := g.toolTasks[p.Name]

@@ -291,6 +291,9 @@ func acceptsSSE(r *http.Request) bool {
 
 // forward relays x upstream and the reply back. It returns an outcome label.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward) string {
+	if f.Promote != nil && f.Promote.After > 0 && x.Msg.Kind == jsonrpc.KindRequest {
+		return h.forwardPromotable(w, r, x, f)
+	}
 	body := f.Body
 	if body == nil {
 		body = x.Body

@@ -112,7 +112,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
 		Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 	})
-	s.tools = gwtools.New(s.tasks, s.hub, nil, gwtools.Options{Logger: s.log})
+	s.tools = gwtools.New(s.tasks, s.hub, s.gw, gwtools.Options{Logger: s.log})
 	s.gw.Use(s.tasks, s.tools)
 	s.tasks.Subscribe(s.gw.OnTaskChange)
 	s.tasks.Subscribe(s.tools.PublishTaskChange)

@@ -3,9 +3,11 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -184,7 +186,6 @@ func (t *tracingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 			attribute.String("server.address", req.URL.Hostname()),
 			attribute.String("url.path", req.URL.Path),
 		))
-	defer span.End()
 	// A RoundTripper must not modify the caller's request: send a copy with fresh headers.
 	out := req.Clone(ctx)
 	sc := span.SpanContext()
@@ -198,11 +199,26 @@ func (t *tracingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "upstream request failed")
+		span.End()
 		return nil, err
 	}
 	span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
 	if resp.StatusCode >= 500 {
 		span.SetStatus(codes.Error, http.StatusText(resp.StatusCode))
 	}
+	// The exchange lasts until the body is done (an SSE answer streams): end the span then.
+	resp.Body = &spanBody{ReadCloser: resp.Body, span: span}
 	return resp, nil
+}
+
+type spanBody struct {
+	io.ReadCloser
+	span trace.Span
+	once sync.Once
+}
+
+func (b *spanBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(func() { b.span.End() })
+	return err
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/server"
 )
 
+const adminToken = "browser-admin-token"
+
 // gateway is a running Tollgate.
 type gateway struct {
 	MCP   string // http://host:port/mcp
@@ -30,7 +32,6 @@ type gateway struct {
 	Dir   string
 	stop  func()
 }
-
 
 // startGateway writes cfgYAML to a temp dir (with any extra files) and runs Tollgate on free
 // loopback ports. env adds variables visible to config expansion.

@@ -3,9 +3,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -47,7 +49,7 @@ func main() {
 	if err != nil {
 		log.Fatalf("bareproxy: %v", err)
 	}
-	hs := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: readFirst(rp), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Printf("LISTENING http://%s/mcp\n", ln.Addr())
 	os.Stdout.Sync()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -61,4 +63,24 @@ func main() {
 	if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
 		log.Fatalf("bareproxy: %v", err)
 	}
+}
+
+// readFirst reads the request body whole before proxying. ReverseProxy streams it by default,
+// and with an upstream that answers (and flushes SSE headers) before the proxy saw the body's
+// EOF, net/http may close the inbound body under the transport, which then drops the
+// connection mid-reply ("use of closed network connection", seen here on the 1 MiB SSE
+// scenario). Tollgate reads bodies first too (DESIGN.md §1), so the floor stays comparable.
+func readFirst(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			b, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+			if err != nil {
+				http.Error(w, "reading request body", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			r.ContentLength = int64(len(b))
+		}
+		next.ServeHTTP(w, r)
+	})
 }

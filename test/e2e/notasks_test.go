@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+func syncApprovalConfig(upURL, mode, extra string) string {
+	return basicConfig(upURL, `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "delete_*", action: approve}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+tasks:
+  sync_approval: `+mode+"\n"+extra)
+}
+
+func callText(t *testing.T, c *client.Client, tool string, args map[string]any) (string, *mcp.CallToolResult) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var b strings.Builder
+	for _, ct := range res.Content {
+		if tc, ok := ct.(mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String(), res
+}
+
+var taskIDRe = regexp.MustCompile(`tg_[0-9a-f-]{36}`)
+
+// TestPromoteMode: a client without task support calls an approval-gated tool, gets a task id
+// at once, waits in tollgate_await_activity, is woken by an approval made through the HTTP API,
+// and collects the result with tollgate_get_task_result.
+func TestPromoteMode(t *testing.T) {
+	d, upURL := startDemo(t)
+	g := startGateway(t, syncApprovalConfig(upURL, "promote", ""), approverEnv, nil)
+	g.waitReady(t)
+	c := mcpGoClient(t, g.MCP)
+	if sup := toolSupport(t, c); sup["delete_user"] != "optional" {
+		t.Fatalf("promote mode advertises delete_user as %q, want optional", sup["delete_user"])
+	}
+	text, _ := callText(t, c, "delete_user", map[string]any{"user_id": "u-002"})
+	tid := taskIDRe.FindString(text)
+	if tid == "" || !strings.Contains(text, "tollgate_await_activity") {
+		t.Fatalf("promoted result does not name the task and the next call: %q", text)
+	}
+	if d.Calls("delete_user") != 0 {
+		t.Fatal("executed before approval")
+	}
+
+	approved := make(chan int, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ok"}`)
+		approved <- st
+	}()
+	start := time.Now()
+	text, res := callText(t, c, "tollgate_await_activity", map[string]any{"timeout_ms": 10000})
+	if st := <-approved; st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	if time.Since(start) > 9*time.Second {
+		t.Errorf("await_activity was not woken by the approval (took %v)", time.Since(start))
+	}
+	sc, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(sc)+text, tid) {
+		t.Errorf("await_activity result does not mention the task: %s %s", sc, text)
+	}
+
+	text, res = callText(t, c, "tollgate_get_task_result", map[string]any{"task_id": tid, "timeout_ms": 10000})
+	if res.IsError || !strings.Contains(text, "u-002") {
+		t.Fatalf("get_task_result: %q (isError=%v)", text, res.IsError)
+	}
+	if d.Calls("delete_user") != 1 {
+		t.Errorf("executions = %d", d.Calls("delete_user"))
+	}
+}
+
+// TestBlockMode: the plain call is held until decided and returns the real result.
+func TestBlockMode(t *testing.T) {
+	d, upURL := startDemo(t)
+	g := startGateway(t, syncApprovalConfig(upURL, "block", ""), approverEnv, nil)
+	g.waitReady(t)
+	c := mcpGoClient(t, g.MCP)
+	go func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			_, list := g.admin(t, "GET", "/api/v1/approvals", "alice-secret-token", "")
+			if items, _ := list["approvals"].([]any); len(items) > 0 {
+				id, _ := dig(items[0], "taskId").(string)
+				g.admin(t, "POST", "/api/v1/approvals/"+id+"/approve", "alice-secret-token", `{}`)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	text, res := callText(t, c, "delete_user", map[string]any{"user_id": "u-003"})
+	if res.IsError || !strings.Contains(text, "u-003") {
+		t.Fatalf("blocked call result: %q", text)
+	}
+	if d.Calls("delete_user") != 1 {
+		t.Errorf("executions = %d", d.Calls("delete_user"))
+	}
+}
+
+// TestTimeoutPromotion: a forwarded plain call that outlives tasks.promote_after becomes a
+// Tollgate task whose result is collected when the upstream answers.
+func TestTimeoutPromotion(t *testing.T) {
+	d, upURL := startDemo(t)
+	g := startGateway(t, syncApprovalConfig(upURL, "promote", "  promote_after: 300ms\n"), approverEnv, nil)
+	g.waitReady(t)
+	c := mcpGoClient(t, g.MCP)
+	start := time.Now()
+	text, _ := callText(t, c, "slow_operation", map[string]any{"seconds": 2})
+	if time.Since(start) > 1500*time.Millisecond {
+		t.Fatalf("slow call was not promoted (took %v): %q", time.Since(start), text)
+	}
+	tid := taskIDRe.FindString(text)
+	if tid == "" {
+		t.Fatalf("promoted result names no task: %q", text)
+	}
+	text, res := callText(t, c, "tollgate_get_task_result", map[string]any{"task_id": tid, "timeout_ms": 10000})
+	if res.IsError || !strings.Contains(strings.ToLower(text), "done") && !strings.Contains(strings.ToLower(text), "second") {
+		t.Fatalf("promoted call's result: %q (isError=%v)", text, res.IsError)
+	}
+	if d.Calls("slow_operation") != 1 {
+		t.Errorf("slow_operation executed %d times, want 1", d.Calls("slow_operation"))
+	}
+	// A fast call is not promoted.
+	text, _ = callText(t, c, "read_file", map[string]any{"path": "/etc/motd"})
+	if taskIDRe.MatchString(text) {
+		t.Errorf("fast call was promoted: %q", text)
+	}
+}
