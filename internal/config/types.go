@@ -138,6 +138,7 @@ type Server struct {
 	AdminListen        string   `yaml:"admin_listen"`         // default 127.0.0.1:7469 (TOLLGATE_ADMIN_LISTEN)
 	AllowedOrigins     []string `yaml:"allowed_origins"`      // browser Origins allowed in addition to loopback ones
 	AllowedHosts       []string `yaml:"allowed_hosts"`        // Host headers allowed besides loopback and the listen address
+	IdentityHeader     string   `yaml:"identity_header"`      // header a trusted auth proxy sets to the caller's identity; "" = owner is the MCP session
 	MaxBodyBytes       int64    `yaml:"max_body_bytes"`       // default 4 MiB
 	SyncForwardTimeout Duration `yaml:"sync_forward_timeout"` // default 60s (TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS)
 	RequestTimeout     Duration `yaml:"request_timeout"`      // non-tool JSON replies, default 60s

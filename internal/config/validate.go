@@ -330,6 +330,9 @@ func (v *validator) server() {
 			v.add(idx("server.allowed_hosts", i), "must be a host name or host:port, got %q", h)
 		}
 	}
+	if h := s.IdentityHeader; h != "" && (strings.ContainsAny(h, ": \t\r\n") || !isToken(h)) {
+		v.add("server.identity_header", "must be an HTTP header name, got %q", h)
+	}
 	if s.MaxBodyBytes <= 0 {
 		v.add("server.max_body_bytes", "must be > 0")
 	}
@@ -363,4 +366,15 @@ func (v *validator) hostPort(path, s string) {
 	if err != nil {
 		v.add(path, "must be host:port like \"127.0.0.1:%d\", got %q", DefaultListenPort, s)
 	}
+}
+
+// isToken reports whether h is an RFC 9110 token (a valid header field name).
+func isToken(h string) bool {
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return h != ""
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -58,15 +60,28 @@ func NewGateway(d Deps) *Gateway {
 
 // Register mounts the handlers on r.
 func (g *Gateway) Register(r *Router) {
-	r.Handle("initialize", g.initialize)
-	r.Handle("tools/list", g.toolsList)
-	r.Handle("tools/call", g.toolsCall)
-	r.Handle("tasks/get", g.tasksGet)
-	r.Handle("tasks/result", g.tasksResult)
-	r.Handle("tasks/cancel", g.tasksCancel)
-	r.Handle("tasks/list", g.tasksList)
-	r.Handle("resources/list", g.resourcesList)
-	r.Handle("resources/read", g.resourcesRead)
+	for method, h := range map[string]Handler{
+		"initialize": g.initialize, "tools/list": g.toolsList, "tools/call": g.toolsCall,
+		"tasks/get": g.tasksGet, "tasks/result": g.tasksResult, "tasks/cancel": g.tasksCancel, "tasks/list": g.tasksList,
+		"resources/list": g.resourcesList, "resources/read": g.resourcesRead,
+	} {
+		r.Handle(method, g.identified(h))
+	}
+}
+
+// maxSubjectLen bounds an asserted identity.
+const maxSubjectLen = 256
+
+// identified sets Exchange.Subject from server.identity_header before h runs.
+func (g *Gateway) identified(h Handler) Handler {
+	return func(ctx context.Context, x *Exchange) Result {
+		if name := g.d.Snapshots.Load().Config.Server.IdentityHeader; name != "" {
+			if v := strings.TrimSpace(x.HTTP.Header.Get(name)); v != "" && len(v) <= maxSubjectLen && utf8.ValidString(v) {
+				x.Subject = v
+			}
+		}
+		return h(ctx, x)
+	}
 }
 
 // UpstreamSupportsTasks is the cached capability.
@@ -75,14 +90,17 @@ func (g *Gateway) UpstreamSupportsTasks() bool { return g.upstreamTasks.Load() }
 // owner is the task owner of an exchange (DESIGN.md §3): the MCP session until client
 // authentication exists.
 func owner(x *Exchange) string {
-	if x.Session == nil {
+	switch {
+	case x.Subject != "":
+		return "user:" + x.Subject
+	case x.Session == nil:
 		return ""
 	}
 	return x.Session.Owner()
 }
 
 func caller(x *Exchange) governance.Caller {
-	c := governance.Caller{}
+	c := governance.Caller{Subject: x.Subject}
 	if x.Session != nil {
 		c.SessionID = x.Session.ID
 	}

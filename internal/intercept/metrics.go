@@ -3,7 +3,6 @@ package intercept
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 )
@@ -75,8 +74,4 @@ func (m *gatewayMetrics) toolCall(tool, action string) {
 	if m != nil {
 		m.toolCalls.WithLabelValues(m.toolLimit.Label(tool), action).Inc()
 	}
-}
-
-func governanceCaller(sessionID string) governance.Caller {
-	return governance.Caller{SessionID: sessionID}
 }

@@ -19,6 +19,8 @@ type Exchange struct {
 	Msg     *jsonrpc.Message
 	Session *session.Session // nil until the session is known (initialize)
 	CorrID  string
+	// Subject is the caller's authenticated identity (server.identity_header), "" if unknown.
+	Subject string
 }
 
 // Result says how the proxy answers an exchange. Exactly one of Reply, Wait or Forward is set.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -357,8 +358,7 @@ func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 		return nil
 	}
 	s := g.d.Snapshots.Load()
-	sid := t.SessionID
-	eff := s.Evaluate(ctx, g.log, governanceCaller(sid), t.Tool, t.Arguments)
+	eff := s.Evaluate(ctx, g.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID}, t.Tool, t.Arguments)
 	switch eff.Action {
 	case "deny":
 		return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged",

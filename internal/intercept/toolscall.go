@@ -177,7 +177,7 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 			"Task-augmented calls need an MCP session (send Mcp-Session-Id from initialize)")
 	}
 	t, err := g.d.Tasks.Create(ctx, tasks.CreateRequest{
-		Owner: owner(x), SessionID: x.Session.ID, Tool: p.Name, Arguments: p.Arguments,
+		Owner: owner(x), SessionID: x.Session.ID, RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
 		Headers: captureHeaders(x.HTTP.Header, x.Session), TTL: ttl, Workflow: workflow, Accelerated: accelerated,
 	})
 	if err != nil {

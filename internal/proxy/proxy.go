@@ -54,7 +54,9 @@ type Handler struct {
 	hosts    map[string]bool
 	origins  map[string]bool
 	anyOrigi bool
-	bufPool  sync.Pool
+
+	closeOnce sync.Once
+	closing   chan struct{} // closed on shutdown: long-lived streams and held requests end
 }
 
 // New returns the /mcp handler.
@@ -71,7 +73,7 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{o: o, log: o.Logger, hosts: map[string]bool{}, origins: map[string]bool{}}
+	h := &Handler{o: o, log: o.Logger, hosts: map[string]bool{}, origins: map[string]bool{}, closing: make(chan struct{})}
 	for _, a := range o.AllowedHosts {
 		if a == "*" {
 			h.anyHost = true
@@ -93,9 +95,13 @@ func New(o Options) *Handler {
 		}
 		h.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
 	}
-	h.bufPool.New = func() any { b := make([]byte, 0, 4096); return &b }
 	return h
 }
+
+// Close ends open server→client streams and requests Tollgate holds (blocking tasks/result,
+// sync_approval block) so a graceful shutdown is not held up by them; clients reconnect and
+// ask again (their tasks live on). Plain in-flight requests are left to finish.
+func (h *Handler) Close() { h.closeOnce.Do(func() { close(h.closing) }) }
 
 // ServeHTTP implements the MCP streamable HTTP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -274,6 +280,10 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.C
 			if msg != nil {
 				sw.write(sse.Message(msg))
 			}
+			return
+		case <-h.closing:
+			cancel()
+			<-done
 			return
 		case <-t.C:
 			if sw.write(sse.Comment("keep-alive")) != nil {
@@ -507,6 +517,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	defer keep.Stop()
 	for {
 		select {
+		case <-h.closing:
+			cancel()
 		case <-ctx.Done():
 			if resp != nil {
 				resp.Body.Close()

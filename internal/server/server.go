@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/approval"
 	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/console"
 	"github.com/tollgate-mcp/tollgate/internal/events"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
@@ -59,6 +60,7 @@ type Server struct {
 	mcpLn     net.Listener
 	adminLn   net.Listener
 	mcpSrv    *http.Server
+	mcp       *proxy.Handler
 	adminSrv  *http.Server
 	reloader  *Reloader
 	cacheOnce sync.Once
@@ -120,14 +122,14 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 
 	router := intercept.NewRouter()
 	s.gw.Register(router)
-	mcp := proxy.New(proxy.Options{
+	s.mcp = proxy.New(proxy.Options{
 		Upstream: s.up, Sessions: s.sessions, Router: router,
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, RequestTimeout: cfg.Server.RequestTimeout.D(),
 		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
 	})
 	mcpMux := http.NewServeMux()
-	mcpMux.Handle("/mcp", mcp)
+	mcpMux.Handle("/mcp", s.mcp)
 	s.mcpSrv = &http.Server{Handler: mcpMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 
 	adminMux := http.NewServeMux()
@@ -137,6 +139,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	api := approval.NewHandler(s.tasks, approval.StaticTokens(tokens), approval.Options{Workflow: s.snaps.Workflow, Logger: s.log})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
+	adminMux.Handle(console.Path, console.Handler())
+	adminMux.Handle(console.Path+"/", console.Handler())
 	s.adminSrv = &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 
 	s.reloader = newReloader(s, cfg)
@@ -222,8 +226,9 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("shutting down", "drain_timeout", cfg.Server.ShutdownTimeout.D().String())
 	sctx, scancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.D())
 	defer scancel()
-	// Long-lived streams would hold Shutdown for its whole bound: close them via the base
-	// contexts once in-flight plain requests had their chance.
+	// Long-lived streams and held requests would hold Shutdown for its whole bound: end them
+	// first; plain in-flight requests drain within the bound.
+	s.mcp.Close()
 	_ = s.mcpSrv.Shutdown(sctx)
 	_ = s.adminSrv.Shutdown(sctx)
 	_ = s.mcpSrv.Close()

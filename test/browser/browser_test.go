@@ -173,7 +173,7 @@ func (b *browser) waitFor(what, expr string) {
 	b.t.Helper()
 	deadline := time.Now().Add(stepTimeout)
 	for {
-		ctx, cancel := context.WithTimeout(b.ctx, stepTimeout)
+		ctx, cancel := context.WithDeadline(b.ctx, deadline)
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
 		cancel()
 		if err == nil && ok {

@@ -332,3 +332,34 @@ func TestApprovalRace(t *testing.T) {
 	}
 	t.Logf("completed=%d decisions=%s", completed, buf.String())
 }
+
+// TestIdentityHeader: with server.identity_header, tasks belong to the asserted identity
+// across its sessions, other identities see nothing, and an approver cannot decide their own
+// request.
+func TestIdentityHeader(t *testing.T) {
+	_, upURL := startDemo(t)
+	g := startGateway(t, basicConfig(upURL, approvalRules+"server:\n  identity_header: X-Forwarded-User\n"), approverEnv, nil)
+	g.waitReady(t)
+	as := func(user string) *rpc {
+		c := &rpc{t: t, url: g.MCP, header: http.Header{"X-Forwarded-User": {user}}}
+		c.initialize()
+		return c
+	}
+	alice1, alice2, mallory := as("alice"), as("alice"), as("mallory")
+	tid := alice1.callTask(1, "delete_user", `{"user_id":"u-002"}`)
+	if m := alice2.taskRPC(2, "tasks/get", tid).message(t); dig(m, "result", "taskId") != tid {
+		t.Errorf("same identity, other session cannot see the task: %v", m)
+	}
+	if code, _ := errorOf(mallory.taskRPC(3, "tasks/get", tid).message(t)); code != -32602 {
+		t.Errorf("another identity sees the task")
+	}
+	if st, body := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 403 {
+		t.Errorf("self-approval: %d %v, want 403", st, body)
+	}
+	if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "bob-secret-token", `{}`); st != 200 {
+		t.Errorf("approval by another approver: %d", st)
+	}
+	if m := alice2.taskRPC(4, "tasks/result", tid).message(t); m["result"] == nil {
+		t.Errorf("result for the owner's other session: %v", m)
+	}
+}

@@ -264,8 +264,8 @@ func dig(m any, path ...string) any {
 	return m
 }
 
-// rawUpstream answers the handshake and tools/list itself and hands every other request to h;
-// it records the headers of each tools/call.
+// rawUpstream answers the handshake and tools/list itself, hands tools/call to h (recording its
+// headers) and accepts anything else with 202.
 type rawUpstream struct {
 	mu    sync.Mutex
 	calls []http.Header
@@ -289,15 +289,13 @@ func newRawUpstream(t *testing.T, h func(w http.ResponseWriter, r *http.Request,
 		case "tools/list":
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}`, m.ID)
-		case "":
-			w.WriteHeader(http.StatusAccepted) // notifications, GET, DELETE
-		default:
-			if m.Method == "tools/call" {
-				u.mu.Lock()
-				u.calls = append(u.calls, r.Header.Clone())
-				u.mu.Unlock()
-			}
+		case "tools/call":
+			u.mu.Lock()
+			u.calls = append(u.calls, r.Header.Clone())
+			u.mu.Unlock()
 			h(w, r, b)
+		default:
+			w.WriteHeader(http.StatusAccepted)
 		}
 	}))
 	t.Cleanup(u.srv.Close)

@@ -1,0 +1,466 @@
+//go:build unix
+
+// Package interop drives Tollgate with clients and servers it did not write: the official
+// TypeScript SDK client (@modelcontextprotocol/sdk, client.experimental.tasks) and the
+// reference server @modelcontextprotocol/server-everything, both run with Node 22 from
+// .tools (scripts/ensure-deps.sh). TOLLGATE_INTEROP: "" runs when Node 22 and the packages are
+// installed and skips loudly otherwise; "require" fails instead of skipping (CI); "skip" skips.
+package interop
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/demo"
+	"github.com/tollgate-mcp/tollgate/internal/server"
+)
+
+const (
+	envMode = "TOLLGATE_INTEROP"
+	envNode = "TOLLGATE_NODE22" // node ≥ 22 binary; default .tools/node22/…/bin/node
+	envCI   = "CI"
+
+	adminToken = "interop-admin-token"
+
+	// Bounds: a wedged child can never hang the run.
+	scriptTimeout = 45 * time.Second
+	readyTimeout  = 20 * time.Second
+	stopGrace     = 3 * time.Second
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// Idle keep-alive connections of http.DefaultClient outlive single tests.
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// toolchain is Node 22 plus the npm packages the tests use.
+type toolchain struct {
+	node       string
+	sdkDir     string // @modelcontextprotocol/sdk package directory
+	everything string // server-everything entry point (dist/index.js)
+	root       string
+}
+
+// needNode finds the toolchain or skips/fails per TOLLGATE_INTEROP (CI=true counts as require,
+// so `make test` in CI runs these for real).
+func needNode(t *testing.T) toolchain {
+	t.Helper()
+	mode := os.Getenv(envMode)
+	if mode == "skip" {
+		t.Skipf("%s=skip", envMode)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, why := findToolchain(root)
+	if why == "" {
+		return tc
+	}
+	if mode == "require" || os.Getenv(envCI) == "true" {
+		t.Fatalf("interop toolchain unavailable: %s (run scripts/ensure-deps.sh)", why)
+	}
+	t.Skipf("SKIPPING interop tests: %s (run scripts/ensure-deps.sh)", why)
+	return toolchain{}
+}
+
+func findToolchain(root string) (toolchain, string) {
+	tc := toolchain{root: root}
+	tc.node = os.Getenv(envNode)
+	if tc.node == "" {
+		tc.node = filepath.Join(root, ".tools", "node22", "node_modules", "node", "bin", "node")
+	}
+	out, err := exec.Command(tc.node, "--version").Output()
+	if err != nil {
+		return tc, fmt.Sprintf("node 22 not runnable at %s: %v", tc.node, err)
+	}
+	v := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+	if major, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0]); major < 22 {
+		return tc, fmt.Sprintf("%s is node %s; need ≥ 22", tc.node, v)
+	}
+	mods := filepath.Join(root, ".tools", "npm", "node_modules", "@modelcontextprotocol")
+	tc.sdkDir = filepath.Join(mods, "sdk")
+	tc.everything = filepath.Join(mods, "server-everything", "dist", "index.js")
+	for _, p := range []string{filepath.Join(tc.sdkDir, "dist", "esm", "client", "index.js"), tc.everything} {
+		if _, err := os.Stat(p); err != nil {
+			return tc, fmt.Sprintf("npm package missing: %v", err)
+		}
+	}
+	return tc, ""
+}
+
+// event is one JSON line printed by tsclient.mjs.
+type event map[string]any
+
+func (e event) name() string { s, _ := e["event"].(string); return s }
+
+// scriptRun is a finished tsclient.mjs run.
+type scriptRun struct {
+	events []event
+	stderr string
+	err    error
+}
+
+// find returns the first event with that name (nil if none).
+func (r *scriptRun) find(name string) event {
+	for _, e := range r.events {
+		if e.name() == name {
+			return e
+		}
+	}
+	return nil
+}
+
+func (r *scriptRun) all(name string) []event {
+	var out []event
+	for _, e := range r.events {
+		if e.name() == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (r *scriptRun) dump(t *testing.T) {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range r.events {
+		j, _ := json.Marshal(e)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	t.Logf("tsclient events:\n%s\nstderr:\n%s\nexit: %v", b.String(), r.stderr, r.err)
+}
+
+// runTS runs tsclient.mjs against url. onEvent sees each event as it arrives; a non-empty
+// return value is written to the script's stdin as one line (the script waits for it after
+// "awaitApproval").
+func runTS(t *testing.T, tc toolchain, url, scenario string, onEvent func(event) string, extra ...string) *scriptRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
+	defer cancel()
+	args := append([]string{"tsclient.mjs", url, scenario}, extra...)
+	cmd := exec.CommandContext(ctx, tc.node, args...)
+	cmd.Env = append(os.Environ(), "TOLLGATE_SDK_DIR="+tc.sdkDir, "NO_COLOR=1")
+	cmd.SysProcAttr = procAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = stopGrace
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	run := &scriptRun{}
+	rd := bufio.NewReader(stdout)
+	for {
+		line, err := rd.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var e event
+			if jerr := json.Unmarshal(line, &e); jerr != nil {
+				e = event{"event": "unparsed", "line": string(line)}
+			}
+			run.events = append(run.events, e)
+			if onEvent != nil {
+				if reply := onEvent(e); reply != "" {
+					_, _ = io.WriteString(stdin, reply+"\n")
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = stdin.Close()
+	run.err = cmd.Wait()
+	run.stderr = stderr.String()
+	if ctx.Err() != nil {
+		run.dump(t)
+		t.Fatalf("tsclient %s timed out after %s", scenario, scriptTimeout)
+	}
+	t.Logf("tsclient %s: %d events in %s", scenario, len(run.events), time.Since(start).Round(time.Millisecond))
+	if run.err != nil || run.find("done") == nil {
+		run.dump(t)
+		t.Fatalf("tsclient %s did not finish cleanly: %v", scenario, run.err)
+	}
+	return run
+}
+
+// --- in-process gateway (as test/e2e/harness_test.go does) ---------------------------------
+
+type gateway struct {
+	MCP   string
+	Admin string
+	Logs  *syncBuffer
+}
+
+func startGateway(t *testing.T, cfgYAML string, env map[string]string) *gateway {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tollgate.yaml")
+	if err := os.WriteFile(path, []byte(cfgYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(k string) (string, bool) {
+		if v, ok := env[k]; ok {
+			return v, true
+		}
+		switch k {
+		case "TOLLGATE_LISTEN", "TOLLGATE_ADMIN_LISTEN":
+			return "127.0.0.1:0", true
+		case "TOLLGATE_ADMIN_TOKEN":
+			return adminToken, true
+		case "TOLLGATE_DATA_DIR":
+			return dir, true
+		}
+		if strings.HasPrefix(k, "TOLLGATE_") {
+			return "", false // keep the developer's environment out of tests
+		}
+		return os.LookupEnv(k)
+	}
+	cfg, err := config.Load(path, lookup)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := server.New(cfg, server.Options{Logger: log, LookupEnv: lookup, Version: "interop"})
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Run(ctx) }()
+	g := &gateway{MCP: "http://" + srv.MCPAddr() + "/mcp", Admin: "http://" + srv.AdminAddr(), Logs: logs}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("gateway did not stop within 15s")
+		}
+		if t.Failed() {
+			t.Logf("--- gateway log (tail) ---\n%s", tail(logs.String(), 6<<10))
+		}
+	})
+	waitHTTP(t, g.Admin+"/readyz", nil)
+	return g
+}
+
+// basicConfig is one upstream plus governance YAML; pollInterval is short so SDK polling
+// (which honours the advertised pollInterval) keeps the tests fast.
+func basicConfig(upstreamURL, extra string) string {
+	return "schema: 1\nsources:\n  - id: upstream\n    kind: mcp\n    url: " + upstreamURL +
+		"\ntasks: {poll_interval: 100ms}\n" + extra
+}
+
+// approve decides a held task through the admin API (DESIGN.md §4).
+func (g *gateway) approve(t *testing.T, taskID string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.Admin+"/api/v1/approvals/"+taskID+"/approve", strings.NewReader(`{"reason":"interop test"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("approve %s: %v", taskID, err)
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("approve %s: HTTP %d %s", taskID, resp.StatusCode, b)
+	}
+	return resp.StatusCode
+}
+
+// approver returns an onEvent callback that approves every "awaitApproval" task and records
+// the ids it approved.
+func (g *gateway) approver(t *testing.T, approved *[]string) func(event) string {
+	return func(e event) string {
+		if e.name() != "awaitApproval" {
+			return ""
+		}
+		id, _ := e["taskId"].(string)
+		*approved = append(*approved, id)
+		return fmt.Sprintf("approved %d", g.approve(t, id))
+	}
+}
+
+func startDemo(t *testing.T) (*demo.Demo, string) {
+	t.Helper()
+	d := demo.New()
+	url, stop, err := d.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stop(context.Background()) })
+	return d, url
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// --- child processes -----------------------------------------------------------------------
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startProc starts a child in its own process group with exactly env (plus PATH); cleanup
+// sends SIGTERM to the group, then SIGKILL after stopGrace.
+func startProc(t *testing.T, name string, env []string, bin string, args ...string) (logs *syncBuffer, exited <-chan struct{}) {
+	t.Helper()
+	logs = &syncBuffer{}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		pgid := cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		timer := time.NewTimer(stopGrace)
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-timer.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("--- %s output (tail) ---\n%s", name, tail(logs.String(), 4<<10))
+		}
+	})
+	return logs, done
+}
+
+// waitHTTP polls url until it answers (any status below 500 when exited is set, 200 otherwise).
+func waitHTTP(t *testing.T, url string, exited <-chan struct{}) {
+	t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	client := &http.Client{Timeout: 2 * time.Second}
+	defer client.CloseIdleConnections()
+	last := "no attempt"
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK || (exited != nil && resp.StatusCode < 500) {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-exited:
+			t.Fatalf("process exited before %s answered", url)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("%s not ready within %s: %s", url, readyTimeout, last)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// dig walks nested JSON objects.
+func dig(m any, path ...string) any {
+	if e, ok := m.(event); ok {
+		m = map[string]any(e)
+	}
+	for _, p := range path {
+		mm, ok := m.(map[string]any)
+		if !ok {
+			return nil
+		}
+		m = mm[p]
+	}
+	return m
+}
+
+// toolExecution maps tool name → execution.taskSupport from a "tools" event.
+func toolExecution(e event) map[string]string {
+	out := map[string]string{}
+	tools, _ := e["tools"].([]any)
+	for _, raw := range tools {
+		name, _ := dig(raw, "name").(string)
+		ts, _ := dig(raw, "execution", "taskSupport").(string)
+		out[name] = ts
+	}
+	return out
+}
+
+// textOf joins the text content items of a CallToolResult.
+func textOf(result any) string {
+	var b strings.Builder
+	items, _ := dig(result, "content").([]any)
+	for _, it := range items {
+		if s, ok := dig(it, "text").(string); ok {
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
