@@ -229,6 +229,7 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string) *gateway 
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tollgate.yaml")
+	cfgYAML += "audit: {path: " + filepath.Join(dir, "audit.log") + "}\n"
 	if err := os.WriteFile(path, []byte(cfgYAML), 0o644); err != nil {
 		t.Fatal(err)
 	}
