@@ -109,6 +109,9 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
+// tasksAll lists every task, finished or not.
+var tasksAll = tasks.Filter{IncludeFinished: true}
+
 // gwHarness is a Gateway wired as internal/server wires it, minus the listeners.
 type gwHarness struct {
 	gw     *Gateway
