@@ -135,7 +135,7 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 		out = append(out, nt)
 	}
 	g.learn(learned, false)
-	if appendOwn && g.d.Tools != nil && jsonrpc.Member(result, "nextCursor") == nil {
+	if appendOwn && g.d.Tools != nil && lastPage(result) {
 		for _, d := range g.d.Tools.Definitions() {
 			out = append(out, d)
 		}
@@ -332,4 +332,11 @@ func (g *Gateway) computeOnDemand(s *governance.Snapshot, tool string) {
 // isOwnTool reports whether name is one of Tollgate's tools.
 func (g *Gateway) isOwnTool(name string) bool {
 	return g.d.Tools != nil && strings.HasPrefix(name, "tollgate_") && g.d.Tools.Has(name)
+}
+
+// lastPage reports whether a paginated result has no further page ("nextCursor" absent or
+// null).
+func lastPage(result []byte) bool {
+	c := jsonrpc.Member(result, "nextCursor")
+	return c == nil || string(c) == "null"
 }

@@ -257,7 +257,7 @@ func (g *Gateway) upstreamTaskList(ctx context.Context, x *Exchange, cursor json
 // resourcesList appends Tollgate's diagrams resource to the upstream's list.
 func (g *Gateway) resourcesList(_ context.Context, x *Exchange) Result {
 	return Result{Forward: &Forward{Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
-		if resp.Result == nil || jsonrpc.Member(resp.Result, "nextCursor") != nil {
+		if resp.Result == nil || !lastPage(resp.Result) {
 			return nil
 		}
 		elems, err := jsonrpc.Elements(jsonrpc.Member(resp.Result, "resources"))

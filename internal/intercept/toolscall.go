@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
@@ -34,25 +36,30 @@ func (g *Gateway) taskTTL(s *governance.Snapshot, raw json.RawMessage, tool stri
 			"Invalid params: task must be an object like {\"ttl\": 60000}", "tool", tool)
 	}
 	var t struct {
-		TTL *json.Number `json:"ttl"`
+		TTL json.RawMessage `json:"ttl"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.UseNumber()
-	if err := dec.Decode(&t); err != nil {
+	if err := json.Unmarshal(trimmed, &t); err != nil {
 		return 0, true, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidTaskMetadata",
 			"Invalid params: malformed task metadata: "+err.Error(), "tool", tool)
 	}
 	maxTTL, defTTL := s.Config.Tasks.MaxTTL.D(), s.Config.Tasks.DefaultTTL.D()
-	if t.TTL == nil {
+	if t.TTL == nil || string(t.TTL) == "null" {
 		return defTTL, true, nil
 	}
-	ms, err := t.TTL.Int64()
-	if err != nil || ms <= 0 {
+	// Only a JSON integer literal is a TTL: "60000" (a string), 1.5 and 6e4 are refused.
+	lit := string(t.TTL)
+	ms, err := strconv.ParseInt(lit, 10, 64)
+	var numErr *strconv.NumError
+	switch {
+	case err == nil && ms > 0:
+	case errors.As(err, &numErr) && numErr.Err == strconv.ErrRange && lit[0] != '-':
+		ms = math.MaxInt64 // an integer too large for int64 is above any max: clamp below
+	default:
 		return 0, true, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidTaskMetadata",
-			"Invalid params: task.ttl must be a positive integer number of milliseconds", "tool", tool, "ttl", t.TTL.String())
+			"Invalid params: task.ttl must be a positive integer number of milliseconds", "tool", tool, "ttl", lit)
 	}
 	if ms > maxTTL.Milliseconds() {
-		g.log.Warn("task ttl above maximum; clamped", "tool", tool, "requested_ms", ms, "max_ms", maxTTL.Milliseconds())
+		g.log.Warn("task ttl above maximum; clamped", "tool", tool, "requested_ms", lit, "max_ms", maxTTL.Milliseconds())
 		return maxTTL, true, nil
 	}
 	return time.Duration(ms) * time.Millisecond, true, nil
@@ -69,6 +76,14 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
 	}
 	if g.isOwnTool(p.Name) {
+		if p.Task != nil && string(p.Task) != "null" {
+			// Tollgate's tools advertise taskSupport forbidden (spec 2025-11-25 tasks:
+			// tool-level negotiation → -32601).
+			g.m.validation("forbidden")
+			return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "TaskForbidden",
+				fmt.Sprintf("TaskForbidden: tool %q does not support task-augmented execution", p.Name),
+				"tool", p.Name, "reason", "Tollgate's own tools answer synchronously"))
+		}
 		return g.ownTool(x, p)
 	}
 	s := g.d.Snapshots.Load()
@@ -81,6 +96,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 	}
 	if d.Action == config.ActionDeny {
 		g.m.decision("deny")
+		g.m.toolCall(p.Name, "deny")
 		return ReplyError(x, governance.DeniedError(p.Name, governance.Effective{Decision: d, Action: config.ActionDeny}))
 	}
 	switch {
@@ -99,6 +115,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 
 	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, p.Arguments)
 	g.m.decision(string(eff.Action))
+	g.m.toolCall(p.Name, string(eff.Action))
 	switch eff.Action {
 	case config.ActionDeny:
 		return ReplyError(x, governance.DeniedError(p.Name, eff))
@@ -134,6 +151,9 @@ func forbiddenReason(d rules.Decision, upstreamTasks bool) string {
 }
 
 func requiredReason(d rules.Decision) string {
+	if d.Action == config.ActionForward && !d.ForceRequired {
+		return "the upstream server requires task-augmented execution for this tool"
+	}
 	if d.ForceRequired {
 		return "the tool is listed in task_annotation_overrides.force_required"
 	}

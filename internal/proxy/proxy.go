@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/sse"
+	"github.com/tollgate-mcp/tollgate/internal/telemetry"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	ListenAddr     string            // its host is allowed as a Host header
 	Logger         *slog.Logger
 	Observer       Observer // nil = none
+	// OnNotification, if set, sees every notification the upstream sends on a session's
+	// server→client stream (for the session's event queue, tollgate_await_activity).
+	OnNotification func(sess *session.Session, m *jsonrpc.Message)
 }
 
 // Observer receives per-exchange measurements (metrics live elsewhere).
@@ -216,6 +220,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.observe(msg.Method, "unsupported_protocol", start)
 		return
 	}
+	telemetry.Annotate(r.Context(), msg.Method)
 	x := &intercept.Exchange{HTTP: r, Body: body, Msg: msg, CorrID: corr}
 	if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" {
 		x.Session = h.o.Sessions.Touch(sid)
@@ -509,6 +514,11 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 				if err != nil || sw.write(ev) != nil {
 					cancel()
 					return
+				}
+				if h.o.OnNotification != nil && ev.HasData {
+					if m, err := jsonrpc.Parse(ev.Data); err == nil && m.Kind == jsonrpc.KindNotification {
+						h.o.OnNotification(sess, m)
+					}
 				}
 			}
 		}()

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,11 +27,13 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/proxy"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+	"github.com/tollgate-mcp/tollgate/internal/telemetry"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
@@ -63,6 +67,7 @@ type Server struct {
 	mcp       *proxy.Handler
 	adminSrv  *http.Server
 	reloader  *Reloader
+	traceStop func(context.Context) error
 	cacheOnce sync.Once
 	cacheOK   chan struct{}
 }
@@ -93,8 +98,18 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = metrics.New(s.reg, o.Version)
 
+	tp, traceStop, err := telemetry.Setup(context.Background(), cfg.Telemetry, o.Version)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	s.traceStop = traceStop
 	src := cfg.Sources[0]
-	if s.up, err = upstream.New(src.URL, upstream.Options{ConnectTimeout: src.ConnectTimeout.D()}); err != nil {
+	if s.up, err = upstream.New(src.URL, upstream.Options{
+		ConnectTimeout: src.ConnectTimeout.D(),
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return telemetry.Transport(s.metrics.InstrumentTransport(rt))
+		},
+	}); err != nil {
 		return nil, err
 	}
 	if s.store, err = openStore(cfg); err != nil {
@@ -105,6 +120,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}
 	s.hub = events.NewHub(events.Options{Logger: s.log})
 	s.sessions = session.NewRegistry(0, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
+	s.metrics.SetSessionCount(s.sessions.Len)
 
 	s.gw = intercept.NewGateway(intercept.Deps{
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
@@ -119,6 +135,9 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.tasks.Subscribe(s.gw.OnTaskChange)
 	s.tasks.Subscribe(s.tools.PublishTaskChange)
 	s.tasks.Subscribe(s.audit.OnTaskChange)
+	s.metrics.SetPendingTasks(
+		func() []string { return slices.Collect(maps.Keys(s.snaps.Load().Config.Approval)) },
+		s.pendingByWorkflow)
 
 	router := intercept.NewRouter()
 	s.gw.Register(router)
@@ -127,9 +146,13 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, RequestTimeout: cfg.Server.RequestTimeout.D(),
 		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
+		OnNotification: func(ss *session.Session, m *jsonrpc.Message) {
+			// Only the method: params may carry tool output or log text.
+			s.hub.Publish(ss.ID, events.TypeNotification, "", map[string]string{"method": m.Method})
+		},
 	})
 	mcpMux := http.NewServeMux()
-	mcpMux.Handle("/mcp", s.mcp)
+	mcpMux.Handle("/mcp", telemetry.Middleware(s.mcp, tp))
 	s.mcpSrv = &http.Server{Handler: mcpMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 
 	adminMux := http.NewServeMux()
@@ -237,7 +260,25 @@ func (s *Server) Run(ctx context.Context) error {
 	_ = s.tasks.Close()
 	_ = s.store.Close()
 	_ = s.audit.Close()
+	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer tcancel()
+	_ = s.traceStop(tctx) // flush spans
 	return err
+}
+
+// pendingByWorkflow counts tasks awaiting a decision per workflow (tollgate_pending_tasks).
+func (s *Server) pendingByWorkflow() map[string]int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out := map[string]int{}
+	ts, err := s.tasks.ListAll(ctx, tasks.Filter{States: []tasks.State{tasks.AwaitingApproval}})
+	if err != nil {
+		return out
+	}
+	for _, t := range ts {
+		out[t.Workflow]++
+	}
+	return out
 }
 
 // watchUpstream builds the annotation cache after the first successful handshake and rebuilds

@@ -38,6 +38,8 @@ type Client struct {
 type Options struct {
 	ConnectTimeout time.Duration // dial bound; default 5s
 	MaxReplyBytes  int64         // bound on a JSON reply read whole; default 64 MiB
+	// WrapTransport, if set, wraps the HTTP transport (metrics, tracing).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // New returns a client for the upstream endpoint rawURL.
@@ -64,7 +66,11 @@ func New(rawURL string, o Options) (*Client, error) {
 		DisableCompression: true,
 		ForceAttemptHTTP2:  true,
 	}
-	return &Client{url: u, hc: &http.Client{Transport: tr}, maxReply: o.MaxReplyBytes}, nil
+	var rt http.RoundTripper = tr
+	if o.WrapTransport != nil {
+		rt = o.WrapTransport(rt)
+	}
+	return &Client{url: u, hc: &http.Client{Transport: rt}, maxReply: o.MaxReplyBytes}, nil
 }
 
 // URL is the upstream endpoint.

@@ -86,7 +86,8 @@ func TestPolicyAction(t *testing.T) {
 	}
 	g.Srv.Reload()
 	waitFor(t, "reload applied", func() bool {
-		m := c.post(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(10) + `,"task":{"ttl":60000}}}`).message(t)
+		// A medium transfer is only held (never executed) until the frozen policy applies.
+		m := c.post(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(5000) + `,"task":{"ttl":60000}}}`).message(t)
 		code, _ := errorOf(m)
 		return code == -32003
 	})

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,11 +93,14 @@ func mcpGoClient(t *testing.T, url string, n *notes) *client.Client {
 		t.Fatal(err)
 	}
 	c.OnNotification(n.add)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
+	// The standalone GET listener lives on Start's context, so it must outlive this function.
+	life, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	if err := c.Start(life); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "interop-mcp-go", Version: "1"},
 	}}); err != nil {
@@ -106,6 +110,10 @@ func mcpGoClient(t *testing.T, url string, n *notes) *client.Client {
 	return c
 }
 
+// rpcID numbers raw requests; small values, because server-everything (zod) rejects ids
+// beyond 2^53 with -32700.
+var rpcID atomic.Int64
+
 // raw sends one request through the client's transport and returns the undecoded result, so
 // assertions see the wire, not mcp-go's structs.
 func raw(t *testing.T, c *client.Client, method string, params any) (map[string]any, *mcp.JSONRPCErrorDetails) {
@@ -113,7 +121,7 @@ func raw(t *testing.T, c *client.Client, method string, params any) (map[string]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	resp, err := c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{
-		JSONRPC: "2.0", ID: mcp.NewRequestId(time.Now().UnixNano()), Method: method, Params: params,
+		JSONRPC: "2.0", ID: mcp.NewRequestId(1000 + rpcID.Add(1)), Method: method, Params: params,
 	})
 	if err != nil {
 		t.Fatalf("%s: %v", method, err)

@@ -38,6 +38,7 @@ const (
 	envMode = "TOLLGATE_INTEROP"
 	envNode = "TOLLGATE_NODE22" // node ≥ 22 binary; default .tools/node22/…/bin/node
 	envCI   = "CI"
+	envDump = "TOLLGATE_INTEROP_DUMP" // non-empty: log every tsclient event (wire review)
 
 	adminToken = "interop-admin-token"
 
@@ -210,6 +211,9 @@ func runTS(t *testing.T, tc toolchain, url, scenario string, onEvent func(event)
 		t.Fatalf("tsclient %s timed out after %s", scenario, scriptTimeout)
 	}
 	t.Logf("tsclient %s: %d events in %s", scenario, len(run.events), time.Since(start).Round(time.Millisecond))
+	if os.Getenv(envDump) != "" {
+		run.dump(t)
+	}
 	if run.err != nil || run.find("done") == nil {
 		run.dump(t)
 		t.Fatalf("tsclient %s did not finish cleanly: %v", scenario, run.err)

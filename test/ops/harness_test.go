@@ -29,7 +29,7 @@ import (
 // docs/operations.md "Tracing" and the metrics wiring): SetSessionCount, SetPendingTasks,
 // InstrumentTransport, toolCall, telemetry.Setup/Middleware/Transport. Until then the tests
 // that depend on it skip (or leave those checks out) and say so.
-const leadWired = false
+const leadWired = true
 
 const adminToken = "ops-admin-token"
 
