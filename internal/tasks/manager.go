@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/google/uuid"
+
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
@@ -39,6 +41,8 @@ type Options struct {
 	Now                                         func() time.Time                          // nil = time.Now
 	Logger                                      *slog.Logger
 	Registerer                                  prometheus.Registerer // nil = no metrics
+	// Replica names this instance among several sharing a store ("" = a random id).
+	Replica string
 }
 
 // Defaults (DESIGN.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
@@ -127,6 +131,9 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 	if m.now == nil {
 		m.now = time.Now
 	}
+	if m.opts.Replica == "" {
+		m.opts.Replica = uuid.NewString()
+	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -165,7 +172,7 @@ func (m *Manager) load(ctx context.Context) {
 			if err != nil && !errors.Is(err, errNoop) {
 				m.log.Error("task: marking interrupted execution failed", "task_id", t.ID, "error", err)
 			}
-		case t.State == Approved:
+		case t.State == Approved && m.executesHere(t):
 			m.launch(t.ID)
 		}
 	}
@@ -193,6 +200,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: CanonicalHash(req.Tool, req.Arguments),
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated,
 		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
+		Replica: m.opts.Replica,
 	}
 	if req.Accelerated {
 		t.State = Approved
@@ -377,10 +385,32 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 	if err != nil {
 		return nil, err
 	}
-	if approve {
+	if approve && m.executesHere(t) {
 		m.launch(id)
 	}
 	return t, nil
+}
+
+// executesHere reports whether this instance runs t: always with a private store; with a
+// shared one only the instance that created it (the others leave it Approved and that
+// instance's poll picks it up), because the caller's upstream session lives there.
+func (m *Manager) executesHere(t *Task) bool {
+	return !m.shared || t.Replica == "" || t.Replica == m.opts.Replica
+}
+
+// launchApproved starts the Approved tasks this instance created; with a shared store an
+// approval may have been recorded by another instance.
+func (m *Manager) launchApproved(ctx context.Context) {
+	recs, err := m.st.List(ctx, store.Filter{States: []string{string(Approved)}})
+	if err != nil {
+		m.log.Warn("task store: polling approved tasks failed", "error", err)
+		return
+	}
+	for _, r := range recs {
+		if t, err := decodeTask(r); err == nil && t.Replica == m.opts.Replica {
+			m.launch(t.ID)
+		}
+	}
 }
 
 // Subscribe calls fn with a copy of the task after every committed transition (and after

@@ -116,6 +116,13 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	timer := time.NewTimer(idleWait)
 	defer timer.Stop()
+	var poll <-chan time.Time
+	if m.shared {
+		// Decisions made on other instances reach this one through the store only.
+		t := time.NewTicker(sharedPollInterval)
+		defer t.Stop()
+		poll = t.C
+	}
 	for {
 		m.Sweep(ctx)
 		wait := idleWait
@@ -130,9 +137,15 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		case <-m.sweep.wake:
 		case <-timer.C:
+		case <-poll:
+			m.launchApproved(ctx)
 		}
 	}
 }
+
+// sharedPollInterval is how often an instance sharing its store looks for tasks it created
+// that another instance approved.
+const sharedPollInterval = time.Second
 
 // Sweep applies every deadline that is due now and returns how many tasks it looked at. Run
 // calls it; tests with an injected clock call it directly.

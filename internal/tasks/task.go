@@ -54,10 +54,13 @@ type Task struct {
 	TTL              time.Duration   `json:"ttl"`
 	PollInterval     time.Duration   `json:"poll_interval"`
 	ApprovalDeadline time.Time       `json:"approval_deadline"`
-	Decision         *Decision       `json:"decision,omitempty"`
-	Result           json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
-	Error            *jsonrpc.Error  `json:"error,omitempty"`
-	Version          uint64          `json:"-"` // owned by the store
+	// Replica is the Tollgate instance that created the task. With a shared store only it
+	// executes the task: the caller's upstream session lives in that instance's pod.
+	Replica  string          `json:"replica,omitempty"`
+	Decision *Decision       `json:"decision,omitempty"`
+	Result   json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
+	Error    *jsonrpc.Error  `json:"error,omitempty"`
+	Version  uint64          `json:"-"` // owned by the store
 }
 
 // ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).

@@ -220,7 +220,9 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 		if _, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "toggle-simulated-logging"}}); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { _, _ = c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "toggle-simulated-logging"}}) }()
+		defer func() {
+			_, _ = c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "toggle-simulated-logging"}})
+		}()
 		// One message at once (if the GET stream is already open), then one every 5 s.
 		if got := n.wait("notifications/message", nil, 1, 8*time.Second); len(got) == 0 {
 			t.Errorf("no notifications/message on the standalone stream within 8s")

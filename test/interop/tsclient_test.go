@@ -141,7 +141,8 @@ func TestTSClientDemoUpstream(t *testing.T) {
 		}
 		msg, _ := e["message"].(string)
 		// The SDK prefixes "MCP error <code>: " to the server's message.
-		if e["code"] != float64(-32601) || !strings.Contains(msg, "TaskRequired") || dig(e, "data", "error") != "TaskRequired" {
+		msg = strings.TrimPrefix(msg, "MCP error -32601: ")
+		if e["code"] != float64(-32601) || !strings.HasPrefix(msg, "TaskRequired:") || dig(e, "data", "error") != "TaskRequired" || dig(e, "data", "tool") != "delete_user" {
 			t.Errorf("plain call error: %v", e)
 		}
 		if d.Calls("delete_user") != before {

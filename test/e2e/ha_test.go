@@ -1,0 +1,47 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
+)
+
+// TestTwoReplicasSharedStore: two Tollgate replicas, each in front of its own upstream (the
+// sidecar pattern), share a Redis task store. A call held on replica A is approved through
+// replica B's admin API; A executes it against A's upstream, where the caller's session lives.
+func TestTwoReplicasSharedStore(t *testing.T) {
+	url := storetest.RedisURL(t) // skips loudly without redis-server
+	cfg := func(up string) string {
+		return basicConfig(up, approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=ha-e2e-"+strings.ReplaceAll(t.Name(), "/", "-")+":\"}\n")
+	}
+	dA, upA := startDemo(t)
+	dB, upB := startDemo(t)
+	a := startGateway(t, cfg(upA), approverEnv, nil)
+	b := startGateway(t, cfg(upB), approverEnv, nil)
+	a.waitReady(t)
+	b.waitReady(t)
+
+	c := &rpc{t: t, url: a.MCP}
+	c.initialize()
+	tid := c.callTask(1, "delete_user", `{"user_id":"u-002"}`)
+
+	// B sees the pending approval and records the decision.
+	if st, view := b.admin(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", ""); st != 200 || view["tool"] != "delete_user" {
+		t.Fatalf("replica B does not see the task: %d %v", st, view)
+	}
+	if st, _ := b.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve on B: %d", st)
+	}
+	m := c.taskRPC(2, "tasks/result", tid).message(t)
+	if m["result"] == nil {
+		t.Fatalf("tasks/result on A after approval on B: %v", m)
+	}
+	if dA.Calls("delete_user") != 1 || dB.Calls("delete_user") != 0 {
+		t.Errorf("executions: replica A's upstream %d (want 1), replica B's %d (want 0)", dA.Calls("delete_user"), dB.Calls("delete_user"))
+	}
+	// A second decision on A loses to B's.
+	if st, _ := a.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"late"}`); st != 409 {
+		t.Errorf("late reject on A: %d, want 409", st)
+	}
+}
