@@ -200,13 +200,13 @@ func TestExplicitDefaultWorkflowKept(t *testing.T) {
 	c, err := Parse([]byte(`schema: 1
 sources: [{id: u, kind: mcp, url: "http://h/mcp"}]
 approval:
-  default: {destination: {type: elicitation}, on_timeout: approve}
+  default: {destination: {type: slack, url: "https://hooks.slack.example/T000"}, on_timeout: approve}
 `), "", envMap(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	w, ok := c.WorkflowFor("")
-	if !ok || w.Destination.Type != DestinationElicitation || w.OnTimeout != OnTimeoutApprove || w.Timeout.D() != 10*time.Minute {
+	if !ok || w.Destination.Type != DestinationSlack || w.OnTimeout != OnTimeoutApprove || w.Timeout.D() != 10*time.Minute {
 		t.Errorf("WorkflowFor(\"\") = %+v, %v", w, ok)
 	}
 	if _, ok := c.WorkflowFor("missing"); ok {

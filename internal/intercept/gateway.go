@@ -41,6 +41,7 @@ type Gateway struct {
 	// upstreamTasks caches whether the upstream declared tasks.requests.tools.call
 	// (REQ-CORE-007 F-007.6), refreshed on every initialize.
 	upstreamTasks atomic.Bool
+	capsKnown     atomic.Bool
 
 	mu        sync.RWMutex
 	toolTasks map[string]rules.TaskSupport // upstream tool → its own execution.taskSupport

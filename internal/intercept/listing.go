@@ -29,10 +29,7 @@ func (g *Gateway) initialize(_ context.Context, x *Exchange) Result {
 			g.log.Warn("initialize result not rewritten", "error", err.Error())
 			return nil
 		}
-		if prev := g.upstreamTasks.Swap(supports); prev != supports {
-			g.log.Info("upstream task support changed; annotations follow", "tasks", supports)
-		}
-		g.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+		g.setUpstreamTasks(supports)
 		if x.Session != nil {
 			if v := jsonrpc.Member(resp.Result, "protocolVersion"); v != nil {
 				var s string
@@ -216,8 +213,7 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 	}
 	caps := jsonrpc.Member(rep.Msg.Result, "capabilities")
 	supports := caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks"))
-	g.upstreamTasks.Store(supports)
-	g.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+	g.setUpstreamTasks(supports)
 	if sid := rep.Header.Get(upstream.HeaderSessionID); sid != "" {
 		hdr.Set(upstream.HeaderSessionID, sid)
 		defer func() { // end our session; best effort
@@ -272,7 +268,18 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 		}
 	}
 	g.learn(all, true)
-	return g.recompute(g.d.Snapshots.Load(), true), nil
+	return g.Recompute(g.d.Snapshots.Load()), nil
+}
+
+// setUpstreamTasks records the upstream's declared task support (REQ-CORE-007 F-007.6),
+// logging at INFO the first time and on every change.
+func (g *Gateway) setUpstreamTasks(supports bool) {
+	prev := g.upstreamTasks.Swap(supports)
+	if !g.capsKnown.Swap(true) || prev != supports {
+		g.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+		return
+	}
+	g.log.Debug("Upstream capabilities: tasks=" + fmt.Sprint(supports))
 }
 
 func withJSON(h http.Header) http.Header {
@@ -284,9 +291,8 @@ func withJSON(h http.Header) http.Header {
 
 // Recompute recalculates every known tool's annotation against snapshot s (after a reload) and
 // returns the tools whose annotation changed.
-func (g *Gateway) Recompute(s *governance.Snapshot) []string { return g.recompute(s, false) }
-
-func (g *Gateway) recompute(s *governance.Snapshot, logAll bool) []string {
+// Every tool whose annotation is new or changed is logged at INFO (NF-003.1).
+func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	next := make(map[string]rules.TaskSupport, len(g.toolTasks))
@@ -304,8 +310,6 @@ func (g *Gateway) recompute(s *governance.Snapshot, logAll bool) []string {
 		counts[ann]++
 		if prev, ok := g.listed[name]; !ok || prev != ann {
 			changed = append(changed, name)
-		}
-		if logAll || g.listed[name] != ann {
 			g.log.Info(fmt.Sprintf("Tool annotation: %s -> %s (yaml_action=%s, upstream_tasks=%v)",
 				name, ann, d.Action, g.upstreamTasks.Load()))
 		}

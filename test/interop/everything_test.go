@@ -287,6 +287,14 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 		}
 	})
 
+	t.Run("plain call of the upstream's required task tool", func(t *testing.T) {
+		res, rerr := raw(t, c, "tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "x"}})
+		// Tollgate answers for the upstream (DESIGN.md §2: required without task → -32601).
+		if rerr == nil || rerr.Code != -32601 || !strings.HasPrefix(rerr.Message, "TaskRequired:") {
+			t.Errorf("plain call of simulate-research-query: result %v, error %+v", res, rerr)
+		}
+	})
+
 	t.Run("TS SDK", func(t *testing.T) {
 		t.Run("approval-gated get-env", func(t *testing.T) {
 			var approved []string

@@ -53,7 +53,6 @@ func TestMain(m *testing.M) {
 		// Idle keep-alive connections of http.DefaultClient outlive single tests.
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 	)
 }
 
