@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,61 +32,23 @@ approvers:
 
 var approverEnv = map[string]string{"ALICE_TOKEN": "alice-secret-token", "BOB_TOKEN": "bob-secret-token"}
 
-// admin calls the approvals API.
-func (g *gateway) admin(t *testing.T, method, path, token, body string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, g.Admin+path, strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return resp.StatusCode, m
-}
-
-func (c *rpc) callTask(id int, tool, args string) string {
-	c.t.Helper()
-	m := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s,"task":{"ttl":60000}}}`, id, tool, args)).message(c.t)
-	tid, _ := dig(m, "result", "task", "taskId").(string)
-	if !strings.HasPrefix(tid, "tg_") {
-		c.t.Fatalf("no Tollgate task: %v", m)
-	}
-	if dig(m, "result", "task", "status") != "working" {
-		c.t.Errorf("initial status %v, want working", dig(m, "result", "task", "status"))
-	}
-	return tid
-}
-
-func (c *rpc) taskRPC(id int, method, taskID string) rawReply {
-	return c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":%q}}`, id, method, taskID))
-}
-
 // TestApprovalLifecycle: a held call waits, is not executed until approved, runs exactly once
 // on approval, and tasks/result returns exactly the upstream's result with the related-task
 // _meta; reject, cancel, on_timeout deny/approve and foreign sessions behave per contract.
 func TestApprovalLifecycle(t *testing.T) {
-	d, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, approvalRules), approverEnv, nil)
-	g.waitReady(t)
-	a := &rpc{t: t, url: g.MCP}
-	a.initialize()
-	b := &rpc{t: t, url: g.MCP}
-	b.initialize()
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
+	g.WaitReady(t)
+	a := &testkit.RPC{T: t, URL: g.MCP}
+	a.Initialize()
+	b := &testkit.RPC{T: t, URL: g.MCP}
+	b.Initialize()
 
 	t.Run("approve", func(t *testing.T) {
-		a.t = t
-		tid := a.callTask(1, "delete_user", `{"user_id":"u-002","password":"hunter2"}`)
-		m := a.taskRPC(2, "tasks/get", tid).message(t)
-		if dig(m, "result", "status") != "working" || dig(m, "result", "statusMessage") != "Awaiting approval (default)" || dig(m, "result", "pollInterval") == nil {
+		a.T = t
+		tid := a.CallTask(1, "delete_user", `{"user_id":"u-002","password":"hunter2"}`)
+		m := a.TaskRPC(2, "tasks/get", tid).Message(t)
+		if testkit.Dig(m, "result", "status") != "working" || testkit.Dig(m, "result", "statusMessage") != "Awaiting approval (default)" || testkit.Dig(m, "result", "pollInterval") == nil {
 			t.Errorf("tasks/get while waiting: %v", m)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -94,80 +56,80 @@ func TestApprovalLifecycle(t *testing.T) {
 			t.Fatalf("upstream called %d times before approval", n)
 		}
 		// The approver sees the request, redacted.
-		st, view := g.admin(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", "")
-		if st != 200 || dig(view, "arguments", "password") != "[REDACTED]" || dig(view, "arguments", "user_id") != "u-002" {
+		st, view := g.AdminRequest(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", "")
+		if st != 200 || testkit.Dig(view, "arguments", "password") != "[REDACTED]" || testkit.Dig(view, "arguments", "user_id") != "u-002" {
 			t.Errorf("approval view %d: %v", st, view)
 		}
-		if st, _ := g.admin(t, "GET", "/api/v1/approvals", "", ""); st != 401 {
+		if st, _ := g.AdminRequest(t, "GET", "/api/v1/approvals", "", ""); st != 401 {
 			t.Errorf("no token: %d", st)
 		}
-		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ticket 42"}`); st != 200 {
+		if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ticket 42"}`); st != 200 {
 			t.Fatalf("approve: %d", st)
 		}
-		st, late := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"too late"}`)
-		if st != 409 || dig(late, "approval", "decision", "by") != "alice" {
+		st, late := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"too late"}`)
+		if st != 409 || testkit.Dig(late, "approval", "decision", "by") != "alice" {
 			t.Errorf("late decision: %d %v", st, late)
 		}
 		// Foreign session: as if it did not exist.
-		if code, _ := errorOf(b.taskRPC(3, "tasks/result", tid).message(t)); code != -32602 {
+		if code, _ := testkit.ErrorOf(b.TaskRPC(3, "tasks/result", tid).Message(t)); code != -32602 {
 			t.Errorf("foreign tasks/result not -32602")
 		}
-		r := a.taskRPC(4, "tasks/result", tid)
-		res := r.responseBytes(t)
+		r := a.TaskRPC(4, "tasks/result", tid)
+		res := r.ResponseBytes(t)
 		var got map[string]any
 		_ = json.Unmarshal(res, &got)
-		if dig(got, "result", "_meta", "io.modelcontextprotocol/related-task", "taskId") != tid {
+		if testkit.Dig(got, "result", "_meta", "io.modelcontextprotocol/related-task", "taskId") != tid {
 			t.Errorf("related-task _meta missing: %s", res)
 		}
-		text, _ := json.Marshal(dig(got, "result", "content"))
+		text, _ := json.Marshal(testkit.Dig(got, "result", "content"))
 		if !strings.Contains(string(text), "u-002") {
 			t.Errorf("result does not come from the upstream: %s", res)
 		}
 		if n := d.Calls("delete_user"); n != 1 {
 			t.Errorf("upstream executions = %d, want 1", n)
 		}
-		if m := a.taskRPC(5, "tasks/get", tid).message(t); dig(m, "result", "status") != "completed" {
+		if m := a.TaskRPC(5, "tasks/get", tid).Message(t); testkit.Dig(m, "result", "status") != "completed" {
 			t.Errorf("final status %v", m)
 		}
-		if code, name := errorOf(a.taskRPC(6, "tasks/cancel", tid).message(t)); code != -32602 {
+		if code, name := testkit.ErrorOf(a.TaskRPC(6, "tasks/cancel", tid).Message(t)); code != -32602 {
 			t.Errorf("EC-SEP-008 cancel of terminal task: %v %s", code, name)
 		}
 	})
 
 	t.Run("reject", func(t *testing.T) {
-		a.t = t
-		tid := a.callTask(10, "delete_user", `{"user_id":"u-003"}`)
-		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"no"}`); st != 200 {
+		a.T = t
+		tid := a.CallTask(10, "delete_user", `{"user_id":"u-003"}`)
+		if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"no"}`); st != 200 {
 			t.Fatalf("reject: %d", st)
 		}
-		code, name := errorOf(a.taskRPC(11, "tasks/result", tid).message(t))
+		code, name := testkit.ErrorOf(a.TaskRPC(11, "tasks/result", tid).Message(t))
 		if code != -32007 || name != "ApprovalRejected" {
 			t.Errorf("rejected result: %v %q", code, name)
 		}
-		if m := a.taskRPC(12, "tasks/get", tid).message(t); dig(m, "result", "status") != "failed" {
+		if m := a.TaskRPC(12, "tasks/get", tid).Message(t); testkit.Dig(m, "result", "status") != "failed" {
 			t.Errorf("rejected status: %v", m)
 		}
 	})
 
 	t.Run("cancel", func(t *testing.T) {
-		a.t = t
-		tid := a.callTask(20, "delete_user", `{"user_id":"u-004"}`)
-		if m := a.taskRPC(21, "tasks/cancel", tid).message(t); dig(m, "result", "status") != "cancelled" {
+		a.T = t
+		tid := a.CallTask(20, "delete_user", `{"user_id":"u-004"}`)
+		if m := a.TaskRPC(21, "tasks/cancel", tid).Message(t); testkit.Dig(m, "result", "status") != "cancelled" {
 			t.Fatalf("cancel: %v", m)
 		}
-		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 409 {
+		if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 409 {
 			t.Errorf("approve after cancel: %d, want 409", st)
 		}
-		if m := a.taskRPC(22, "tasks/get", tid).message(t); dig(m, "result", "status") != "cancelled" {
+		if m := a.TaskRPC(22, "tasks/get", tid).Message(t); testkit.Dig(m, "result", "status") != "cancelled" {
 			t.Errorf("cancelled task changed: %v", m)
 		}
 	})
 
 	t.Run("on_timeout deny", func(t *testing.T) {
-		a.t = t
+		a.T = t
 		before := d.Calls("list_users")
-		tid := a.callTask(30, "list_users", `{}`)
-		code, name := errorOf(a.taskRPC(31, "tasks/result", tid).message(t))
+		tid := a.CallTask(30, "list_users", `{}`)
+		code, name := testkit.ErrorOf(a.TaskRPC(31, "tasks/result", tid).Message(t))
 		if code != -32008 || name != "ApprovalTimedOut" {
 			t.Errorf("timed out: %v %q", code, name)
 		}
@@ -177,9 +139,9 @@ func TestApprovalLifecycle(t *testing.T) {
 	})
 
 	t.Run("on_timeout approve", func(t *testing.T) {
-		a.t = t
-		tid := a.callTask(40, "read_file", `{"path":"/etc/motd"}`)
-		m := a.taskRPC(41, "tasks/result", tid).message(t)
+		a.T = t
+		tid := a.CallTask(40, "read_file", `{"path":"/etc/motd"}`)
+		m := a.TaskRPC(41, "tasks/result", tid).Message(t)
 		if m["result"] == nil {
 			t.Fatalf("auto-approved call: %v", m)
 		}
@@ -189,11 +151,11 @@ func TestApprovalLifecycle(t *testing.T) {
 	})
 
 	t.Run("self approval", func(t *testing.T) {
-		a.t = t
+		a.T = t
 		// Without an authenticated requester identity the rule cannot apply; the API must still
 		// refuse unknown tokens.
-		tid := a.callTask(50, "delete_user", `{"user_id":"u-005"}`)
-		if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "not-a-token", `{}`); st != 401 {
+		tid := a.CallTask(50, "delete_user", `{"user_id":"u-005"}`)
+		if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "not-a-token", `{}`); st != 401 {
 			t.Errorf("unknown token: %d", st)
 		}
 	})
@@ -201,13 +163,13 @@ func TestApprovalLifecycle(t *testing.T) {
 
 // TestTaskStatusNotifications: notifications/tasks/status reach the owner's open stream only.
 func TestTaskStatusNotifications(t *testing.T) {
-	_, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, approvalRules), approverEnv, nil)
-	g.waitReady(t)
-	a := &rpc{t: t, url: g.MCP}
-	a.initialize()
-	b := &rpc{t: t, url: g.MCP}
-	b.initialize()
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
+	g.WaitReady(t)
+	a := &testkit.RPC{T: t, URL: g.MCP}
+	a.Initialize()
+	b := &testkit.RPC{T: t, URL: g.MCP}
+	b.Initialize()
 
 	open := func(session string) (<-chan string, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -228,14 +190,14 @@ func TestTaskStatusNotifications(t *testing.T) {
 		}()
 		return lines, func() { cancel(); resp.Body.Close() }
 	}
-	la, closeA := open(a.session)
+	la, closeA := open(a.Session)
 	defer closeA()
-	lb, closeB := open(b.session)
+	lb, closeB := open(b.Session)
 	defer closeB()
 	time.Sleep(100 * time.Millisecond)
 
-	tid := a.callTask(1, "delete_user", `{"user_id":"u-002"}`)
-	if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+	tid := a.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
 		t.Fatal("approve failed")
 	}
 	deadline := time.After(5 * time.Second)
@@ -265,17 +227,17 @@ func TestTaskStatusNotifications(t *testing.T) {
 // TestApprovalRace: 100 goroutines approve, reject, cancel and wait on the same tasks; each
 // approved task executes exactly once at the real upstream.
 func TestApprovalRace(t *testing.T) {
-	d, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, approvalRules), approverEnv, nil)
-	g.waitReady(t)
-	a := &rpc{t: t, url: g.MCP}
-	a.initialize()
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
+	g.WaitReady(t)
+	a := &testkit.RPC{T: t, URL: g.MCP}
+	a.Initialize()
 
 	const tasks = 10
 	ids := make([]string, tasks)
 	for i := range ids {
 		// A distinct amount per task lets the upstream's ledger show which task ran how often.
-		ids[i] = a.callTask(200+i, "transfer_funds", fmt.Sprintf(`{"from_account":"acc-payroll","to_account":"acc-savings","amount":%d,"currency":"USD"}`, i+1))
+		ids[i] = a.CallTask(200+i, "transfer_funds", fmt.Sprintf(`{"from_account":"acc-payroll","to_account":"acc-savings","amount":%d,"currency":"USD"}`, i+1))
 	}
 	var wg sync.WaitGroup
 	outcomes := make([]map[int]int, 100)
@@ -287,17 +249,17 @@ func TestApprovalRace(t *testing.T) {
 			tid := ids[w%tasks]
 			switch w % 4 {
 			case 0:
-				st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`)
+				st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`)
 				outcomes[w][st]++
 			case 1:
-				st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"race"}`)
+				st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"race"}`)
 				outcomes[w][st]++
 			case 2:
-				c := &rpc{t: t, url: g.MCP, session: a.session}
-				c.taskRPC(1000+w, "tasks/cancel", tid)
+				c := &testkit.RPC{T: t, URL: g.MCP, Session: a.Session}
+				c.TaskRPC(1000+w, "tasks/cancel", tid)
 			case 3:
-				c := &rpc{t: t, url: g.MCP, session: a.session}
-				c.taskRPC(2000+w, "tasks/result", tid)
+				c := &testkit.RPC{T: t, URL: g.MCP, Session: a.Session}
+				c.TaskRPC(2000+w, "tasks/result", tid)
 			}
 		}(w)
 	}
@@ -309,10 +271,10 @@ func TestApprovalRace(t *testing.T) {
 	}
 	completed := 0
 	for i, tid := range ids {
-		m := a.taskRPC(3000+i, "tasks/get", tid).message(t)
-		_, view := g.admin(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", "")
-		approved := dig(view, "decision", "approved") == true
-		switch status := dig(m, "result", "status"); {
+		m := a.TaskRPC(3000+i, "tasks/get", tid).Message(t)
+		_, view := g.AdminRequest(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", "")
+		approved := testkit.Dig(view, "decision", "approved") == true
+		switch status := testkit.Dig(m, "result", "status"); {
 		case ran[i+1] > 1:
 			t.Errorf("task %d executed %d times", i, ran[i+1])
 		case status == "completed" && ran[i+1] != 1:
@@ -320,7 +282,7 @@ func TestApprovalRace(t *testing.T) {
 		case !approved && ran[i+1] != 0:
 			t.Errorf("task %d executed without approval (status %v)", i, status)
 		}
-		if dig(m, "result", "status") == "completed" {
+		if testkit.Dig(m, "result", "status") == "completed" {
 			completed++
 		}
 	}
@@ -337,29 +299,29 @@ func TestApprovalRace(t *testing.T) {
 // across its sessions, other identities see nothing, and an approver cannot decide their own
 // request.
 func TestIdentityHeader(t *testing.T) {
-	_, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, approvalRules+"server:\n  identity_header: X-Forwarded-User\n"), approverEnv, nil)
-	g.waitReady(t)
-	as := func(user string) *rpc {
-		c := &rpc{t: t, url: g.MCP, header: http.Header{"X-Forwarded-User": {user}}}
-		c.initialize()
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules+"server:\n  identity_header: X-Forwarded-User\n"), approverEnv, nil)
+	g.WaitReady(t)
+	as := func(user string) *testkit.RPC {
+		c := &testkit.RPC{T: t, URL: g.MCP, Header: http.Header{"X-Forwarded-User": {user}}}
+		c.Initialize()
 		return c
 	}
 	alice1, alice2, mallory := as("alice"), as("alice"), as("mallory")
-	tid := alice1.callTask(1, "delete_user", `{"user_id":"u-002"}`)
-	if m := alice2.taskRPC(2, "tasks/get", tid).message(t); dig(m, "result", "taskId") != tid {
+	tid := alice1.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	if m := alice2.TaskRPC(2, "tasks/get", tid).Message(t); testkit.Dig(m, "result", "taskId") != tid {
 		t.Errorf("same identity, other session cannot see the task: %v", m)
 	}
-	if code, _ := errorOf(mallory.taskRPC(3, "tasks/get", tid).message(t)); code != -32602 {
+	if code, _ := testkit.ErrorOf(mallory.TaskRPC(3, "tasks/get", tid).Message(t)); code != -32602 {
 		t.Errorf("another identity sees the task")
 	}
-	if st, body := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 403 {
+	if st, body := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 403 {
 		t.Errorf("self-approval: %d %v, want 403", st, body)
 	}
-	if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "bob-secret-token", `{}`); st != 200 {
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "bob-secret-token", `{}`); st != 200 {
 		t.Errorf("approval by another approver: %d", st)
 	}
-	if m := alice2.taskRPC(4, "tasks/result", tid).message(t); m["result"] == nil {
+	if m := alice2.TaskRPC(4, "tasks/result", tid).Message(t); m["result"] == nil {
 		t.Errorf("result for the owner's other session: %v", m)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"os"
 	"os/exec"
@@ -77,12 +78,12 @@ func TestDemoAndCLI(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("demo did not start:\n%s", stderr.String())
 	}
-	g := &gateway{MCP: "http://" + mcpAddr + "/mcp", Admin: "http://" + adminAddr}
-	g.waitReady(t)
+	g := &testkit.Gateway{MCP: "http://" + mcpAddr + "/mcp", Admin: "http://" + adminAddr}
+	g.WaitReady(t)
 
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
-	tid := c.callTask(1, "delete_user", `{"user_id":"u-004","password":"p"}`)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
+	tid := c.CallTask(1, "delete_user", `{"user_id":"u-004","password":"p"}`)
 
 	cli := func(args ...string) (string, int) {
 		cmd := exec.CommandContext(ctx, bin, args...)
@@ -108,7 +109,7 @@ func TestDemoAndCLI(t *testing.T) {
 	if out, code := cli("approvals", "reject", tid, "--reason", "late"); code == 0 || !strings.Contains(strings.ToLower(out), "approved") {
 		t.Errorf("second decision should fail and name the standing one (%d):\n%s", code, out)
 	}
-	m := c.taskRPC(2, "tasks/result", tid).message(t)
+	m := c.TaskRPC(2, "tasks/result", tid).Message(t)
 	if m["result"] == nil {
 		t.Fatalf("tasks/result after CLI approval: %v", m)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"strings"
 	"testing"
 
@@ -13,27 +14,27 @@ import (
 func TestTwoReplicasSharedStore(t *testing.T) {
 	url := storetest.RedisURL(t) // skips loudly without redis-server
 	cfg := func(up string) string {
-		return basicConfig(up, approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=ha-e2e-"+strings.ReplaceAll(t.Name(), "/", "-")+":\"}\n")
+		return testkit.BasicConfig(up, approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=ha-e2e-"+strings.ReplaceAll(t.Name(), "/", "-")+":\"}\n")
 	}
-	dA, upA := startDemo(t)
-	dB, upB := startDemo(t)
-	a := startGateway(t, cfg(upA), approverEnv, nil)
-	b := startGateway(t, cfg(upB), approverEnv, nil)
-	a.waitReady(t)
-	b.waitReady(t)
+	dA, upA := testkit.StartDemo(t)
+	dB, upB := testkit.StartDemo(t)
+	a := testkit.StartGateway(t, cfg(upA), approverEnv, nil)
+	b := testkit.StartGateway(t, cfg(upB), approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
 
-	c := &rpc{t: t, url: a.MCP}
-	c.initialize()
-	tid := c.callTask(1, "delete_user", `{"user_id":"u-002"}`)
+	c := &testkit.RPC{T: t, URL: a.MCP}
+	c.Initialize()
+	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
 
 	// B sees the pending approval and records the decision.
-	if st, view := b.admin(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", ""); st != 200 || view["tool"] != "delete_user" {
+	if st, view := b.AdminRequest(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", ""); st != 200 || view["tool"] != "delete_user" {
 		t.Fatalf("replica B does not see the task: %d %v", st, view)
 	}
-	if st, _ := b.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+	if st, _ := b.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
 		t.Fatalf("approve on B: %d", st)
 	}
-	m := c.taskRPC(2, "tasks/result", tid).message(t)
+	m := c.TaskRPC(2, "tasks/result", tid).Message(t)
 	if m["result"] == nil {
 		t.Fatalf("tasks/result on A after approval on B: %v", m)
 	}
@@ -41,7 +42,7 @@ func TestTwoReplicasSharedStore(t *testing.T) {
 		t.Errorf("executions: replica A's upstream %d (want 1), replica B's %d (want 0)", dA.Calls("delete_user"), dB.Calls("delete_user"))
 	}
 	// A second decision on A loses to B's.
-	if st, _ := a.admin(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"late"}`); st != 409 {
+	if st, _ := a.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"late"}`); st != 409 {
 		t.Errorf("late reject on A: %d, want 409", st)
 	}
 }

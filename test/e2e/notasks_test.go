@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 )
 
 func syncApprovalConfig(upURL, mode, extra string) string {
-	return basicConfig(upURL, `governance:
+	return testkit.BasicConfig(upURL, `governance:
   defaults: {action: forward}
   rules:
     - {match: "delete_*", action: approve}
@@ -47,9 +48,9 @@ var taskIDRe = regexp.MustCompile(`tg_[0-9a-f-]{36}`)
 // at once, waits in tollgate_await_activity, is woken by an approval made through the HTTP API,
 // and collects the result with tollgate_get_task_result.
 func TestPromoteMode(t *testing.T) {
-	d, upURL := startDemo(t)
-	g := startGateway(t, syncApprovalConfig(upURL, "promote", ""), approverEnv, nil)
-	g.waitReady(t)
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, syncApprovalConfig(upURL, "promote", ""), approverEnv, nil)
+	g.WaitReady(t)
 	c := mcpGoClient(t, g.MCP)
 	if sup := toolSupport(t, c); sup["delete_user"] != "optional" {
 		t.Fatalf("promote mode advertises delete_user as %q, want optional", sup["delete_user"])
@@ -66,7 +67,7 @@ func TestPromoteMode(t *testing.T) {
 	approved := make(chan int, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		st, _ := g.admin(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ok"}`)
+		st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ok"}`)
 		approved <- st
 	}()
 	start := time.Now()
@@ -93,17 +94,17 @@ func TestPromoteMode(t *testing.T) {
 
 // TestBlockMode: the plain call is held until decided and returns the real result.
 func TestBlockMode(t *testing.T) {
-	d, upURL := startDemo(t)
-	g := startGateway(t, syncApprovalConfig(upURL, "block", ""), approverEnv, nil)
-	g.waitReady(t)
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, syncApprovalConfig(upURL, "block", ""), approverEnv, nil)
+	g.WaitReady(t)
 	c := mcpGoClient(t, g.MCP)
 	go func() {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			_, list := g.admin(t, "GET", "/api/v1/approvals", "alice-secret-token", "")
+			_, list := g.AdminRequest(t, "GET", "/api/v1/approvals", "alice-secret-token", "")
 			if items, _ := list["approvals"].([]any); len(items) > 0 {
-				id, _ := dig(items[0], "taskId").(string)
-				g.admin(t, "POST", "/api/v1/approvals/"+id+"/approve", "alice-secret-token", `{}`)
+				id, _ := testkit.Dig(items[0], "taskId").(string)
+				g.AdminRequest(t, "POST", "/api/v1/approvals/"+id+"/approve", "alice-secret-token", `{}`)
 				return
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -121,9 +122,9 @@ func TestBlockMode(t *testing.T) {
 // TestTimeoutPromotion: a forwarded plain call that outlives tasks.promote_after becomes a
 // Tollgate task whose result is collected when the upstream answers.
 func TestTimeoutPromotion(t *testing.T) {
-	d, upURL := startDemo(t)
-	g := startGateway(t, syncApprovalConfig(upURL, "promote", "  promote_after: 300ms\n"), approverEnv, nil)
-	g.waitReady(t)
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, syncApprovalConfig(upURL, "promote", "  promote_after: 300ms\n"), approverEnv, nil)
+	g.WaitReady(t)
 	c := mcpGoClient(t, g.MCP)
 	start := time.Now()
 	text, _ := callText(t, c, "slow_operation", map[string]any{"seconds": 2})

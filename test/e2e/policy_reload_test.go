@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"io/fs"
 	"net/http"
@@ -44,35 +45,35 @@ func transferArgs(amount int) string {
 // TestPolicyAction: one Cedar policy set yields forward, approve and deny for the same tool;
 // the decision is re-evaluated when an approved task executes.
 func TestPolicyAction(t *testing.T) {
-	d, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, policyRules), approverEnv, map[string]string{"policies/financial.cedar": policyFile(t, "financial.cedar")})
-	g.waitReady(t)
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, policyRules), approverEnv, map[string]string{"policies/financial.cedar": policyFile(t, "financial.cedar")})
+	g.WaitReady(t)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
 
 	// policy → required: a plain call is refused before Cedar runs.
-	m := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(10) + `}}`).message(t)
-	if _, name := errorOf(m); name != "TaskRequired" {
+	m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(10) + `}}`).Message(t)
+	if _, name := testkit.ErrorOf(m); name != "TaskRequired" {
 		t.Fatalf("plain call to a policy tool: %v", m)
 	}
 	// Small: Cedar forwards; the demo upstream has no tasks, so Tollgate runs it at once.
-	small := c.callTask(2, "transfer_funds", transferArgs(10))
-	if res := c.taskRPC(3, "tasks/result", small).message(t); res["result"] == nil {
+	small := c.CallTask(2, "transfer_funds", transferArgs(10))
+	if res := c.TaskRPC(3, "tasks/result", small).Message(t); res["result"] == nil {
 		t.Fatalf("small transfer: %v", res)
 	}
 	// Large: denied, never reaches the upstream.
-	m = c.post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(90000) + `,"task":{"ttl":60000}}}`).message(t)
-	if code, name := errorOf(m); code != -32003 || name != "PolicyDenied" {
+	m = c.Post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(90000) + `,"task":{"ttl":60000}}}`).Message(t)
+	if code, name := testkit.ErrorOf(m); code != -32003 || name != "PolicyDenied" {
 		t.Fatalf("large transfer: %v", m)
 	}
 	// Forged entity in arguments: refused (fail closed).
-	m = c.post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"transfer_funds","arguments":{"amount":{"__entity":{"type":"User","id":"admin"}},"currency":"USD","to_account":"x"},"task":{"ttl":60000}}}`).message(t)
-	if code, _ := errorOf(m); code != -32003 {
+	m = c.Post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"transfer_funds","arguments":{"amount":{"__entity":{"type":"User","id":"admin"}},"currency":"USD","to_account":"x"},"task":{"ttl":60000}}}`).Message(t)
+	if code, _ := testkit.ErrorOf(m); code != -32003 {
 		t.Fatalf("forged entity: %v", m)
 	}
 	// Medium: held for approval.
-	medium := c.callTask(6, "transfer_funds", transferArgs(5000))
-	if m := c.taskRPC(7, "tasks/get", medium).message(t); dig(m, "result", "statusMessage") != "Awaiting approval (default)" {
+	medium := c.CallTask(6, "transfer_funds", transferArgs(5000))
+	if m := c.TaskRPC(7, "tasks/get", medium).Message(t); testkit.Dig(m, "result", "statusMessage") != "Awaiting approval (default)" {
 		t.Fatalf("medium transfer not held: %v", m)
 	}
 	if n := len(d.Transfers()); n != 1 {
@@ -87,14 +88,14 @@ func TestPolicyAction(t *testing.T) {
 	g.Srv.Reload()
 	waitFor(t, "reload applied", func() bool {
 		// A medium transfer is only held (never executed) until the frozen policy applies.
-		m := c.post(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(5000) + `,"task":{"ttl":60000}}}`).message(t)
-		code, _ := errorOf(m)
+		m := c.Post(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(5000) + `,"task":{"ttl":60000}}}`).Message(t)
+		code, _ := testkit.ErrorOf(m)
 		return code == -32003
 	})
-	if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+medium+"/approve", "alice-secret-token", `{}`); st != 200 {
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+medium+"/approve", "alice-secret-token", `{}`); st != 200 {
 		t.Fatalf("approve: %d", st)
 	}
-	code, name := errorOf(c.taskRPC(9, "tasks/result", medium).message(t))
+	code, name := testkit.ErrorOf(c.TaskRPC(9, "tasks/result", medium).Message(t))
 	if code != -32011 || name != "PolicyChanged" {
 		t.Errorf("approved task under a changed policy: %v %q, want -32011 PolicyChanged", code, name)
 	}
@@ -115,7 +116,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-func metricValue(t *testing.T, g *gateway, series string) float64 {
+func metricValue(t *testing.T, g *testkit.Gateway, series string) float64 {
 	t.Helper()
 	resp, err := http.Get(g.Admin + "/metrics")
 	if err != nil {
@@ -136,19 +137,19 @@ func metricValue(t *testing.T, g *gateway, series string) float64 {
 // shows the new taskSupport and a connected client gets notifications/tools/list_changed; a
 // broken edit keeps the old behaviour and counts a failure.
 func TestHotReload(t *testing.T) {
-	_, upURL := startDemo(t)
+	_, upURL := testkit.StartDemo(t)
 	cfg := func(readAction string) string {
-		return basicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"read_*\", action: "+readAction+"}\n")
+		return testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"read_*\", action: "+readAction+"}\n")
 	}
-	g := startGateway(t, cfg("forward"), nil, nil)
-	g.waitReady(t)
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
+	g := testkit.StartGateway(t, cfg("forward"), nil, nil)
+	g.WaitReady(t)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
 	support := func() string {
-		m := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).message(t)
-		for _, tl := range dig(m, "result", "tools").([]any) {
-			if dig(tl, "name") == "read_file" {
-				s, _ := dig(tl, "execution", "taskSupport").(string)
+		m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Message(t)
+		for _, tl := range testkit.Dig(m, "result", "tools").([]any) {
+			if testkit.Dig(tl, "name") == "read_file" {
+				s, _ := testkit.Dig(tl, "execution", "taskSupport").(string)
 				return s
 			}
 		}
@@ -162,7 +163,7 @@ func TestHotReload(t *testing.T) {
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.MCP, nil)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.session)
+	req.Header.Set("Mcp-Session-Id", c.Session)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -5,33 +5,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
-
-	"github.com/tollgate-mcp/tollgate/internal/demo"
 )
-
-// startDemo runs the demo MCP server (mcp-go, streamable HTTP) on loopback.
-func startDemo(t *testing.T) (*demo.Demo, string) {
-	t.Helper()
-	d := demo.New()
-	url, stop, err := d.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stop(context.Background()) })
-	return d, url
-}
 
 type acceptElicitation struct{ calls int }
 
@@ -45,9 +30,9 @@ func (a *acceptElicitation) Elicit(_ context.Context, req mcp.ElicitationRequest
 // TestMCPGoClientThroughGateway drives a real mcp-go client through Tollgate to the demo
 // server: handshake, tools/list, tools/call, an elicitation answered by the client, close.
 func TestMCPGoClientThroughGateway(t *testing.T) {
-	d, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"delete_*\", action: approve}\n"), nil, nil)
-	g.waitReady(t)
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"delete_*\", action: approve}\n"), nil, nil)
+	g.WaitReady(t)
 
 	el := &acceptElicitation{}
 	c, err := client.NewStreamableHttpClient(g.MCP, transport.WithContinuousListening())
@@ -112,42 +97,6 @@ func TestMCPGoClientThroughGateway(t *testing.T) {
 	}
 }
 
-// rawUpstream is an upstream whose bytes the test controls. It records every request body and
-// answers by handler.
-type rawUpstream struct {
-	mu     sync.Mutex
-	bodies []string
-	heads  []http.Header
-	srv    *httptest.Server
-}
-
-func newRawUpstream(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body []byte)) *rawUpstream {
-	u := &rawUpstream{}
-	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		u.mu.Lock()
-		u.bodies = append(u.bodies, string(b))
-		u.heads = append(u.heads, r.Header.Clone())
-		u.mu.Unlock()
-		h(w, r, b)
-	}))
-	t.Cleanup(u.srv.Close)
-	return u
-}
-
-func (u *rawUpstream) url() string { return u.srv.URL + "/mcp" }
-
-func (u *rawUpstream) received(body string) bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	for _, b := range u.bodies {
-		if b == body {
-			return true
-		}
-	}
-	return false
-}
-
 // reencode answers a request the way a careless server does: ids go through float64.
 func reencode(body []byte) []byte {
 	var m struct {
@@ -177,7 +126,7 @@ func handshake(w http.ResponseWriter, body []byte) bool {
 // byte, and the client gets its own id back even when the upstream re-encodes it.
 func TestPassthroughFidelity(t *testing.T) {
 	useSSE := false
-	up := newRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.Method != http.MethodPost {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
@@ -197,9 +146,9 @@ func TestPassthroughFidelity(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(reencode(body))
 	})
-	g := startGateway(t, basicConfig(up.url(), ""), nil, nil)
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), ""), nil, nil)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
 
 	for _, mode := range []bool{false, true} {
 		useSSE = mode
@@ -210,11 +159,11 @@ func TestPassthroughFidelity(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(fmt.Sprintf("sse=%v/%s", mode, tc.name), func(t *testing.T) {
-				r := c.post(tc.body)
-				if !up.received(tc.body) {
+				r := c.Post(tc.body)
+				if !up.Received(tc.body) {
 					t.Fatalf("upstream did not receive the exact bytes %s", tc.body)
 				}
-				resp := r.responseBytes(t)
+				resp := r.ResponseBytes(t)
 				var m map[string]json.RawMessage
 				if err := json.Unmarshal(resp, &m); err != nil {
 					t.Fatal(err)
@@ -237,20 +186,19 @@ func TestPassthroughFidelity(t *testing.T) {
 		`{"jsonrpc":"2.0","method":"notifications/roots/list_changed","params":{"_meta":{"z":1}}}`,
 		`{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept","content":{"ok":true}}}`,
 	} {
-		r := c.post(body)
+		r := c.Post(body)
 		if r.Status != http.StatusAccepted {
 			t.Errorf("%s: status %d", body, r.Status)
 		}
-		if !up.received(body) {
+		if !up.Received(body) {
 			t.Errorf("upstream did not receive %s byte for byte", body)
 		}
 	}
 	// End-to-end headers pass, hop-by-hop ones do not.
-	c.header = http.Header{"Authorization": {"Bearer up-token"}, "X-Custom": {"v"}, "Connection": {"X-Drop"}, "X-Drop": {"1"}}
-	c.post(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)
-	up.mu.Lock()
-	h := up.heads[len(up.heads)-1]
-	up.mu.Unlock()
+	c.Header = http.Header{"Authorization": {"Bearer up-token"}, "X-Custom": {"v"}, "Connection": {"X-Drop"}, "X-Drop": {"1"}}
+	c.Post(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)
+	_, heads := up.Requests()
+	h := heads[len(heads)-1]
 	if h.Get("Authorization") != "Bearer up-token" || h.Get("X-Custom") != "v" || h.Get("Mcp-Session-Id") != "raw-session-1" {
 		t.Errorf("end-to-end headers not forwarded: %v", h)
 	}
@@ -263,7 +211,7 @@ func TestPassthroughFidelity(t *testing.T) {
 // relays events with their ids and comments.
 func TestGETStreamResumption(t *testing.T) {
 	var gotLast string
-	up := newRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		switch r.Method {
 		case http.MethodPost:
 			if handshake(w, body) {
@@ -278,13 +226,13 @@ func TestGETStreamResumption(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 		}
 	})
-	g := startGateway(t, basicConfig(up.url(), ""), nil, nil)
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), ""), nil, nil)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
 
 	req, _ := http.NewRequest(http.MethodGet, g.MCP, nil)
 	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", c.session)
+	req.Header.Set("Mcp-Session-Id", c.Session)
 	req.Header.Set("Last-Event-ID", "5")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -310,7 +258,7 @@ func TestGETStreamResumption(t *testing.T) {
 
 	// DELETE ends the session upstream.
 	dreq, _ := http.NewRequest(http.MethodDelete, g.MCP, nil)
-	dreq.Header.Set("Mcp-Session-Id", c.session)
+	dreq.Header.Set("Mcp-Session-Id", c.Session)
 	dresp, err := http.DefaultClient.Do(dreq)
 	if err != nil {
 		t.Fatal(err)
@@ -326,14 +274,14 @@ func TestUpstreamDown(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := "http://" + ln.Addr().String() + "/mcp"
 	ln.Close()
-	g := startGateway(t, basicConfig(dead, ""), nil, nil)
-	c := &rpc{t: t, url: g.MCP}
-	r := c.post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e","version":"1"}}}`)
-	m := r.message(t)
-	if code, name := errorOf(m); code != -32000 || name != "UpstreamUnreachable" {
+	g := testkit.StartGateway(t, testkit.BasicConfig(dead, ""), nil, nil)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	r := c.Post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e","version":"1"}}}`)
+	m := r.Message(t)
+	if code, name := testkit.ErrorOf(m); code != -32000 || name != "UpstreamUnreachable" {
 		t.Fatalf("got %v %q: %s", code, name, r.Body)
 	}
-	if dig(m, "id") != float64(1) || dig(m, "error", "data", "correlation_id") == nil {
+	if testkit.Dig(m, "id") != float64(1) || testkit.Dig(m, "error", "data", "correlation_id") == nil {
 		t.Errorf("id or correlation id missing: %s", r.Body)
 	}
 	resp, _ := http.Get(g.Admin + "/readyz")
@@ -347,7 +295,7 @@ func TestUpstreamDown(t *testing.T) {
 func TestSyncForwardTimeout(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	up := newRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if handshake(w, body) {
 			return
 		}
@@ -365,12 +313,12 @@ func TestSyncForwardTimeout(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusAccepted)
 	})
-	g := startGateway(t, basicConfig(up.url(), ""), map[string]string{"TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS": "1"}, nil)
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), ""), map[string]string{"TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS": "1"}, nil)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
 	start := time.Now()
-	r := c.post(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
-	if code, name := errorOf(r.message(t)); code != -32001 || name != "UpstreamTimeout" {
+	r := c.Post(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
+	if code, name := testkit.ErrorOf(r.Message(t)); code != -32001 || name != "UpstreamTimeout" {
 		t.Fatalf("got %v %q: %s", code, name, r.Body)
 	}
 	if time.Since(start) > 10*time.Second {
@@ -380,11 +328,11 @@ func TestSyncForwardTimeout(t *testing.T) {
 
 // TestHTTPGuards: origin validation, body limit, batches, future protocol.
 func TestHTTPGuards(t *testing.T) {
-	up := newRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(reencode(body))
 	})
-	g := startGateway(t, basicConfig(up.url(), "server:\n  max_body_bytes: 2048\n  allowed_origins: [\"https://console.example.com\"]\n"), nil, nil)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), "server:\n  max_body_bytes: 2048\n  allowed_origins: [\"https://console.example.com\"]\n"), nil, nil)
 	post := func(body string, hdr map[string]string) *http.Response {
 		req, _ := http.NewRequest(http.MethodPost, g.MCP, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"net/http"
 	"strings"
@@ -142,8 +143,8 @@ func toolSupport(t *testing.T, c *client.Client) map[string]string {
 // mixed ownership, forward+task+optional passthrough, tasks/list merge, isolation.
 func TestSEP1686UpstreamWithTasks(t *testing.T) {
 	up := startTaskUpstream(t, "127.0.0.1:0", true)
-	g := startGateway(t, basicConfig(up.url, taskRules), nil, nil)
-	g.waitReady(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, taskRules), nil, nil)
+	g.WaitReady(t)
 	a := mcpGoClient(t, g.MCP)
 
 	caps := a.GetServerCapabilities()
@@ -237,17 +238,17 @@ func TestSEP1686UpstreamWithTasks(t *testing.T) {
 // validation errors carry the contract's codes and names.
 func TestSEP1686UpstreamWithoutTasks(t *testing.T) {
 	up := startTaskUpstream(t, "127.0.0.1:0", false)
-	g := startGateway(t, basicConfig(up.url, taskRules), nil, nil)
-	g.waitReady(t)
-	c := &rpc{t: t, url: g.MCP}
-	init := c.initialize()
-	if dig(init, "result", "capabilities", "tasks", "requests", "tools", "call") == nil {
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, taskRules), nil, nil)
+	g.WaitReady(t)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	init := c.Initialize()
+	if testkit.Dig(init, "result", "capabilities", "tasks", "requests", "tools", "call") == nil {
 		t.Fatalf("tasks capability not injected: %v", init)
 	}
-	r := c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).message(t)
-	for _, tl := range dig(r, "result", "tools").([]any) {
-		name := dig(tl, "name").(string)
-		ts := dig(tl, "execution", "taskSupport")
+	r := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Message(t)
+	for _, tl := range testkit.Dig(r, "result", "tools").([]any) {
+		name := testkit.Dig(tl, "name").(string)
+		ts := testkit.Dig(tl, "execution", "taskSupport")
 		want := map[string]string{"analyze": "forbidden", "quick_check": "forbidden", "delete_record": "required"}[name]
 		if want != "" && ts != want {
 			t.Errorf("%s taskSupport = %v, want %s", name, ts, want)
@@ -271,12 +272,12 @@ func TestSEP1686UpstreamWithoutTasks(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := up.analyze.Load() + up.plain.Load()
-			m := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, 10+i, tc.params)).message(t)
-			code, name := errorOf(m)
+			m := c.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, 10+i, tc.params)).Message(t)
+			code, name := testkit.ErrorOf(m)
 			if code != tc.code || name != tc.errName {
 				t.Fatalf("got %v %q, want %v %q: %v", code, name, tc.code, tc.errName, m)
 			}
-			if tc.errName == "TaskRequired" && dig(m, "error", "data", "hint") == nil {
+			if tc.errName == "TaskRequired" && testkit.Dig(m, "error", "data", "hint") == nil {
 				t.Errorf("TaskRequired lacks data.hint")
 			}
 			if reached := up.analyze.Load()+up.plain.Load() != before; reached != tc.upstream {
@@ -285,25 +286,25 @@ func TestSEP1686UpstreamWithoutTasks(t *testing.T) {
 		})
 	}
 	// EC-SEP-003: ttl above max is clamped.
-	m := c.post(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"delete_record","arguments":{},"task":{"ttl":999999999999}}}`).message(t)
-	if ttl := dig(m, "result", "task", "ttl"); ttl != float64(24*time.Hour/time.Millisecond) {
+	m := c.Post(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"delete_record","arguments":{},"task":{"ttl":999999999999}}}`).Message(t)
+	if ttl := testkit.Dig(m, "result", "task", "ttl"); ttl != float64(24*time.Hour/time.Millisecond) {
 		t.Errorf("ttl not clamped to max: %v", ttl)
 	}
 	// EC-SEP-005…007: unknown ids.
 	for i, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
-		m := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":"tg_00000000-0000-4000-8000-000000000000"}}`, 50+i, method)).message(t)
-		if code, _ := errorOf(m); code != -32602 {
+		m := c.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":"tg_00000000-0000-4000-8000-000000000000"}}`, 50+i, method)).Message(t)
+		if code, _ := testkit.ErrorOf(m); code != -32602 {
 			t.Errorf("%s unknown id: %v", method, m)
 		}
 	}
 	// Upstream-looking id never created through this session → -32602, not forwarded.
-	m = c.post(`{"jsonrpc":"2.0","id":60,"method":"tasks/get","params":{"taskId":"someone-elses"}}`).message(t)
-	if code, _ := errorOf(m); code != -32602 {
+	m = c.Post(`{"jsonrpc":"2.0","id":60,"method":"tasks/get","params":{"taskId":"someone-elses"}}`).Message(t)
+	if code, _ := testkit.ErrorOf(m); code != -32602 {
 		t.Errorf("unbound upstream id: %v", m)
 	}
 	// tasks/list with a bad cursor.
-	m = c.post(`{"jsonrpc":"2.0","id":61,"method":"tasks/list","params":{"cursor":"!!"}}`).message(t)
-	if code, _ := errorOf(m); code != -32602 {
+	m = c.Post(`{"jsonrpc":"2.0","id":61,"method":"tasks/list","params":{"cursor":"!!"}}`).Message(t)
+	if code, _ := testkit.ErrorOf(m); code != -32602 {
 		t.Errorf("bad cursor: %v", m)
 	}
 }
@@ -313,8 +314,8 @@ func TestSEP1686UpstreamWithoutTasks(t *testing.T) {
 func TestUpstreamReconnectChangesCapabilities(t *testing.T) {
 	up := startTaskUpstream(t, "127.0.0.1:0", false)
 	addr := strings.TrimSuffix(strings.TrimPrefix(up.url, "http://"), "/mcp")
-	g := startGateway(t, basicConfig(up.url, taskRules), nil, nil)
-	g.waitReady(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, taskRules), nil, nil)
+	g.WaitReady(t)
 	if sup := toolSupport(t, mcpGoClient(t, g.MCP)); sup["quick_check"] != "forbidden" {
 		t.Fatalf("before: quick_check = %q", sup["quick_check"])
 	}

@@ -1,0 +1,187 @@
+// Package notify tells approval channels about held tool calls (DESIGN.md §1 "webhooks out"):
+// when a task starts awaiting approval and when its wait ends, it POSTs a JSON event to the
+// workflow's webhook, or a short summary to a Slack incoming webhook. Approvals themselves go
+// through the approvals API and console; these messages carry no buttons.
+//
+// Delivery never holds up a task: Manager.Subscribe callbacks only enqueue into a bounded
+// queue, and one worker (Run) sends. Arguments are redacted with the workflow's
+// redact_fields before they leave the process; webhook URLs embed secrets, so logs name only
+// their scheme and host.
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// Defaults.
+const (
+	DefaultQueueSize = 1000
+	DefaultTimeout   = 5 * time.Second // per attempt
+	maxAttempts      = 3
+	maxRetryAfter    = 5 * time.Second
+	dropWarnEvery    = 10 * time.Second
+)
+
+// Options configure a Notifier.
+type Options struct {
+	// Workflow returns the named approval workflow of the current config snapshot, so a reload
+	// that changes a destination applies to the next event.
+	Workflow func(name string) (config.Workflow, bool)
+	// ConsoleURL is the approvals console, linked from every message ("" = no link).
+	ConsoleURL string
+	// Client sends the requests; nil = a client with a 5 s timeout that follows no redirects.
+	Client *http.Client
+	Logger *slog.Logger
+	// Registerer receives tollgate_notifications_total; nil = no metrics.
+	Registerer prometheus.Registerer
+	// QueueSize bounds the events waiting to be sent; 0 = DefaultQueueSize.
+	QueueSize int
+}
+
+// Notifier sends approval events to webhook and Slack destinations. Create it with New, pass
+// OnTaskChange to tasks.Manager.Subscribe and run Run on a goroutine.
+type Notifier struct {
+	opts    Options
+	client  *http.Client
+	timeout time.Duration // per attempt
+	log     *slog.Logger
+	met     *metrics
+	queue   chan item
+
+	backoff       []time.Duration // wait before attempt 2, 3; tests shorten it
+	maxRetryAfter time.Duration
+
+	dropped  atomic.Int64
+	lastWarn atomic.Int64 // unix nanos of the last "queue full" WARN
+}
+
+// item is one event waiting to be sent.
+type item struct {
+	event    string
+	task     *tasks.Task // a copy owned by the notifier
+	wf       config.Workflow
+	enqueued time.Time
+}
+
+// New builds a Notifier. It sends nothing until Run is started.
+func New(opts Options) *Notifier {
+	n := &Notifier{
+		opts:          opts,
+		client:        opts.Client,
+		log:           opts.Logger,
+		met:           newMetrics(opts.Registerer),
+		backoff:       []time.Duration{200 * time.Millisecond, time.Second},
+		maxRetryAfter: maxRetryAfter,
+	}
+	if n.client == nil {
+		n.client = &http.Client{
+			Timeout: DefaultTimeout,
+			// A redirect would carry approval details to a host nobody configured.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	n.timeout = n.client.Timeout
+	if n.timeout <= 0 {
+		n.timeout = DefaultTimeout // every attempt is bounded, whatever client was given
+	}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
+	size := opts.QueueSize
+	if size <= 0 {
+		size = DefaultQueueSize
+	}
+	n.queue = make(chan item, size)
+	return n
+}
+
+// Event names, the "event" field of a webhook body.
+const (
+	EventRequested = "approval.requested" // a task is waiting for a decision
+	EventDecided   = "approval.decided"   // approved, rejected or timed out (decision says by whom)
+	EventCancelled = "approval.cancelled" // the requester cancelled before a decision
+	EventExpired   = "approval.expired"   // the task TTL ended before a decision
+)
+
+// eventFor says which event, if any, a committed task change is. Only the start and the end of
+// an approval wait are announced; execution progress is not a channel's business.
+func eventFor(t *tasks.Task) string {
+	if t.Accelerated {
+		return "" // forwarded by rule, nobody is asked
+	}
+	switch t.State {
+	case tasks.AwaitingApproval:
+		return EventRequested // only creation enters this state
+	case tasks.Approved, tasks.Rejected, tasks.TimedOut:
+		return EventDecided // each is entered only from awaiting_approval
+	case tasks.Cancelled:
+		if t.Decision == nil {
+			return EventCancelled
+		}
+	case tasks.Expired:
+		if t.Decision == nil {
+			return EventExpired
+		}
+	}
+	return ""
+}
+
+// OnTaskChange is a tasks.Manager subscriber. It never blocks: the event is queued, or
+// dropped (counted, WARN) when the queue is full.
+func (n *Notifier) OnTaskChange(t *tasks.Task) {
+	if t == nil || n.opts.Workflow == nil {
+		return
+	}
+	ev := eventFor(t)
+	if ev == "" {
+		return
+	}
+	wf, ok := n.opts.Workflow(t.Workflow)
+	if !ok {
+		return // workflow removed by a reload: nowhere to send
+	}
+	dest := wf.Destination.Type
+	if dest != config.DestinationWebhook && dest != config.DestinationSlack {
+		return // console: approvers look at the console
+	}
+	select {
+	case n.queue <- item{event: ev, task: t, wf: wf, enqueued: time.Now()}:
+	default:
+		n.met.count(dest, resultDropped)
+		total := n.dropped.Add(1)
+		now := time.Now().UnixNano()
+		last := n.lastWarn.Load()
+		if now-last >= int64(dropWarnEvery) && n.lastWarn.CompareAndSwap(last, now) {
+			n.log.Warn("notification queue full, event dropped",
+				"task_id", t.ID, "event", ev, "destination", dest, "dropped_total", total)
+		}
+	}
+}
+
+// Run sends queued events one at a time until ctx ends; an attempt in flight is aborted then,
+// and events still queued are not sent.
+func (n *Notifier) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-n.queue:
+			if ctx.Err() != nil {
+				return
+			}
+			n.send(ctx, it)
+		}
+	}
+}
+
+// Dropped is how many events were dropped because the queue was full.
+func (n *Notifier) Dropped() int64 { return n.dropped.Load() }

@@ -1,0 +1,208 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tollgate-mcp/tollgate/internal/approval"
+	"github.com/tollgate-mcp/tollgate/internal/audit"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// SchemaVersion is the "version" field of webhook bodies; it changes only when a field
+// changes meaning or goes away (new fields may be added).
+const SchemaVersion = 1
+
+// Webhook is the JSON body POSTed to a webhook destination (docs/configuration.md,
+// "Approval notifications").
+type Webhook struct {
+	Version          int              `json:"version"`
+	Event            string           `json:"event"`
+	DeliveryID       string           `json:"delivery_id"` // same on every retry of one event
+	TaskID           string           `json:"task_id"`
+	Tool             string           `json:"tool"`
+	Workflow         string           `json:"workflow"`
+	Arguments        json.RawMessage  `json:"arguments"` // redacted per the workflow's redact_fields
+	ArgsHash         string           `json:"args_hash"`
+	State            string           `json:"state"`
+	Status           string           `json:"status"`
+	StatusMessage    string           `json:"status_message"`
+	RequestedBy      string           `json:"requested_by"`
+	Owner            string           `json:"owner"` // audit.OwnerHash, never the session id
+	CreatedAt        string           `json:"created_at"`
+	ApprovalDeadline *string          `json:"approval_deadline"`
+	Decision         *WebhookDecision `json:"decision"`
+	ConsoleURL       string           `json:"console_url"`
+}
+
+// WebhookDecision is the verdict in a webhook body; null until decided.
+type WebhookDecision struct {
+	Approved bool   `json:"approved"`
+	By       string `json:"by"`
+	Reason   string `json:"reason"`
+	At       string `json:"at"`
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func fmtTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+// redactedArgs is what may leave the process: the arguments with every redact_fields path
+// replaced. Anything that is not JSON is hidden whole rather than sent raw.
+func redactedArgs(t *tasks.Task, fields []string) json.RawMessage {
+	if len(bytes.TrimSpace(t.Arguments)) == 0 {
+		return json.RawMessage("{}")
+	}
+	out := approval.Redact(t.Arguments, fields)
+	if !json.Valid(out) {
+		return json.RawMessage(`"` + approval.Redacted + `"`)
+	}
+	return out
+}
+
+func webhookBody(it item, consoleURL string) ([]byte, error) {
+	t := it.task
+	w := Webhook{
+		Version: SchemaVersion, Event: it.event, DeliveryID: t.ID + "/" + string(t.State),
+		TaskID: t.ID, Tool: t.Tool, Workflow: t.Workflow,
+		Arguments: redactedArgs(t, it.wf.RedactFields), ArgsHash: t.ArgsHash,
+		State: string(t.State), Status: t.State.Wire(), StatusMessage: t.StatusMessage,
+		RequestedBy: t.RequestedBy, Owner: audit.OwnerHash(t.Owner),
+		CreatedAt: fmtTime(t.CreatedAt), ConsoleURL: consoleURL,
+	}
+	if !t.ApprovalDeadline.IsZero() {
+		d := fmtTime(t.ApprovalDeadline)
+		w.ApprovalDeadline = &d
+	}
+	if d := t.Decision; d != nil {
+		w.Decision = &WebhookDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: fmtTime(d.At)}
+	}
+	return marshal(w)
+}
+
+// marshal encodes without HTML escaping, as the rest of Tollgate's JSON.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// Slack limits: a section's text is at most 3000 characters, a field's 2000.
+const (
+	slackArgsMax  = 2000
+	slackFieldMax = 200
+)
+
+type slackText struct {
+	Type string `json:"type"` // mrkdwn
+	Text string `json:"text"`
+}
+
+type slackBlock struct {
+	Type     string      `json:"type"` // section | context
+	Text     *slackText  `json:"text,omitempty"`
+	Fields   []slackText `json:"fields,omitempty"`
+	Elements []slackText `json:"elements,omitempty"`
+}
+
+// Slack is an incoming-webhook message: text is the notification fallback, blocks the layout.
+type Slack struct {
+	Text   string       `json:"text"`
+	Blocks []slackBlock `json:"blocks"`
+}
+
+func md(s string) *slackText { return &slackText{Type: "mrkdwn", Text: s} }
+
+// slackEscape escapes the three characters Slack's mrkdwn treats as control sequences, so
+// argument values and reasons cannot forge links or mentions.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "… (truncated)"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// code renders s inside a code span or block; backticks inside would end it early.
+func code(s string) string { return strings.ReplaceAll(slackEscape(s), "`", "'") }
+
+func slackTitle(it item) string {
+	t := it.task
+	d := t.Decision
+	switch {
+	case it.event == EventRequested:
+		return "Approval needed"
+	case it.event == EventCancelled:
+		return "Cancelled by the requester before a decision"
+	case it.event == EventExpired:
+		return "Expired before a decision (task TTL ended)"
+	case t.State == tasks.TimedOut:
+		return "Approval timed out: rejected"
+	case d != nil && d.By == tasks.ByTimeout:
+		return "Approval timed out: approved (on_timeout: approve)"
+	case d != nil && d.Approved:
+		return "Approved by " + slackEscape(d.By)
+	case d != nil:
+		return "Rejected by " + slackEscape(d.By)
+	}
+	return slackEscape(t.StatusMessage)
+}
+
+func slackBody(it item, consoleURL string) ([]byte, error) {
+	t := it.task
+	title := slackTitle(it)
+	tool := truncate(t.Tool, slackFieldMax)
+	wf := truncate(t.Workflow, slackFieldMax)
+
+	fields := []slackText{
+		{Type: "mrkdwn", Text: "*Tool*\n`" + code(tool) + "`"},
+		{Type: "mrkdwn", Text: "*Workflow*\n" + slackEscape(wf)},
+		{Type: "mrkdwn", Text: "*Task*\n`" + code(t.ID) + "`"},
+	}
+	if t.RequestedBy != "" {
+		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Requested by*\n" + slackEscape(truncate(t.RequestedBy, slackFieldMax))})
+	}
+	if it.event == EventRequested && !t.ApprovalDeadline.IsZero() {
+		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Deadline*\n" + fmtTime(t.ApprovalDeadline)})
+	}
+	if d := t.Decision; d != nil && d.Reason != "" {
+		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Reason*\n" + slackEscape(truncate(d.Reason, slackFieldMax))})
+	}
+
+	args := redactedArgs(t, it.wf.RedactFields)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, args, "", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(args)
+	}
+
+	blocks := []slackBlock{
+		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", title, code(tool)))},
+		{Type: "section", Fields: fields},
+		{Type: "section", Text: md("*Arguments* (redacted)\n```" + code(truncate(pretty.String(), slackArgsMax)) + "```")},
+	}
+	if consoleURL != "" {
+		blocks = append(blocks, slackBlock{Type: "context", Elements: []slackText{
+			{Type: "mrkdwn", Text: "<" + slackEscape(consoleURL) + "|Open the approvals console> (task `" + code(t.ID) + "`)"},
+		}})
+	}
+	text := fmt.Sprintf("Tollgate: %s: %s (workflow %s)", title, slackEscape(tool), slackEscape(wf))
+	return marshal(Slack{Text: text, Blocks: blocks})
+}
