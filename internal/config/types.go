@@ -84,7 +84,7 @@ type Workflow struct {
 
 // Destination says where approvers are asked.
 type Destination struct {
-	Type string `yaml:"type"` // console (default) | webhook | slack | elicitation
+	Type string `yaml:"type"` // console (default) | webhook | slack
 	URL  string `yaml:"url"`  // webhook / slack
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
+	"github.com/tollgate-mcp/tollgate/internal/notify"
 	"github.com/tollgate-mcp/tollgate/internal/proxy"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -68,6 +69,7 @@ type Server struct {
 	adminSrv  *http.Server
 	reloader  *Reloader
 	traceStop func(context.Context) error
+	notifier  *notify.Notifier
 	cacheOnce sync.Once
 	cacheOK   chan struct{}
 }
@@ -175,6 +177,12 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.mcpLn.Close()
 		return nil, fmt.Errorf("listen %s (server.admin_listen / TOLLGATE_ADMIN_LISTEN): %w", cfg.Server.AdminListen, err)
 	}
+	// Webhook/Slack approval notifications; the console link needs the bound admin address.
+	s.notifier = notify.New(notify.Options{
+		Workflow: s.snaps.Workflow, ConsoleURL: "http://" + s.AdminAddr() + console.Path,
+		Logger: s.log, Registerer: s.reg,
+	})
+	s.tasks.Subscribe(s.notifier.OnTaskChange)
 	return s, nil
 }
 
@@ -235,8 +243,9 @@ func (s *Server) Run(ctx context.Context) error {
 		close(s.opts.Ready)
 	}
 
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); _ = s.tasks.Run(ctx) }()
+	go func() { defer wg.Done(); s.notifier.Run(ctx) }()
 	go func() { defer wg.Done(); s.watchUpstream(ctx, cfg) }()
 	go func() { defer wg.Done(); s.reloader.Run(ctx) }()
 

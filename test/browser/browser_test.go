@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -215,9 +216,9 @@ func rowSel(taskID string) string { return `#approvals tbody tr[data-task-id="` 
 // serves GET /approvals (internal/server wiring) that is the admin address itself; until then
 // the test serves console.Handler() from its own origin and reverse-proxies /api/ to the real
 // admin listener, so the page still talks to the real approvals API on its own origin.
-func consoleOrigin(t *testing.T, g *gateway) string {
+func consoleOrigin(t *testing.T, g *testkit.Gateway) string {
 	t.Helper()
-	resp, err := httpClient.Get(g.Admin + console.Path)
+	resp, err := testkit.HTTPClient.Get(g.Admin + console.Path)
 	if err == nil {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
@@ -258,41 +259,6 @@ const (
 	bobToken   = "bob-console-token"
 )
 
-// admin calls the approvals API directly (not through the browser).
-func (g *gateway) admin(t *testing.T, method, path, token, body string) (int, map[string]any) {
-	t.Helper()
-	req, _ := http.NewRequest(method, g.Admin+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return resp.StatusCode, m
-}
-
-// heldCall sends a task-augmented tools/call that the delete_* rule holds for approval.
-func (c *rpc) heldCall(id int, tool, args string) string {
-	c.t.Helper()
-	m := c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":%s,"task":{"ttl":600000}}}`, id, tool, args)).message(c.t)
-	tid, _ := dig(m, "result", "task", "taskId").(string)
-	if tid == "" {
-		c.t.Fatalf("tools/call %s was not held as a task: %v", tool, m)
-	}
-	return tid
-}
-
-func (c *rpc) taskResult(id int, taskID string) map[string]any {
-	c.t.Helper()
-	return c.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tasks/result","params":{"taskId":%q}}`, id, taskID)).message(c.t)
-}
-
 // TestApprovalConsole drives the console like an approver: a wrong token, sign-in, a held
 // delete_user with a redacted password, approve with a reason, reject (reason required), a
 // decision that loses the race (409), and the past-decision filter. Every outcome is checked
@@ -300,15 +266,15 @@ func (c *rpc) taskResult(id int, taskID string) map[string]any {
 func TestApprovalConsole(t *testing.T) {
 	start := time.Now()
 	b := startBrowser(t)
-	d, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, consoleRules), map[string]string{"ALICE_TOKEN": aliceToken, "BOB_TOKEN": bobToken}, nil)
-	g.waitReady(t)
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, consoleRules), map[string]string{"ALICE_TOKEN": aliceToken, "BOB_TOKEN": bobToken}, nil)
+	g.WaitReady(t)
 	origin := consoleOrigin(t, g)
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
 
 	const secret = "hunter2-Sup3rSecret"
-	approveID := c.heldCall(1, "delete_user", `{"user_id":"u-002","password":"`+secret+`"}`)
+	approveID := c.CallTask(1, "delete_user", `{"user_id":"u-002","password":"`+secret+`"}`)
 
 	// Wrong token: the 401 is spelled out and the sign-in form comes back.
 	b.do("open the console", chromedp.Navigate(origin+console.Path), chromedp.WaitVisible(chromedp.ID("token")))
@@ -345,24 +311,24 @@ func TestApprovalConsole(t *testing.T) {
 	// Approve with a reason.
 	b.do("approve", chromedp.SendKeys(chromedp.ID("reason"), "ticket OPS-42"), chromedp.Click(chromedp.ID("approve")))
 	b.messageIs("ok", "Approved delete_user")
-	st, view := g.admin(t, "GET", "/api/v1/approvals/"+approveID, bobToken, "")
-	if st != 200 || dig(view, "decision", "approved") != true || dig(view, "decision", "by") != "alice" || dig(view, "decision", "reason") != "ticket OPS-42" {
+	st, view := g.AdminRequest(t, "GET", "/api/v1/approvals/"+approveID, bobToken, "")
+	if st != 200 || testkit.Dig(view, "decision", "approved") != true || testkit.Dig(view, "decision", "by") != "alice" || testkit.Dig(view, "decision", "reason") != "ticket OPS-42" {
 		t.Errorf("API after UI approve: %d %v", st, view)
 	}
-	res := c.taskResult(2, approveID)
-	content, _ := json.Marshal(dig(res, "result", "content"))
-	if !strings.Contains(string(content), "u-002") || dig(res, "result", "isError") == true {
+	res := c.TaskRPC(2, "tasks/result", approveID).Message(t)
+	content, _ := json.Marshal(testkit.Dig(res, "result", "content"))
+	if !strings.Contains(string(content), "u-002") || testkit.Dig(res, "result", "isError") == true {
 		t.Errorf("tasks/result after approval: %v", res)
 	}
 	if n := d.Calls("delete_user"); n != 1 {
 		t.Errorf("delete_user executed %d times, want 1", n)
 	}
-	if st, view := g.admin(t, "GET", "/api/v1/approvals/"+approveID, bobToken, ""); st != 200 || view["state"] != "completed" {
+	if st, view := g.AdminRequest(t, "GET", "/api/v1/approvals/"+approveID, bobToken, ""); st != 200 || view["state"] != "completed" {
 		t.Errorf("approved task state: %d %v", st, view["state"])
 	}
 
 	// Reject: a reason is required (checked in the page), then given.
-	rejectID := c.heldCall(3, "delete_user", `{"user_id":"u-003","password":"`+secret+`"}`)
+	rejectID := c.CallTask(3, "delete_user", `{"user_id":"u-003","password":"`+secret+`"}`)
 	b.do("the second request is listed", chromedp.WaitVisible(chromedp.CSS(rowSel(rejectID))))
 	b.do("open the second request", chromedp.Click(chromedp.CSS(rowSel(rejectID))))
 	b.waitFor("the detail of the second request", `document.getElementById('d-id').textContent === `+jsString(rejectID))
@@ -370,11 +336,11 @@ func TestApprovalConsole(t *testing.T) {
 	b.messageIs("error", "reason is required")
 	b.do("reject with a reason", chromedp.SendKeys(chromedp.ID("reason"), "not during the freeze"), chromedp.Click(chromedp.ID("reject")))
 	b.messageIs("ok", "Rejected delete_user")
-	st, view = g.admin(t, "GET", "/api/v1/approvals/"+rejectID, bobToken, "")
-	if st != 200 || view["state"] != "rejected" || dig(view, "decision", "by") != "alice" || dig(view, "decision", "reason") != "not during the freeze" {
+	st, view = g.AdminRequest(t, "GET", "/api/v1/approvals/"+rejectID, bobToken, "")
+	if st != 200 || view["state"] != "rejected" || testkit.Dig(view, "decision", "by") != "alice" || testkit.Dig(view, "decision", "reason") != "not during the freeze" {
 		t.Errorf("API after UI reject: %d %v", st, view)
 	}
-	if code, name := errorOf(c.taskResult(4, rejectID)); code != -32007 || name != "ApprovalRejected" {
+	if code, name := testkit.ErrorOf(c.TaskRPC(4, "tasks/result", rejectID).Message(t)); code != -32007 || name != "ApprovalRejected" {
 		t.Errorf("tasks/result after rejection: %v %q", code, name)
 	}
 	if n := d.Calls("delete_user"); n != 1 {
@@ -382,11 +348,11 @@ func TestApprovalConsole(t *testing.T) {
 	}
 
 	// Someone else decides first: the page shows the standing decision (409).
-	lateID := c.heldCall(5, "delete_user", `{"user_id":"u-004"}`)
+	lateID := c.CallTask(5, "delete_user", `{"user_id":"u-004"}`)
 	b.do("the third request is listed", chromedp.WaitVisible(chromedp.CSS(rowSel(lateID))))
 	b.do("open the third request", chromedp.Click(chromedp.CSS(rowSel(lateID))))
 	b.waitFor("the detail of the third request", `document.getElementById('d-id').textContent === `+jsString(lateID))
-	if st, _ := g.admin(t, "POST", "/api/v1/approvals/"+lateID+"/approve", bobToken, `{"reason":"bob was faster"}`); st != 200 {
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+lateID+"/approve", bobToken, `{"reason":"bob was faster"}`); st != 200 {
 		t.Fatalf("bob's approval: %d", st)
 	}
 	b.do("reject too late", chromedp.SendKeys(chromedp.ID("reason"), "too late"), chromedp.Click(chromedp.ID("reject")))

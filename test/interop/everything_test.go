@@ -277,7 +277,7 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 		if err != nil || got.Status != mcp.TaskStatusWorking || got.StatusMessage != "Awaiting approval (default)" {
 			t.Errorf("tasks/get while held: %+v %v", got, err)
 		}
-		g.approve(t, tid)
+		approve(t, g, tid)
 		tr, err := c.TaskResult(ctx, mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: tid}})
 		if err != nil || len(tr.Content) == 0 {
 			t.Fatalf("tasks/result: %+v %v", tr, err)
@@ -298,7 +298,7 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 	t.Run("TS SDK", func(t *testing.T) {
 		t.Run("approval-gated get-env", func(t *testing.T) {
 			var approved []string
-			run := runTS(t, tc, g.MCP, "approve", g.approver(t, &approved), "get-env", "{}")
+			run := runTS(t, tc, g.MCP, "approve", approver(t, g, &approved), "get-env", "{}")
 			tid, _ := dig(run.find("taskCreated"), "task", "taskId").(string)
 			if !strings.HasPrefix(tid, "tg_") || len(approved) != 1 ||
 				dig(run.find("taskGet"), "task", "statusMessage") != "Awaiting approval (default)" ||

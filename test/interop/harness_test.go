@@ -13,8 +13,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,16 +22,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-
-	"github.com/tollgate-mcp/tollgate/internal/config"
-	"github.com/tollgate-mcp/tollgate/internal/demo"
-	"github.com/tollgate-mcp/tollgate/internal/server"
 )
 
 const (
@@ -39,8 +34,6 @@ const (
 	envNode = "TOLLGATE_NODE22" // node ≥ 22 binary; default .tools/node22/…/bin/node
 	envCI   = "CI"
 	envDump = "TOLLGATE_INTEROP_DUMP" // non-empty: log every tsclient event (wire review)
-
-	adminToken = "interop-admin-token"
 
 	// Bounds: a wedged child can never hang the run.
 	scriptTimeout = 45 * time.Second
@@ -225,133 +218,48 @@ func runTS(t *testing.T, tc toolchain, url, scenario string, onEvent func(event)
 	return run
 }
 
-// --- in-process gateway (as test/e2e/harness_test.go does) ---------------------------------
+// --- in-process gateway (test/testkit) ------------------------------------------------------
 
-type gateway struct {
-	MCP   string
-	Admin string
-	Logs  *syncBuffer
-}
-
-func startGateway(t *testing.T, cfgYAML string, env map[string]string) *gateway {
+// startGateway runs Tollgate and waits until it is ready; a failing test gets the log's tail.
+func startGateway(t *testing.T, cfgYAML string, env map[string]string) *testkit.Gateway {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tollgate.yaml")
-	cfgYAML += "audit: {path: " + filepath.Join(dir, "audit.log") + "}\n"
-	if err := os.WriteFile(path, []byte(cfgYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	lookup := func(k string) (string, bool) {
-		if v, ok := env[k]; ok {
-			return v, true
-		}
-		switch k {
-		case "TOLLGATE_LISTEN", "TOLLGATE_ADMIN_LISTEN":
-			return "127.0.0.1:0", true
-		case "TOLLGATE_ADMIN_TOKEN":
-			return adminToken, true
-		case "TOLLGATE_DATA_DIR":
-			return dir, true
-		}
-		if strings.HasPrefix(k, "TOLLGATE_") {
-			return "", false // keep the developer's environment out of tests
-		}
-		return os.LookupEnv(k)
-	}
-	cfg, err := config.Load(path, lookup)
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv, err := server.New(cfg, server.Options{Logger: log, LookupEnv: lookup, Version: "interop"})
-	if err != nil {
-		t.Fatalf("server: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Run(ctx) }()
-	g := &gateway{MCP: "http://" + srv.MCPAddr() + "/mcp", Admin: "http://" + srv.AdminAddr(), Logs: logs}
+	g := testkit.StartGateway(t, cfgYAML, env, nil)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("gateway did not stop within 15s")
-		}
 		if t.Failed() {
-			t.Logf("--- gateway log (tail) ---\n%s", tail(logs.String(), 6<<10))
+			t.Logf("--- gateway log (tail) ---\n%s", tail(g.Logs.String(), 6<<10))
 		}
 	})
-	waitHTTP(t, g.Admin+"/readyz", nil)
+	g.WaitReady(t)
 	return g
 }
 
 // basicConfig is one upstream plus governance YAML; pollInterval is short so SDK polling
 // (which honours the advertised pollInterval) keeps the tests fast.
 func basicConfig(upstreamURL, extra string) string {
-	return "schema: 1\nsources:\n  - id: upstream\n    kind: mcp\n    url: " + upstreamURL +
-		"\ntasks: {poll_interval: 100ms}\n" + extra
+	return testkit.BasicConfig(upstreamURL, "tasks: {poll_interval: 100ms}\n"+extra)
 }
 
 // approve decides a held task through the admin API (DESIGN.md §4).
-func (g *gateway) approve(t *testing.T, taskID string) int {
+func approve(t *testing.T, g *testkit.Gateway, taskID string) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, g.Admin+"/api/v1/approvals/"+taskID+"/approve", strings.NewReader(`{"reason":"interop test"}`))
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Errorf("approve %s: %v", taskID, err)
-		return 0
+	st, body := g.AdminRequest(t, http.MethodPost, "/api/v1/approvals/"+taskID+"/approve", testkit.AdminToken, `{"reason":"interop test"}`)
+	if st != http.StatusOK {
+		t.Errorf("approve %s: HTTP %d %v", taskID, st, body)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("approve %s: HTTP %d %s", taskID, resp.StatusCode, b)
-	}
-	return resp.StatusCode
+	return st
 }
 
 // approver returns an onEvent callback that approves every "awaitApproval" task and records
 // the ids it approved.
-func (g *gateway) approver(t *testing.T, approved *[]string) func(event) string {
+func approver(t *testing.T, g *testkit.Gateway, approved *[]string) func(event) string {
 	return func(e event) string {
 		if e.name() != "awaitApproval" {
 			return ""
 		}
 		id, _ := e["taskId"].(string)
 		*approved = append(*approved, id)
-		return fmt.Sprintf("approved %d", g.approve(t, id))
+		return fmt.Sprintf("approved %d", approve(t, g, id))
 	}
-}
-
-func startDemo(t *testing.T) (*demo.Demo, string) {
-	t.Helper()
-	d := demo.New()
-	url, stop, err := d.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stop(context.Background()) })
-	return d, url
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // --- child processes -----------------------------------------------------------------------
@@ -368,9 +276,9 @@ func freeAddr(t *testing.T) string {
 
 // startProc starts a child in its own process group with exactly env (plus PATH); cleanup
 // sends SIGTERM to the group, then SIGKILL after stopGrace.
-func startProc(t *testing.T, name string, env []string, bin string, args ...string) (logs *syncBuffer, exited <-chan struct{}) {
+func startProc(t *testing.T, name string, env []string, bin string, args ...string) (logs *testkit.SyncBuffer, exited <-chan struct{}) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &testkit.SyncBuffer{}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	cmd.Stdout, cmd.Stderr = logs, logs

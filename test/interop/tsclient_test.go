@@ -4,6 +4,7 @@ package interop
 
 import (
 	"context"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"net/http"
 	"strings"
@@ -26,7 +27,7 @@ approval:
 // the demo server (no task support upstream). Seed §9.2 with a real client.
 func TestTSClientDemoUpstream(t *testing.T) {
 	tc := needNode(t)
-	d, upURL := startDemo(t)
+	d, upURL := testkit.StartDemo(t)
 	g := startGateway(t, basicConfig(upURL, demoRules), nil)
 
 	t.Run("approve, getTaskResult, listTasks", func(t *testing.T) {
@@ -36,7 +37,7 @@ func TestTSClientDemoUpstream(t *testing.T) {
 			if e.name() == "awaitApproval" && d.Calls("delete_user") != before {
 				t.Errorf("upstream called before approval")
 			}
-			return g.approver(t, &approved)(e)
+			return approver(t, g, &approved)(e)
 		})
 		defer func() {
 			if t.Failed() {

@@ -3,6 +3,7 @@ package ops
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"net/http"
 	"os"
@@ -21,35 +22,35 @@ func TestNoSecretsInLogs(t *testing.T) {
 		approverSecret = "ops-APPROVER-SECRET-c04b77"
 		wrongSecret    = "ops-WRONG-TOKEN-9e1f20"
 	)
-	_, upURL := startDemo(t)
-	g := startGateway(t, basicConfig(upURL, governedRules), map[string]string{"ALICE_TOKEN": approverSecret})
-	g.waitReady(t)
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, governedRules), map[string]string{"ALICE_TOKEN": approverSecret}, nil)
+	g.WaitReady(t)
 
-	c := &rpc{t: t, url: g.MCP, header: http.Header{"Authorization": {"Bearer " + bearerSecret}}}
-	c.initialize()
-	c.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
-	c.call(2, "read_file", map[string]any{"path": "/" + argSecret}, 0)                          // forwarded
-	c.call(3, "drop_table", map[string]any{"table": argSecret}, 0)                              // denied
-	c.call(4, "delete_user", map[string]any{"user_id": "u-001", "note": argSecret}, 0)          // TaskRequired
-	c.call(5, "read_file", map[string]any{"path": "/" + argSecret}, 1000)                       // TaskForbidden
-	m := c.call(6, "delete_user", map[string]any{"user_id": "u-003", "note": argSecret}, 60000) // held
-	taskID, _ := dig(m, "result", "task", "taskId").(string)
+	c := &testkit.RPC{T: t, URL: g.MCP, Header: http.Header{"Authorization": {"Bearer " + bearerSecret}}}
+	c.Initialize()
+	c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	c.Call(2, "read_file", map[string]any{"path": "/" + argSecret}, 0)                          // forwarded
+	c.Call(3, "drop_table", map[string]any{"table": argSecret}, 0)                              // denied
+	c.Call(4, "delete_user", map[string]any{"user_id": "u-001", "note": argSecret}, 0)          // TaskRequired
+	c.Call(5, "read_file", map[string]any{"path": "/" + argSecret}, 1000)                       // TaskForbidden
+	m := c.Call(6, "delete_user", map[string]any{"user_id": "u-003", "note": argSecret}, 60000) // held
+	taskID, _ := testkit.Dig(m, "result", "task", "taskId").(string)
 	if taskID == "" {
 		t.Fatalf("held call: %v", m)
 	}
-	if code, _ := g.admin(t, http.MethodGet, "/api/v1/approvals?status=pending", wrongSecret, ""); code != http.StatusUnauthorized {
+	if code, _ := g.AdminRequest(t, http.MethodGet, "/api/v1/approvals?status=pending", wrongSecret, ""); code != http.StatusUnauthorized {
 		t.Errorf("wrong approver token: HTTP %d, want 401", code)
 	}
-	if code, ans := g.admin(t, http.MethodGet, "/api/v1/approvals/"+taskID, approverSecret, ""); code != 200 {
+	if code, ans := g.AdminRequest(t, http.MethodGet, "/api/v1/approvals/"+taskID, approverSecret, ""); code != 200 {
 		t.Errorf("show: HTTP %d %v", code, ans)
 	}
-	if code, ans := g.admin(t, http.MethodPost, "/api/v1/approvals/"+taskID+"/approve", approverSecret, `{"reason":"fine"}`); code != 200 {
+	if code, ans := g.AdminRequest(t, http.MethodPost, "/api/v1/approvals/"+taskID+"/approve", approverSecret, `{"reason":"fine"}`); code != 200 {
 		t.Fatalf("approve: HTTP %d %v", code, ans)
 	}
-	if res := c.post(`{"jsonrpc":"2.0","id":7,"method":"tasks/result","params":{"taskId":"` + taskID + `"}}`).message(t); res["result"] == nil {
+	if res := c.Post(`{"jsonrpc":"2.0","id":7,"method":"tasks/result","params":{"taskId":"` + taskID + `"}}`).Message(t); res["result"] == nil {
 		t.Fatalf("tasks/result: %v", res)
 	}
-	g.stop() // flush and close the audit log
+	g.Stop() // flush and close the audit log
 
 	audit, err := os.ReadFile(filepath.Join(g.Dir, "audit.log"))
 	if err != nil {
@@ -83,7 +84,7 @@ func lineWith(text, s string) string {
 // TestCorrelationIDLogged: an upstream failure yields a JSON-RPC error whose
 // data.correlation_id also appears on a log line, so an operator can find the cause.
 func TestCorrelationIDLogged(t *testing.T) {
-	up := newRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := newOpsUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		// Drop the connection without an answer: an upstream crash mid-call.
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
@@ -93,16 +94,16 @@ func TestCorrelationIDLogged(t *testing.T) {
 			conn.Close()
 		}
 	})
-	g := startGateway(t, basicConfig(up.url(), ""), nil)
-	g.waitReady(t)
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
-	m := c.call(1, "echo", map[string]any{}, 0)
-	code, name := errorOf(m)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url(), ""), nil, nil)
+	g.WaitReady(t)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
+	m := c.Call(1, "echo", map[string]any{}, 0)
+	code, name := testkit.ErrorOf(m)
 	if code != -32000 || name != "UpstreamUnreachable" {
 		t.Fatalf("got %v %q: %v", code, name, m)
 	}
-	corr, _ := dig(m, "error", "data", "correlation_id").(string)
+	corr, _ := testkit.Dig(m, "error", "data", "correlation_id").(string)
 	if corr == "" {
 		t.Fatalf("error without data.correlation_id: %v", m)
 	}

@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,12 +23,12 @@ const (
 
 // tracedCall sends one forwarded tools/call carrying clientTP and returns the traceparent the
 // upstream received with it.
-func tracedCall(t *testing.T, g *gateway, up *rawUpstream) string {
+func tracedCall(t *testing.T, g *testkit.Gateway, up *opsUpstream) string {
 	t.Helper()
-	c := &rpc{t: t, url: g.MCP}
-	c.initialize()
-	c.header = http.Header{"Traceparent": {clientTP}, "Tracestate": {"ops=1"}}
-	if m := c.call(1, "echo", map[string]any{}, 0); m["result"] == nil {
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
+	c.Header = http.Header{"Traceparent": {clientTP}, "Tracestate": {"ops=1"}}
+	if m := c.Call(1, "echo", map[string]any{}, 0); m["result"] == nil {
 		t.Fatalf("tools/call: %v", m)
 	}
 	calls := up.toolCalls()
@@ -40,9 +41,9 @@ func tracedCall(t *testing.T, g *gateway, up *rawUpstream) string {
 // TestTraceparentTracingOff: without telemetry.otlp_endpoint the client's traceparent reaches
 // the upstream byte for byte.
 func TestTraceparentTracingOff(t *testing.T) {
-	up := newRawUpstream(t, func(w http.ResponseWriter, _ *http.Request, body []byte) { echoResult(w, body) })
-	g := startGateway(t, basicConfig(up.url(), ""), nil)
-	g.waitReady(t)
+	up := newOpsUpstream(t, func(w http.ResponseWriter, _ *http.Request, body []byte) { echoResult(w, body) })
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url(), ""), nil, nil)
+	g.WaitReady(t)
 	if got := tracedCall(t, g, up); got != clientTP {
 		t.Errorf("upstream traceparent %q, want the client's %q unchanged", got, clientTP)
 	}
@@ -54,17 +55,14 @@ func TestTraceparentTracingOff(t *testing.T) {
 // TestTraceparentTracingOn: with an OTLP endpoint the upstream sees the client's trace id with
 // Tollgate's client span as parent, and the collector receives Tollgate's spans.
 //
-// Needs the server wiring (leadWired): telemetry.Setup from cfg.Telemetry in server.New,
+// Relies on the server wiring: telemetry.Setup from cfg.Telemetry in server.New,
 // telemetry.Middleware around /mcp, telemetry.Transport in the upstream client, shutdown at
 // the end of Run.
 func TestTraceparentTracingOn(t *testing.T) {
-	if !leadWired {
-		t.Skip("SKIPPED until internal/server wires internal/telemetry (set leadWired in harness_test.go)")
-	}
 	col := newCollector(t)
-	up := newRawUpstream(t, func(w http.ResponseWriter, _ *http.Request, body []byte) { echoResult(w, body) })
-	g := startGateway(t, basicConfig(up.url(), "telemetry:\n  otlp_endpoint: "+col.srv.URL+"\n  service_name: tollgate-ops\n"), nil)
-	g.waitReady(t)
+	up := newOpsUpstream(t, func(w http.ResponseWriter, _ *http.Request, body []byte) { echoResult(w, body) })
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url(), "telemetry:\n  otlp_endpoint: "+col.srv.URL+"\n  service_name: tollgate-ops\n"), nil, nil)
+	g.WaitReady(t)
 	got := tracedCall(t, g, up)
 	p, err := telemetry.ParseTraceparent(got)
 	if err != nil {
@@ -76,7 +74,7 @@ func TestTraceparentTracingOn(t *testing.T) {
 	if p.SpanID.String() == clientSpan {
 		t.Errorf("upstream parent span is the client's; want Tollgate's own span")
 	}
-	g.stop() // shutdown flushes the batch exporter
+	g.Stop() // shutdown flushes the batch exporter
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	if len(col.spans) == 0 {
