@@ -32,6 +32,9 @@ type Result struct {
 	Wait func(ctx context.Context) []byte
 	// Forward sends the request upstream.
 	Forward *Forward
+	// After, if set, runs once the Reply has been written (e.g. start a task only after the
+	// client has its id, so status notifications never precede the CreateTaskResult).
+	After func()
 }
 
 // Forward describes an upstream exchange.

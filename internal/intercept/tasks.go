@@ -189,13 +189,15 @@ func (g *Gateway) tasksList(ctx context.Context, x *Exchange) Result {
 		for _, t := range mine[cur.TG:end] {
 			items = append(items, t.WireJSON())
 		}
-		switch {
-		case end < len(mine):
+		if end < len(mine) {
 			next = encodeCursor(listCursor{TG: end})
-		case g.upstreamTasks.Load():
-			next = encodeCursor(listCursor{Ph: 1})
+		} else if g.upstreamTasks.Load() {
+			// Tollgate's tasks are exhausted: the upstream's first page completes this one, so
+			// no page is empty while tasks remain (a client reading one page sees both kinds).
+			cur = listCursor{Ph: 1}
 		}
-	} else {
+	}
+	if cur.Ph == 1 {
 		up, upNext, err := g.upstreamTaskList(ctx, x, cur.Up)
 		if err != nil {
 			g.log.Warn("upstream tasks/list failed; returning Tollgate tasks only", "error", err.Error())
@@ -300,6 +302,9 @@ func promotedResult(t *tasks.Task) []byte {
 // OnTaskChange pushes notifications/tasks/status to the owning session's open stream only
 // (DESIGN.md §2).
 func (g *Gateway) OnTaskChange(t *tasks.Task) {
+	if t.UpdatedAt.Equal(t.CreatedAt) {
+		return // creation: the client learns the initial state from CreateTaskResult
+	}
 	sess := g.d.Sessions.Get(t.SessionID)
 	if sess == nil {
 		return

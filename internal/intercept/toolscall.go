@@ -188,7 +188,13 @@ func (g *Gateway) createTask(ctx context.Context, x *Exchange, p callParams, ttl
 	if err != nil {
 		return ReplyError(x, err)
 	}
-	return ReplyResult(x, createTaskResult(t))
+	r := ReplyResult(x, createTaskResult(t))
+	if accelerated {
+		// Run it once the client has the task id, so no status notification precedes it.
+		id := t.ID
+		r.After = func() { g.d.Tasks.Start(id) }
+	}
+	return r
 }
 
 func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl time.Duration, workflow string, accelerated bool) (*tasks.Task, *jsonrpc.Error) {
@@ -198,7 +204,8 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 	}
 	t, err := g.d.Tasks.Create(ctx, tasks.CreateRequest{
 		Owner: owner(x), SessionID: x.Session.ID, RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
-		Headers: captureHeaders(x.HTTP.Header, x.Session), TTL: ttl, Workflow: workflow, Accelerated: accelerated,
+		Headers: captureHeaders(x.HTTP.Header, x.Session), TTL: ttl, Workflow: workflow,
+		Accelerated: accelerated, DeferStart: accelerated,
 	})
 	if err != nil {
 		var je *jsonrpc.Error

@@ -230,6 +230,10 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case res.Reply != nil:
 		writeJSON(w, http.StatusOK, res.Reply)
+		if res.After != nil {
+			_ = http.NewResponseController(w).Flush()
+			res.After()
+		}
 		outcome = "local"
 	case res.Wait != nil:
 		h.wait(w, r, res.Wait)

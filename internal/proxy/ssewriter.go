@@ -23,7 +23,9 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 func (s *sseWriter) start(status int, _ http.Header) {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-cache") // keep the upstream's own (e.g. "no-cache, no-transform")
+	}
 	h.Del("Content-Length")
 	h.Set("X-Accel-Buffering", "no") // an nginx in front must not buffer the stream
 	s.w.WriteHeader(status)

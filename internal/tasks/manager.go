@@ -61,6 +61,9 @@ type CreateRequest struct {
 	TTL                                 time.Duration // 0 = default; above max = clamped (caller logs the WARN)
 	Workflow                            string
 	Accelerated                         bool
+	// DeferStart leaves an accelerated task Approved until Start is called (the caller first
+	// hands the task id to the client).
+	DeferStart bool
 }
 
 // Filter selects tasks for List and ListAll. Without States only pending (non-terminal) tasks
@@ -237,11 +240,14 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 	m.sweep.schedule(t, m.opts.Retention)
 	m.log.Info("task created", "task_id", t.ID, "tool", t.Tool, "state", t.State, "workflow", t.Workflow)
 	m.publish(t)
-	if t.State == Approved {
+	if t.State == Approved && !req.DeferStart {
 		m.launch(t.ID)
 	}
 	return t.Clone(), nil
 }
+
+// Start executes an accelerated task created with DeferStart (no-op for any other state).
+func (m *Manager) Start(id string) { m.launch(id) }
 
 // Get returns the owner's task; ErrNotFound for unknown, foreign or expired ids alike.
 func (m *Manager) Get(ctx context.Context, owner, id string) (*Task, error) {
