@@ -47,7 +47,8 @@ type Gateway struct {
 	toolTasks map[string]rules.TaskSupport // upstream tool → its own execution.taskSupport
 	listed    map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
 
-	prom *promotions
+	prom  *promotions
+	lists listCache // rewritten tools/list pages
 }
 
 // NewGateway returns the handlers; call Register to mount them.
@@ -108,20 +109,35 @@ func caller(x *Exchange) governance.Caller {
 	return c
 }
 
-// replayHeaders are the end-to-end headers a held call is executed with later.
-var replayHeaders = []string{"Authorization", upstream.HeaderSessionID, upstream.HeaderProtocolVersion, "Traceparent", "Tracestate"}
+// replayHeaders are the end-to-end headers a held call is executed with later. The session id
+// is not among them: the task keeps it as SessionID (and Execute puts it back).
+var replayHeaders = []string{"Authorization", upstream.HeaderProtocolVersion, "Traceparent", "Tracestate"}
 
-func captureHeaders(in http.Header, sess *session.Session) http.Header {
-	out := http.Header{}
+func captureHeaders(in http.Header) http.Header {
+	var out http.Header
 	for _, k := range replayHeaders {
 		if v := in.Values(k); len(v) > 0 {
+			if out == nil {
+				out = make(http.Header, len(replayHeaders))
+			}
 			out[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
 		}
 	}
-	if sess != nil && sess.Local {
-		out.Del(upstream.HeaderSessionID)
-	}
 	return out
+}
+
+// executionHeaders rebuilds the headers an approved call is sent with: the captured ones plus
+// the caller's upstream session (none for a session Tollgate minted itself).
+func executionHeaders(t *tasks.Task) http.Header {
+	hdr := make(http.Header, len(t.Headers)+2)
+	for k, v := range t.Headers {
+		hdr[k] = v
+	}
+	if t.SessionID != "" && !strings.HasPrefix(t.SessionID, session.LocalPrefix) {
+		hdr.Set(upstream.HeaderSessionID, t.SessionID)
+	}
+	hdr.Set("Content-Type", "application/json")
+	return hdr
 }
 
 // annotation computes one tool's execution.taskSupport from the current snapshot.
@@ -150,4 +166,18 @@ func nowMillis() int64 { return time.Now().UnixMilli() }
 func (g *Gateway) Use(m *tasks.Manager, tools *gwtools.Tools) {
 	g.d.Tasks = m
 	g.d.Tools = tools
+}
+
+// outboundCopy is the caller's headers for a request Tollgate makes on its behalf (tasks/list
+// merge): its replayable headers plus its upstream session.
+func outboundCopy(in http.Header) http.Header {
+	hdr := captureHeaders(in)
+	if hdr == nil {
+		hdr = http.Header{}
+	}
+	if sid := in.Get(upstream.HeaderSessionID); sid != "" && !strings.HasPrefix(sid, session.LocalPrefix) {
+		hdr.Set(upstream.HeaderSessionID, sid)
+	}
+	hdr.Set("Content-Type", "application/json")
+	return hdr
 }

@@ -1,13 +1,17 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -38,11 +42,7 @@ func (g *Gateway) initialize(_ context.Context, x *Exchange) Result {
 				}
 			}
 		}
-		b, err := jsonrpc.Replace(resp.Raw, "result", out)
-		if err != nil {
-			return nil
-		}
-		return b
+		return resp.WithResult(out)
 	}}}
 }
 
@@ -89,18 +89,19 @@ func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
 			g.log.Warn("tools/list result not rewritten", "error", err.Error())
 			return nil
 		}
-		b, err := jsonrpc.Replace(resp.Raw, "result", res)
-		if err != nil {
-			return nil
-		}
-		return b
+		return resp.WithResult(res)
 	}}}
 }
 
 // rewriteTools annotates the tools of one tools/list result. It learns each upstream tool's own
-// taskSupport as it goes (F-007.3).
+// taskSupport as it goes (F-007.3). Identical upstream pages under the same snapshot and
+// capabilities are served from a small cache: a 1000-tool list then costs one hash.
 func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 	s := g.d.Snapshots.Load()
+	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.upstreamTasks.Load(), own: appendOwn}
+	if out, ok := g.lists.get(key); ok {
+		return out, nil
+	}
 	toolsRaw := jsonrpc.Member(result, "tools")
 	if toolsRaw == nil {
 		return nil, fmt.Errorf("result has no tools array")
@@ -109,69 +110,189 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
-	out := make([][]byte, 0, len(elems)+8)
+	arr := make([]byte, 0, len(toolsRaw)+len(elems)*48+1024)
+	arr = append(arr, '[')
 	learned := make(map[string]rules.TaskSupport, len(elems))
+	upTasks, mode := g.upstreamTasks.Load(), s.Config.Tasks.SyncApproval
+	n := 0
+	sep := func() {
+		if n > 0 {
+			arr = append(arr, ',')
+		}
+		n++
+	}
 	for _, t := range elems {
-		name, own, err := toolNameAndSupport(t)
+		tl, err := scanTool(t)
 		if err != nil {
-			out = append(out, t) // not ours to fix; pass it on
+			sep()
+			arr = append(arr, t...) // not ours to fix; pass it on
 			continue
 		}
-		if g.d.Tools != nil && g.d.Tools.Has(name) {
-			g.log.Warn("upstream tool shadowed by Tollgate's own tool of the same name", "tool", name)
+		if g.d.Tools != nil && g.d.Tools.Has(tl.name) {
+			g.log.Warn("upstream tool shadowed by Tollgate's own tool of the same name", "tool", tl.name)
 			continue
 		}
-		learned[name] = own
-		d := s.Rules.Decide(name)
-		ann := rules.Annotation(d, g.upstreamTasks.Load(), own, s.Config.Tasks.SyncApproval)
-		nt, err := setTaskSupport(t, ann)
-		if err != nil {
-			out = append(out, t)
-			continue
-		}
-		out = append(out, nt)
+		learned[tl.name] = tl.own
+		sep()
+		arr = tl.appendAnnotated(arr, t, rules.Annotation(s.Rules.Decide(tl.name), upTasks, tl.own, mode))
 	}
 	g.learn(learned, false)
 	if appendOwn && g.d.Tools != nil && lastPage(result) {
 		for _, d := range g.d.Tools.Definitions() {
-			out = append(out, d)
+			sep()
+			arr = append(arr, d...)
 		}
 	}
-	arr := jsonrpc.AppendArray(make([]byte, 0, len(toolsRaw)+len(out)*40), out)
-	return jsonrpc.Replace(result, "tools", arr)
+	arr = append(arr, ']')
+	out, err := jsonrpc.Replace(result, "tools", arr)
+	if err == nil {
+		g.lists.put(key, out)
+	}
+	return out, err
+}
+
+// scannedTool locates what the rewrite needs in one tool object, in a single pass.
+type scannedTool struct {
+	name       string
+	own        rules.TaskSupport // the upstream's execution.taskSupport ("" if absent)
+	exStart    int               // execution value span in the tool (exEnd == 0: absent)
+	exEnd      int
+	tsStart    int // taskSupport value span inside the execution object (tsEnd == 0: absent)
+	tsEnd      int
+	execIsNull bool
+}
+
+func scanTool(tool []byte) (scannedTool, error) {
+	var st scannedTool
+	var nameRaw []byte
+	err := jsonrpc.Members(tool, func(k []byte, start, end int) error {
+		switch string(k) {
+		case "name":
+			nameRaw = tool[start:end]
+		case "execution":
+			st.exStart, st.exEnd = start, end
+		}
+		return nil
+	})
+	if err != nil {
+		return st, err
+	}
+	if nameRaw == nil {
+		return st, fmt.Errorf("tool without name")
+	}
+	if len(nameRaw) >= 2 && nameRaw[0] == '"' && bytes.IndexByte(nameRaw, '\\') < 0 {
+		st.name = string(nameRaw[1 : len(nameRaw)-1])
+	} else if err := json.Unmarshal(nameRaw, &st.name); err != nil {
+		return st, err
+	}
+	if st.exEnd > 0 {
+		ex := tool[st.exStart:st.exEnd]
+		if string(ex) == "null" {
+			st.execIsNull = true
+			return st, nil
+		}
+		if ex[0] != '{' {
+			return st, fmt.Errorf("execution is not an object")
+		}
+		_ = jsonrpc.Members(ex, func(k []byte, start, end int) error {
+			if string(k) == "taskSupport" {
+				st.tsStart, st.tsEnd = start, end
+				var v string
+				if json.Unmarshal(ex[start:end], &v) == nil {
+					st.own = rules.TaskSupport(v)
+				}
+			}
+			return nil
+		})
+	}
+	return st, nil
+}
+
+// appendAnnotated appends tool with execution.taskSupport set to ann, splicing bytes so every
+// other member stays as the upstream wrote it.
+func (st scannedTool) appendAnnotated(dst, tool []byte, ann rules.TaskSupport) []byte {
+	val := `"` + string(ann) + `"`
+	switch {
+	case st.exEnd == 0: // no execution member: add one before the closing brace
+		end := bytes.LastIndexByte(tool, '}')
+		dst = append(dst, tool[:end]...)
+		if bytes.IndexByte(tool[1:end], '"') >= 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"execution":{"taskSupport":`...)
+		dst = append(dst, val...)
+		dst = append(dst, '}')
+		return append(dst, tool[end:]...)
+	case st.execIsNull:
+		dst = append(dst, tool[:st.exStart]...)
+		dst = append(dst, `{"taskSupport":`...)
+		dst = append(dst, val...)
+		dst = append(dst, '}')
+		return append(dst, tool[st.exEnd:]...)
+	case st.tsEnd > 0: // replace the existing value
+		dst = append(dst, tool[:st.exStart+st.tsStart]...)
+		dst = append(dst, val...)
+		return append(dst, tool[st.exStart+st.tsEnd:]...)
+	default: // an execution object without taskSupport: add it before its closing brace
+		ex := tool[st.exStart:st.exEnd]
+		end := bytes.LastIndexByte(ex, '}')
+		dst = append(dst, tool[:st.exStart]...)
+		dst = append(dst, ex[:end]...)
+		if bytes.IndexByte(ex[1:end], '"') >= 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"taskSupport":`...)
+		dst = append(dst, val...)
+		dst = append(dst, ex[end:]...)
+		return append(dst, tool[st.exEnd:]...)
+	}
 }
 
 func toolNameAndSupport(tool []byte) (string, rules.TaskSupport, error) {
-	var t struct {
-		Name      string `json:"name"`
-		Execution struct {
-			TaskSupport string `json:"taskSupport"`
-		} `json:"execution"`
-	}
-	// Only name and execution are decoded; the cost is dominated by skipping the schema.
-	nameRaw := jsonrpc.Member(tool, "name")
-	if nameRaw == nil {
-		return "", "", fmt.Errorf("tool without name")
-	}
-	if err := json.Unmarshal(nameRaw, &t.Name); err != nil {
-		return "", "", err
-	}
-	if ex := jsonrpc.Member(tool, "execution"); ex != nil && string(ex) != "null" {
-		_ = json.Unmarshal(ex, &t.Execution)
-	}
-	return t.Name, rules.TaskSupport(t.Execution.TaskSupport), nil
+	st, err := scanTool(tool)
+	return st.name, st.own, err
 }
 
-func setTaskSupport(tool []byte, ann rules.TaskSupport) ([]byte, error) {
-	ex := jsonrpc.Member(tool, "execution")
-	if ex == nil || string(ex) == "null" {
-		ex = []byte(`{}`)
+// listKey identifies one rewritten tools/list page.
+type listKey struct {
+	sum   uint64
+	n     int
+	rev   uint64
+	tasks bool
+	own   bool
+}
+
+// listCache keeps the last few rewritten pages (clients list the same tools again and again).
+type listCache struct {
+	mu   sync.Mutex
+	keys []listKey
+	vals map[listKey][]byte
+}
+
+const listCacheSize = 8
+
+func (c *listCache) get(k listKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.vals[k]
+	return v, ok
+}
+
+func (c *listCache) put(k listKey, v []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vals == nil {
+		c.vals = map[listKey][]byte{}
 	}
-	nex, err := jsonrpc.Replace(ex, "taskSupport", []byte(`"`+string(ann)+`"`))
-	if err != nil {
-		return nil, err
+	if _, ok := c.vals[k]; ok {
+		return
 	}
-	return jsonrpc.Replace(tool, "execution", nex)
+	if len(c.keys) == listCacheSize {
+		delete(c.vals, c.keys[0])
+		c.keys = c.keys[1:]
+	}
+	c.keys = append(c.keys, k)
+	c.vals[k] = v
 }
 
 // learn records upstream tools' own taskSupport; replace=true drops tools no longer listed.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -56,7 +57,10 @@ func (g *Gateway) promotion(after, ttl time.Duration, p callParams) *Promotion {
 			g.prom.drop(token)
 			return nil, nil
 		}
-		hdr := captureHeaders(x.HTTP.Header, x.Session)
+		hdr := captureHeaders(x.HTTP.Header)
+		if hdr == nil {
+			hdr = http.Header{}
+		}
 		hdr.Set(promotionHeader, token)
 		// The task owns the result from now on; it is created "accelerated" (no approval: the
 		// rule already forwarded the call) and its execution waits for the in-flight answer.

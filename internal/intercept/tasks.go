@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 
@@ -225,8 +224,7 @@ func (g *Gateway) upstreamTaskList(ctx context.Context, x *Exchange, cursor json
 	if cursor != nil {
 		params = json.RawMessage(`{"cursor":` + string(cursor) + `}`)
 	}
-	hdr := captureHeaders(x.HTTP.Header, x.Session)
-	hdr.Set("Content-Type", "application/json")
+	hdr := outboundCopy(x.HTTP.Header)
 	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(json.RawMessage(`"tollgate-tasks-list"`), "tasks/list", params), nil)
 	if err != nil {
 		return nil, nil, err
@@ -271,8 +269,7 @@ func (g *Gateway) resourcesList(_ context.Context, x *Exchange) Result {
 		if err != nil {
 			return nil
 		}
-		b, _ := jsonrpc.Replace(resp.Raw, "result", res)
-		return b
+		return resp.WithResult(res)
 	}}}
 }
 
@@ -325,11 +322,7 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 	}
-	hdr := http.Header{}
-	for k, v := range t.Headers {
-		hdr[k] = v
-	}
-	hdr.Set("Content-Type", "application/json")
+	hdr := executionHeaders(t)
 	id := json.RawMessage(rawString("tollgate-exec-" + t.ID))
 	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), nil)
 	if err != nil {

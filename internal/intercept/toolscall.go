@@ -204,7 +204,7 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 	}
 	t, err := g.d.Tasks.Create(ctx, tasks.CreateRequest{
 		Owner: owner(x), SessionID: x.Session.ID, RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
-		Headers: captureHeaders(x.HTTP.Header, x.Session), TTL: ttl, Workflow: workflow,
+		Headers: captureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
 		Accelerated: accelerated, DeferStart: accelerated,
 	})
 	if err != nil {

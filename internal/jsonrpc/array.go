@@ -46,3 +46,13 @@ func AppendArray(dst []byte, elems [][]byte) []byte {
 	}
 	return append(dst, ']')
 }
+
+// Members calls fn for each top-level member of the JSON object b with its raw key (unquoted
+// when it has no escapes) and the byte offsets [start, end) of its value in b.
+func Members(b []byte, fn func(key []byte, start, end int) error) error {
+	i := skipWS(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errors.New("not a JSON object")
+	}
+	return members(b, i, func(k []byte, v span) error { return fn(k, v.start, v.end) })
+}

@@ -48,7 +48,8 @@ type Message struct {
 	Result json.RawMessage
 	Error  json.RawMessage
 
-	id span
+	id     span
+	result span
 }
 
 // ErrBatch is returned for a JSON array: batches were removed from MCP in 2025-06-18 and would
@@ -92,6 +93,7 @@ func Parse(b []byte) (*Message, error) {
 			m.Params = json.RawMessage(b[v.start:v.end])
 		case "result":
 			m.Result = json.RawMessage(b[v.start:v.end])
+			m.result = v
 		case "error":
 			m.Error = json.RawMessage(b[v.start:v.end])
 		}
@@ -185,6 +187,18 @@ func (m *Message) WithID(id json.RawMessage) []byte {
 	out = append(out, id...)
 	out = append(out, m.Raw[m.id.end:]...)
 	return out
+}
+
+// WithResult returns the response with its result replaced by result, splicing bytes at the
+// span Parse found (no second scan of a large message).
+func (m *Message) WithResult(result []byte) []byte {
+	if !m.result.ok() {
+		return m.Raw
+	}
+	out := make([]byte, 0, len(m.Raw)-len(m.Result)+len(result))
+	out = append(out, m.Raw[:m.result.start]...)
+	out = append(out, result...)
+	return append(out, m.Raw[m.result.end:]...)
 }
 
 // Replace returns a copy of the object b with the top-level member key set to value (added at

@@ -155,6 +155,7 @@ func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte
 			return
 		}
 		rd := sse.NewReader(resp.Body, 0)
+		defer rd.Close()
 		for {
 			ev, err := rd.Next()
 			if err != nil {

@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,8 +14,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
@@ -173,10 +176,19 @@ func correlationID(r *http.Request) string {
 	if v := r.Header.Get("X-Request-Id"); v != "" && len(v) <= 64 && printable(v) {
 		return v
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return corrPrefix + strconv.FormatUint(corrSeq.Add(1), 36)
 }
+
+// Correlation ids are a per-process random prefix and a counter: unique, cheap, and not a
+// secret (they appear in error replies and logs).
+var (
+	corrPrefix = func() string {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:]) + "-"
+	}()
+	corrSeq atomic.Uint64
+)
 
 func printable(s string) bool {
 	for i := 0; i < len(s); i++ {
@@ -345,19 +357,19 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		h.adoptSession(resp.Header, x)
 	}
 	restore := func(m *jsonrpc.Message) []byte {
-		out := m.Raw
-		if f.Transform != nil {
-			if t := f.Transform(x, m); t != nil {
-				if m2, err := jsonrpc.Parse(t); err == nil {
-					m = m2
-					out = t
-				}
+		// The client's id first (rarely differs: only when the upstream re-encoded it), so the
+		// transform's splice of a large result needs no second parse.
+		if x.Msg.Kind == jsonrpc.KindRequest && !bytes.Equal(m.ID, x.Msg.ID) {
+			if m2, err := jsonrpc.Parse(m.WithID(x.Msg.ID)); err == nil {
+				m = m2
 			}
 		}
-		if x.Msg.Kind == jsonrpc.KindRequest {
-			out = m.WithID(x.Msg.ID)
+		if f.Transform != nil {
+			if t := f.Transform(x, m); t != nil {
+				return t
+			}
 		}
-		return out
+		return m.Raw
 	}
 
 	switch {
@@ -366,6 +378,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		copyHeader(w.Header(), resp.Header)
 		sw.start(resp.StatusCode, nil)
 		rd := sse.NewReader(resp.Body, 0)
+		defer rd.Close()
 		for {
 			ev, err := rd.Next()
 			if err != nil {
@@ -513,6 +526,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		go func() {
 			defer close(upstreamDone)
 			rd := sse.NewReader(resp.Body, 0)
+			defer rd.Close()
 			for {
 				ev, err := rd.Next()
 				if err != nil || sw.write(ev) != nil {

@@ -35,11 +35,11 @@ func (s *sseWriter) start(status int, _ http.Header) {
 func (s *sseWriter) write(ev *sse.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.buf = sse.Encode(s.buf[:0], ev)
-	if _, err := s.w.Write(s.buf); err != nil {
+	var err error
+	if s.buf, err = sse.Write(s.w, s.buf, ev); err != nil {
 		return err
 	}
-	if cap(s.buf) > 1<<20 {
+	if cap(s.buf) > 64<<10 {
 		s.buf = nil // do not pin a large event's buffer for the stream's lifetime
 	}
 	return s.rc.Flush()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 )
 
 // Event is one dispatched event. Comments that preceded it are kept so a proxy can forward them.
@@ -42,7 +43,23 @@ func NewReader(r io.Reader, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = 64 << 20
 	}
-	return &Reader{r: bufio.NewReaderSize(r, 32<<10), max: maxLine}
+	br := bufPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &Reader{r: br, max: maxLine}
+}
+
+// bufPool recycles the 32 KiB read buffers: a proxy opens one reader per streamed reply.
+var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+// Close returns the reader's buffer for reuse; the reader must not be used afterwards. It does
+// not close the underlying reader.
+func (r *Reader) Close() {
+	if r.r != nil {
+		r.r.Reset(nil)
+		bufPool.Put(r.r)
+		r.r = nil
+	}
+	r.line = nil
 }
 
 // readLine returns the next line without its terminator (LF, CRLF or lone CR); io.EOF at a
@@ -75,14 +92,14 @@ func (r *Reader) readLine() ([]byte, error) {
 			i = j
 		}
 		if i < 0 {
-			r.line = append(r.line, buf...)
+			r.line = appendGrow(r.line, buf)
 			_, _ = r.r.Discard(len(buf))
 			if len(r.line) > r.max {
 				return nil, ErrLineTooLong
 			}
 			continue
 		}
-		r.line = append(r.line, buf[:i]...)
+		r.line = appendGrow(r.line, buf[:i])
 		r.skipLF = buf[i] == '\r' // a CR may be the first half of CRLF
 		_, _ = r.r.Discard(i + 1)
 		if len(r.line) > r.max {
@@ -92,12 +109,32 @@ func (r *Reader) readLine() ([]byte, error) {
 	}
 }
 
+// appendGrow is append with capacity doubling: a 1 MiB line arrives in 32 KiB pieces, and
+// append's 1.25× growth for large slices would copy it about five times over.
+func appendGrow(dst, src []byte) []byte {
+	if need := len(dst) + len(src); need > cap(dst) {
+		n := make([]byte, len(dst), max(need, 2*cap(dst), 512))
+		copy(n, dst)
+		dst = n
+	}
+	return append(dst, src...)
+}
+
+// bigLine is the size above which the reader drops its line buffer after use, so one large
+// event does not pin memory for the rest of a long stream.
+const bigLine = 256 << 10
+
 // Next returns the next event. Comment-only blocks are returned as events with no data so a
 // proxy can forward keep-alives. io.EOF at the end of the stream (an incomplete trailing event is
 // discarded, as the spec says).
 func (r *Reader) Next() (*Event, error) {
 	ev := &Event{}
-	var data bytes.Buffer
+	var data []byte
+	defer func() {
+		if cap(r.line) > bigLine {
+			r.line = nil
+		}
+	}()
 	dirty := false
 	for {
 		line, err := r.readLine()
@@ -115,7 +152,7 @@ func (r *Reader) Next() (*Event, error) {
 			if !dirty {
 				continue
 			}
-			ev.Data = data.Bytes()
+			ev.Data = data
 			return ev, nil
 		}
 		dirty = true
@@ -133,10 +170,12 @@ func (r *Reader) Next() (*Event, error) {
 		switch string(field) {
 		case "data":
 			if ev.HasData {
-				data.WriteByte('\n')
+				data = appendGrow(data, []byte{'\n'})
+				data = appendGrow(data, value)
+			} else {
+				data = append(make([]byte, 0, len(value)), value...) // usually the only line
 			}
 			ev.HasData = true
-			data.Write(value)
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {
 				ev.ID, ev.HasID = string(value), true
@@ -235,3 +274,29 @@ func Comment(text string) *Event { return &Event{Comments: []string{text}} }
 
 // String is for debugging and tests.
 func (e *Event) String() string { return fmt.Sprintf("%q", Encode(nil, e)) }
+
+// directWrite is the data size above which Write sends the data straight to the writer instead
+// of copying it into the frame buffer first.
+const directWrite = 16 << 10
+
+// Write writes ev to w as Encode would, using buf as scratch space (returned for reuse). A
+// large single-line data field — a big JSON-RPC message — is written without being copied.
+func Write(w io.Writer, buf []byte, ev *Event) ([]byte, error) {
+	if !ev.HasData || len(ev.Data) < directWrite || bytes.IndexByte(ev.Data, '\n') >= 0 || bytes.IndexByte(ev.Data, '\r') >= 0 {
+		buf = Encode(buf[:0], ev)
+		_, err := w.Write(buf)
+		return buf, err
+	}
+	head := *ev
+	head.HasData = false
+	buf = Encode(buf[:0], &head)
+	buf = append(buf[:len(buf)-1], "data: "...) // drop the blank line that ends a frame
+	if _, err := w.Write(buf); err != nil {
+		return buf, err
+	}
+	if _, err := w.Write(ev.Data); err != nil {
+		return buf, err
+	}
+	_, err := w.Write([]byte("\n\n"))
+	return buf, err
+}

@@ -135,7 +135,7 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 		m.now = time.Now
 	}
 	if m.opts.Replica == "" {
-		m.opts.Replica = uuid.NewString()
+		m.opts.Replica = uuid.NewString()[:13] // 48 random bits name this process among replicas
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)

@@ -40,7 +40,7 @@ type Task struct {
 	ID               string          `json:"id"`
 	Owner            string          `json:"owner"`
 	SessionID        string          `json:"session_id"`
-	RequestedBy      string          `json:"requested_by,omitempty"`
+	RequestedBy      string          `json:"requested_by,omitzero"`
 	Tool             string          `json:"tool"`
 	Arguments        json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
 	ArgsHash         string          `json:"args_hash"`
@@ -53,7 +53,7 @@ type Task struct {
 	UpdatedAt        time.Time       `json:"updated_at"`
 	TTL              time.Duration   `json:"ttl"`
 	PollInterval     time.Duration   `json:"poll_interval"`
-	ApprovalDeadline time.Time       `json:"approval_deadline"`
+	ApprovalDeadline time.Time       `json:"approval_deadline,omitzero"`
 	// Replica is the Tollgate instance that created the task. With a shared store only it
 	// executes the task: the caller's upstream session lives in that instance's pod.
 	Replica  string          `json:"replica,omitempty"`

@@ -192,6 +192,7 @@ func (c *Client) Call(ctx context.Context, hdr http.Header, body []byte, onOther
 	switch {
 	case IsEventStream(resp.Header):
 		r := sse.NewReader(resp.Body, int(c.maxReply))
+		defer r.Close()
 		for {
 			ev, err := r.Next()
 			if err != nil {
