@@ -10,7 +10,7 @@ FUZZTIME ?= 30s
 # Go sources outside tool caches, for gofmt.
 GOFILES   = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './bin/*')
 
-.PHONY: help build demo deps test test-unit conformance fuzz bench lint vet clean distclean
+.PHONY: help build demo deps test test-unit conformance fuzz bench bench-quick lint vet clean distclean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,8 +41,11 @@ conformance-run:
 fuzz: ## each Fuzz target for FUZZTIME (30s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
-bench: ## benchmarks (the load harness under test/bench comes later)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## load harness (direct vs bare proxy vs Tollgate) and Go benchmarks; writes docs/PERFORMANCE.md
+	test/bench/run.sh $(BENCHFLAGS)
+
+bench-quick: ## the same in about two minutes (report to bin/PERFORMANCE-quick.md)
+	OUT=bin/PERFORMANCE-quick.md test/bench/run.sh -quick
 
 vet:
 	$(GO) vet ./...

@@ -322,6 +322,9 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 	}
+	if g.d.Sessions.Ended(t.SessionID) {
+		return nil, sessionGone(t)
+	}
 	hdr := executionHeaders(t)
 	id := json.RawMessage(rawString("tollgate-exec-" + t.ID))
 	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), nil)
@@ -329,8 +332,7 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 		var ue interface{ RPCError() *jsonrpc.Error }
 		if rep == nil && errors.As(err, &ue) {
 			if strings.Contains(err.Error(), "HTTP 404") {
-				return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "SessionGone",
-					"The caller's upstream MCP session no longer exists; the approved call was not executed", "taskId", t.ID)
+				return nil, sessionGone(t) // spec: a server answers 404 for an ended session
 			}
 			return nil, ue.RPCError()
 		}
@@ -363,4 +365,9 @@ func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 			fmt.Sprintf("Policy changed since approval: tool %q is now denied", t.Tool), "taskId", t.ID, "tool", t.Tool)
 	}
 	return nil
+}
+
+func sessionGone(t *tasks.Task) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "SessionGone",
+		"The caller's upstream MCP session no longer exists; the approved call was not executed", "taskId", t.ID)
 }

@@ -171,7 +171,7 @@ func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte
 			}
 		}
 	case upstream.IsJSON(resp.Header) && resp.StatusCode < 300:
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		b, err := readReply(resp)
 		if err != nil {
 			send(upstreamItem{err: &upstream.Error{Err: err}})
 			return

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -401,7 +402,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 			}
 		}
 	case upstream.IsJSON(resp.Header) && resp.StatusCode < 300:
-		b, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+		b, err := readReply(resp)
 		if err != nil {
 			if didTimeout() {
 				writeJSON(w, http.StatusOK, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x)))
@@ -592,6 +593,26 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 var errTooLarge = errors.New("request body too large")
+
+// maxReply bounds a JSON reply read whole (a large tools/list is about 0.5 MB).
+const maxReply = 256 << 20
+
+// readReply reads a JSON reply whole, sized by Content-Length when the upstream sent one (a
+// 400 KB tools/list read with io.ReadAll would be copied a dozen times as the buffer grows).
+func readReply(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n <= maxReply {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
+	if err == nil && len(b) > maxReply {
+		err = fmt.Errorf("reply exceeds %d bytes", maxReply)
+	}
+	return b, err
+}
 
 func readBody(rc io.ReadCloser, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(rc, limit+1))

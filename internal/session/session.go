@@ -124,6 +124,9 @@ type Registry struct {
 	m     map[string]*list.Element
 	lru   *list.List // front = most recent
 	onDel func(*Session)
+
+	ended      map[string]struct{} // sessions the client ended (DELETE), bounded FIFO
+	endedOrder []string
 }
 
 // NewRegistry returns a registry holding at most max sessions (default 10000). onDelete, if not
@@ -181,7 +184,8 @@ func (r *Registry) Touch(id string) *Session {
 	return s
 }
 
-// Delete removes a session (DELETE /mcp succeeded, or it expired upstream).
+// Delete removes a session (DELETE /mcp succeeded) and remembers that it ended, so a task
+// approved later is not executed in it (upstreams do not all refuse ended sessions).
 func (r *Registry) Delete(id string) {
 	r.mu.Lock()
 	e, ok := r.m[id]
@@ -189,10 +193,30 @@ func (r *Registry) Delete(id string) {
 		r.lru.Remove(e)
 		delete(r.m, id)
 	}
+	if r.ended == nil {
+		r.ended = map[string]struct{}{}
+	}
+	if _, seen := r.ended[id]; !seen && id != "" {
+		if len(r.endedOrder) >= r.max {
+			delete(r.ended, r.endedOrder[0])
+			r.endedOrder = r.endedOrder[1:]
+		}
+		r.ended[id] = struct{}{}
+		r.endedOrder = append(r.endedOrder, id)
+	}
 	r.mu.Unlock()
 	if ok && r.onDel != nil {
 		r.onDel(e.Value.(*Session))
 	}
+}
+
+// Ended reports whether the client ended session id with DELETE (as far as this process
+// remembers: the last max ended sessions).
+func (r *Registry) Ended(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.ended[id]
+	return ok
 }
 
 // Len is the number of known sessions.

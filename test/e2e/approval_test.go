@@ -325,3 +325,40 @@ func TestIdentityHeader(t *testing.T) {
 		t.Errorf("result for the owner's other session: %v", m)
 	}
 }
+
+// TestApprovedAfterSessionGone: a call approved after its caller ended the upstream session
+// fails with a clear error instead of running in no one's session.
+func TestApprovedAfterSessionGone(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
+	g.WaitReady(t)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	c.Initialize()
+	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	req, _ := http.NewRequest(http.MethodDelete, g.MCP, nil)
+	req.Header.Set("Mcp-Session-Id", c.Session)
+	resp, err := testkit.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	var view map[string]any
+	defer func() {
+		if t.Failed() {
+			t.Logf("view: %v\nlogs:\n%s", view, g.Logs.String())
+		}
+	}()
+	waitFor(t, "the task to fail", func() bool {
+		_, view = g.AdminRequest(t, "GET", "/api/v1/approvals/"+tid, "alice-secret-token", "")
+		return view["state"] == "failed"
+	})
+	if testkit.Dig(view, "failure", "name") != "SessionGone" {
+		t.Errorf("failure = %v, want SessionGone", view["failure"])
+	}
+	if d.Calls("delete_user") != 0 {
+		t.Errorf("the call ran although its session was gone")
+	}
+}
