@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"io"
 	"log/slog"
 	"os"
@@ -63,7 +64,7 @@ func OwnerHash(owner string) string {
 const seenLimit = 4096
 
 type seen struct {
-	state   State
+	state   tasks.State
 	version uint64
 }
 
@@ -149,7 +150,7 @@ func (l *Logger) record(e Event) {
 // OnTaskChange maps a committed task transition to audit events; pass it to the task
 // manager's Subscribe. Repeated or out-of-order callbacks for a task (same state, or an older
 // store version) are ignored.
-func (l *Logger) OnTaskChange(t *Task) {
+func (l *Logger) OnTaskChange(t *tasks.Task) {
 	if t == nil || t.ID == "" {
 		return
 	}
@@ -180,7 +181,7 @@ func (l *Logger) OnTaskChange(t *Task) {
 		ArgsHash: t.ArgsHash,
 	}
 	// The first sighting of a waiting or accelerated task is its creation.
-	if !known && (t.State == AwaitingApproval || t.Accelerated) {
+	if !known && (t.State == tasks.AwaitingApproval || t.Accelerated) {
 		e := base
 		e.Kind, e.Time, e.Actor = KindCreated, t.CreatedAt, t.RequestedBy
 		l.record(e)
@@ -189,29 +190,29 @@ func (l *Logger) OnTaskChange(t *Task) {
 	e := base
 	e.Time = t.UpdatedAt
 	switch t.State {
-	case Approved:
+	case tasks.Approved:
 		if t.Accelerated && t.Decision == nil {
 			return // accelerated approve (F-005.6): no human decision to record
 		}
 		e.Kind = KindApproved
 		decided(&e, t.Decision)
-	case Rejected:
+	case tasks.Rejected:
 		e.Kind = KindRejected
 		decided(&e, t.Decision)
-	case TimedOut:
+	case tasks.TimedOut:
 		e.Kind = KindTimedOut
 		decided(&e, t.Decision)
 		if e.Actor == "" {
 			e.Actor = "system:on_timeout"
 		}
-	case Completed:
+	case tasks.Completed:
 		e.Kind = KindExecuted
-	case Failed:
+	case tasks.Failed:
 		e.Kind = KindFailed
 		e.Error = errorName(t)
-	case Cancelled:
+	case tasks.Cancelled:
 		e.Kind = KindCancelled
-	case Expired:
+	case tasks.Expired:
 		e.Kind = KindExpired
 	default: // AwaitingApproval, Executing: nothing to record beyond creation
 		return
@@ -219,7 +220,7 @@ func (l *Logger) OnTaskChange(t *Task) {
 	l.record(e)
 }
 
-func decided(e *Event, d *Decision) {
+func decided(e *Event, d *tasks.Decision) {
 	if d == nil {
 		return
 	}
@@ -231,7 +232,7 @@ func decided(e *Event, d *Decision) {
 
 // errorName is the stable name and code of a task's error; the message is left out because an
 // upstream error message may quote the arguments.
-func errorName(t *Task) string {
+func errorName(t *tasks.Task) string {
 	if t.Error == nil {
 		return ""
 	}

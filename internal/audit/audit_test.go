@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,8 +20,8 @@ const secretArg = "hunter2-SECRET-ARG"
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func task(state State, version uint64) *Task {
-	return &Task{
+func task(state tasks.State, version uint64) *tasks.Task {
+	return &tasks.Task{
 		ID:          "tg_11111111-2222-4333-8444-555555555555",
 		Owner:       "session:abcdef0123456789",
 		RequestedBy: "carol",
@@ -58,62 +59,62 @@ func kinds(es []Event) string {
 }
 
 func TestOnTaskChange(t *testing.T) {
-	approve := &Decision{Approved: true, By: "alice", Reason: "ok", At: t0.Add(time.Minute)}
-	reject := &Decision{Approved: false, By: "bob", Reason: "no", At: t0.Add(time.Minute)}
-	with := func(tk *Task, f func(*Task)) *Task { f(tk); return tk }
+	approve := &tasks.Decision{Approved: true, By: "alice", Reason: "ok", At: t0.Add(time.Minute)}
+	reject := &tasks.Decision{Approved: false, By: "bob", Reason: "no", At: t0.Add(time.Minute)}
+	with := func(tk *tasks.Task, f func(*tasks.Task)) *tasks.Task { f(tk); return tk }
 
 	tests := []struct {
 		name  string
-		calls []*Task
+		calls []*tasks.Task
 		want  string
 	}{
-		{"approve and execute", []*Task{
-			task(AwaitingApproval, 1),
-			with(task(Approved, 2), func(k *Task) { k.Decision = approve }),
-			with(task(Executing, 3), func(k *Task) { k.Decision = approve }),
-			with(task(Completed, 4), func(k *Task) { k.Decision = approve }),
+		{"approve and execute", []*tasks.Task{
+			task(tasks.AwaitingApproval, 1),
+			with(task(tasks.Approved, 2), func(k *tasks.Task) { k.Decision = approve }),
+			with(task(tasks.Executing, 3), func(k *tasks.Task) { k.Decision = approve }),
+			with(task(tasks.Completed, 4), func(k *tasks.Task) { k.Decision = approve }),
 		}, "created:carol,approved:alice,executed:"},
-		{"reject", []*Task{
-			task(AwaitingApproval, 1),
-			with(task(Rejected, 2), func(k *Task) { k.Decision = reject }),
+		{"reject", []*tasks.Task{
+			task(tasks.AwaitingApproval, 1),
+			with(task(tasks.Rejected, 2), func(k *tasks.Task) { k.Decision = reject }),
 		}, "created:carol,rejected:bob"},
-		{"timeout deny without decision", []*Task{
-			task(AwaitingApproval, 1),
-			task(TimedOut, 2),
+		{"timeout deny without decision", []*tasks.Task{
+			task(tasks.AwaitingApproval, 1),
+			task(tasks.TimedOut, 2),
 		}, "created:carol,timed_out:system:on_timeout"},
-		{"timeout approve", []*Task{
-			task(AwaitingApproval, 1),
-			with(task(Approved, 2), func(k *Task) {
-				k.Decision = &Decision{Approved: true, By: "system:on_timeout"}
+		{"timeout approve", []*tasks.Task{
+			task(tasks.AwaitingApproval, 1),
+			with(task(tasks.Approved, 2), func(k *tasks.Task) {
+				k.Decision = &tasks.Decision{Approved: true, By: "system:on_timeout"}
 			}),
 		}, "created:carol,approved:system:on_timeout"},
-		{"accelerated", []*Task{
-			with(task(Approved, 1), func(k *Task) { k.Accelerated = true; k.Workflow = "" }),
-			with(task(Executing, 2), func(k *Task) { k.Accelerated = true }),
-			with(task(Failed, 3), func(k *Task) {
+		{"accelerated", []*tasks.Task{
+			with(task(tasks.Approved, 1), func(k *tasks.Task) { k.Accelerated = true; k.Workflow = "" }),
+			with(task(tasks.Executing, 2), func(k *tasks.Task) { k.Accelerated = true }),
+			with(task(tasks.Failed, 3), func(k *tasks.Task) {
 				k.Accelerated = true
 				k.Error = jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged", "policy changed: "+secretArg)
 			}),
 		}, "created:carol,failed:"},
-		{"accelerated as the manager creates it", []*Task{
-			with(task(Approved, 1), func(k *Task) {
+		{"accelerated as the manager creates it", []*tasks.Task{
+			with(task(tasks.Approved, 1), func(k *tasks.Task) {
 				k.Accelerated, k.Workflow = true, ""
-				k.Decision = &Decision{Approved: true, By: "system:accelerated"}
+				k.Decision = &tasks.Decision{Approved: true, By: "system:accelerated"}
 			}),
-			with(task(Completed, 3), func(k *Task) { k.Accelerated = true }),
+			with(task(tasks.Completed, 3), func(k *tasks.Task) { k.Accelerated = true }),
 		}, "created:carol,approved:system:accelerated,executed:"},
-		{"duplicates and stale versions ignored", []*Task{
-			task(AwaitingApproval, 1),
-			task(AwaitingApproval, 2),
-			with(task(Cancelled, 4), func(k *Task) {}),
-			task(Executing, 3),
-			task(Expired, 5),
+		{"duplicates and stale versions ignored", []*tasks.Task{
+			task(tasks.AwaitingApproval, 1),
+			task(tasks.AwaitingApproval, 2),
+			with(task(tasks.Cancelled, 4), func(k *tasks.Task) {}),
+			task(tasks.Executing, 3),
+			task(tasks.Expired, 5),
 		}, "created:carol,cancelled:"},
-		{"expiry while waiting", []*Task{
-			task(AwaitingApproval, 1),
-			task(Expired, 2),
+		{"expiry while waiting", []*tasks.Task{
+			task(tasks.AwaitingApproval, 1),
+			task(tasks.Expired, 2),
 		}, "created:carol,expired:"},
-		{"nil and empty ignored", []*Task{nil, {}}, ""},
+		{"nil and empty ignored", []*tasks.Task{nil, {}}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,10 +145,10 @@ func TestOnTaskChange(t *testing.T) {
 func TestEventFields(t *testing.T) {
 	var buf bytes.Buffer
 	l := New(&buf)
-	tk := task(AwaitingApproval, 1)
+	tk := task(tasks.AwaitingApproval, 1)
 	l.OnTaskChange(tk)
-	d := &Decision{Approved: false, By: "bob", Reason: "line1\nline2 <b>", At: t0.Add(time.Minute)}
-	tk = task(Rejected, 2)
+	d := &tasks.Decision{Approved: false, By: "bob", Reason: "line1\nline2 <b>", At: t0.Add(time.Minute)}
+	tk = task(tasks.Rejected, 2)
 	tk.Decision = d
 	l.OnTaskChange(tk)
 
@@ -256,7 +257,7 @@ func TestConcurrentRecordWholeLines(t *testing.T) {
 			defer wg.Done()
 			for i := range 50 {
 				l.Record(Event{Kind: KindExecuted, TaskID: fmt.Sprintf("tg_%d_%d", g, i), Reason: strings.Repeat("x", 300)})
-				tk := task(AwaitingApproval, 1)
+				tk := task(tasks.AwaitingApproval, 1)
 				tk.ID = fmt.Sprintf("tg_sub_%d_%d", g, i)
 				l.OnTaskChange(tk)
 			}
@@ -271,7 +272,7 @@ func TestConcurrentRecordWholeLines(t *testing.T) {
 func TestSeenIsBounded(t *testing.T) {
 	l := New(&bytes.Buffer{})
 	for i := range seenLimit + 100 {
-		tk := task(Cancelled, 1)
+		tk := task(tasks.Cancelled, 1)
 		tk.ID = fmt.Sprintf("tg_%d", i)
 		l.OnTaskChange(tk)
 	}
@@ -311,7 +312,7 @@ func TestFailedEventNamesErrorOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			l := New(&buf)
-			tk := task(Failed, 3)
+			tk := task(tasks.Failed, 3)
 			tk.Error = tc.err
 			l.OnTaskChange(tk)
 			es := decode(t, buf.Bytes())

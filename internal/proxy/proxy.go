@@ -347,6 +347,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	didTimeout := func() bool { tmu.Lock(); defer tmu.Unlock(); return timedOut }
 
 	hdr := outboundHeader(r.Header, x.Session)
+	if x.Msg.Method != "tools/call" {
+		upstream.MarkReplayable(hdr)
+	}
 	resp, err := h.o.Upstream.Send(ctx, http.MethodPost, hdr, body)
 	if err != nil {
 		return h.upstreamFailed(w, x, err, didTimeout())

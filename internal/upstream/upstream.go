@@ -139,6 +139,9 @@ func (c *Client) Send(ctx context.Context, method string, hdr http.Header, body 
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		// Pooled connections to an upstream that went away are all dead; drop them now rather
+		// than failing the next requests one by one.
+		c.hc.CloseIdleConnections()
 		timeout := errors.Is(err, context.DeadlineExceeded)
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() && !isDial(err) {
@@ -148,6 +151,17 @@ func (c *Client) Send(ctx context.Context, method string, hdr http.Header, body 
 	}
 	c.lastOK.Store(time.Now().UnixNano())
 	return resp, nil
+}
+
+// MarkReplayable lets the transport resend the request once on a fresh connection when a
+// pooled one turns out to be dead (the upstream restarted). A nil X-Idempotency-Key is never
+// sent on the wire (net/http). Never use it for tools/call: a tool must not run twice.
+func MarkReplayable(h http.Header) {
+	if _, ok := h["X-Idempotency-Key"]; !ok {
+		if _, ok := h["Idempotency-Key"]; !ok {
+			h["X-Idempotency-Key"] = nil
+		}
+	}
 }
 
 func isDial(err error) bool {

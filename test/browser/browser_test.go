@@ -270,8 +270,7 @@ func TestApprovalConsole(t *testing.T) {
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, consoleRules), map[string]string{"ALICE_TOKEN": aliceToken, "BOB_TOKEN": bobToken}, nil)
 	g.WaitReady(t)
 	origin := consoleOrigin(t, g)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 
 	const secret = "hunter2-Sup3rSecret"
 	approveID := c.CallTask(1, "delete_user", `{"user_id":"u-002","password":"`+secret+`"}`)

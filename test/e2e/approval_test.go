@@ -39,10 +39,8 @@ func TestApprovalLifecycle(t *testing.T) {
 	d, upURL := testkit.StartDemo(t)
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
 	g.WaitReady(t)
-	a := &testkit.RPC{T: t, URL: g.MCP}
-	a.Initialize()
-	b := &testkit.RPC{T: t, URL: g.MCP}
-	b.Initialize()
+	a := g.NewClient(t)
+	b := g.NewClient(t)
 
 	t.Run("approve", func(t *testing.T) {
 		a.T = t
@@ -150,10 +148,9 @@ func TestApprovalLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("self approval", func(t *testing.T) {
+	t.Run("unknown approver token", func(t *testing.T) {
 		a.T = t
-		// Without an authenticated requester identity the rule cannot apply; the API must still
-		// refuse unknown tokens.
+		// Self-approval needs a known requester identity: see TestIdentityHeader.
 		tid := a.CallTask(50, "delete_user", `{"user_id":"u-005"}`)
 		if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "not-a-token", `{}`); st != 401 {
 			t.Errorf("unknown token: %d", st)
@@ -166,10 +163,8 @@ func TestTaskStatusNotifications(t *testing.T) {
 	_, upURL := testkit.StartDemo(t)
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
 	g.WaitReady(t)
-	a := &testkit.RPC{T: t, URL: g.MCP}
-	a.Initialize()
-	b := &testkit.RPC{T: t, URL: g.MCP}
-	b.Initialize()
+	a := g.NewClient(t)
+	b := g.NewClient(t)
 
 	open := func(session string) (<-chan string, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -230,8 +225,7 @@ func TestApprovalRace(t *testing.T) {
 	d, upURL := testkit.StartDemo(t)
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
 	g.WaitReady(t)
-	a := &testkit.RPC{T: t, URL: g.MCP}
-	a.Initialize()
+	a := g.NewClient(t)
 
 	const tasks = 10
 	ids := make([]string, tasks)
@@ -332,8 +326,7 @@ func TestApprovedAfterSessionGone(t *testing.T) {
 	d, upURL := testkit.StartDemo(t)
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
 	g.WaitReady(t)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
 	req, _ := http.NewRequest(http.MethodDelete, g.MCP, nil)
 	req.Header.Set("Mcp-Session-Id", c.Session)

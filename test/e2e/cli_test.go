@@ -81,8 +81,7 @@ func TestDemoAndCLI(t *testing.T) {
 	g := &testkit.Gateway{MCP: "http://" + mcpAddr + "/mcp", Admin: "http://" + adminAddr}
 	g.WaitReady(t)
 
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 	tid := c.CallTask(1, "delete_user", `{"user_id":"u-004","password":"p"}`)
 
 	cli := func(args ...string) (string, int) {

@@ -23,8 +23,7 @@ func TestTwoReplicasSharedStore(t *testing.T) {
 	a.WaitReady(t)
 	b.WaitReady(t)
 
-	c := &testkit.RPC{T: t, URL: a.MCP}
-	c.Initialize()
+	c := a.NewClient(t)
 	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
 
 	// B sees the pending approval and records the decision.

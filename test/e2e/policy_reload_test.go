@@ -48,8 +48,7 @@ func TestPolicyAction(t *testing.T) {
 	d, upURL := testkit.StartDemo(t)
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, policyRules), approverEnv, map[string]string{"policies/financial.cedar": policyFile(t, "financial.cedar")})
 	g.WaitReady(t)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 
 	// policy → required: a plain call is refused before Cedar runs.
 	m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"transfer_funds","arguments":` + transferArgs(10) + `}}`).Message(t)
@@ -143,8 +142,7 @@ func TestHotReload(t *testing.T) {
 	}
 	g := testkit.StartGateway(t, cfg("forward"), nil, nil)
 	g.WaitReady(t)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 	support := func() string {
 		m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Message(t)
 		for _, tl := range testkit.Dig(m, "result", "tools").([]any) {

@@ -147,8 +147,7 @@ func TestPassthroughFidelity(t *testing.T) {
 		_, _ = w.Write(reencode(body))
 	})
 	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), ""), nil, nil)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 
 	for _, mode := range []bool{false, true} {
 		useSSE = mode
@@ -227,8 +226,7 @@ func TestGETStreamResumption(t *testing.T) {
 		}
 	})
 	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), ""), nil, nil)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 
 	req, _ := http.NewRequest(http.MethodGet, g.MCP, nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -314,8 +312,7 @@ func TestSyncForwardTimeout(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	})
 	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), ""), map[string]string{"TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS": "1"}, nil)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 	start := time.Now()
 	r := c.Post(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
 	if code, name := testkit.ErrorOf(r.Message(t)); code != -32001 || name != "UpstreamTimeout" {

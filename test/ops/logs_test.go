@@ -96,8 +96,7 @@ func TestCorrelationIDLogged(t *testing.T) {
 	})
 	g := testkit.StartGateway(t, testkit.BasicConfig(up.url(), ""), nil, nil)
 	g.WaitReady(t)
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 	m := c.Call(1, "echo", map[string]any{}, 0)
 	code, name := testkit.ErrorOf(m)
 	if code != -32000 || name != "UpstreamUnreachable" {

@@ -92,8 +92,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 	g.WaitReady(t)
 	_, before := scrape(t, g)
 
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 	if m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Message(t); testkit.Dig(m, "result", "tools") == nil {
 		t.Fatalf("tools/list: %v", m)
 	}

@@ -25,8 +25,7 @@ const (
 // upstream received with it.
 func tracedCall(t *testing.T, g *testkit.Gateway, up *opsUpstream) string {
 	t.Helper()
-	c := &testkit.RPC{T: t, URL: g.MCP}
-	c.Initialize()
+	c := g.NewClient(t)
 	c.Header = http.Header{"Traceparent": {clientTP}, "Tracestate": {"ops=1"}}
 	if m := c.Call(1, "echo", map[string]any{}, 0); m["result"] == nil {
 		t.Fatalf("tools/call: %v", m)

@@ -361,3 +361,11 @@ func (u *RawUpstream) Requests() ([]string, []http.Header) {
 	defer u.mu.Unlock()
 	return append([]string(nil), u.bodies...), append([]http.Header(nil), u.heads...)
 }
+
+// NewClient returns a raw client that has completed the MCP handshake with g.
+func (g *Gateway) NewClient(t testing.TB) *RPC {
+	t.Helper()
+	c := &RPC{T: t, URL: g.MCP}
+	c.Initialize()
+	return c
+}
