@@ -298,10 +298,6 @@ func (h *handler) decide(approve bool) http.HandlerFunc {
 			writeError(w, status, http.StatusText(status), err.Error(), nil)
 			return
 		}
-		if !approve && reason == "" {
-			writeError(w, http.StatusBadRequest, "reason_required", `a reason is required to reject: send {"reason": "..."}`, nil)
-			return
-		}
 		var t *Task
 		if approve {
 			t, err = h.tasks.Approve(r.Context(), id, approver, reason)

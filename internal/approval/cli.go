@@ -34,7 +34,7 @@ commands:
                                   S: pending, approved, rejected, all, or a task state)
   show ID                         show one approval request
   approve ID [--reason R]         approve a pending request
-  reject ID --reason R            reject a pending request (a reason is required)
+  reject ID [--reason R]          reject a pending request (a reason helps the requester)
 
 flags (any command):
   --json                          print the API's JSON instead of a table
@@ -92,9 +92,6 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		if id == "" || strings.ContainsAny(id, "/?#") {
 			return usageError(stderr, fmt.Sprintf("invalid task ID %q", id))
 		}
-	}
-	if cmd == "reject" && strings.TrimSpace(*reason) == "" {
-		return usageError(stderr, "reject needs --reason")
 	}
 
 	c, err := newClient(getenv)

@@ -1,6 +1,9 @@
 package config
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Ports and listen addresses (DESIGN.md §4). Kubernetes manifests set 0.0.0.0 explicitly.
 const (
@@ -117,6 +120,10 @@ func (c *Config) applyDefaults(present map[string]int) {
 		dur(&w.Timeout, p+".timeout", DefaultWorkflowTimeout)
 		str(&w.OnTimeout, p+".on_timeout", DefaultOnTimeout)
 		c.Approval[name] = w
+	}
+
+	if rl := &c.Server.RateLimit; rl.RequestsPerSecond > 0 && rl.Burst == 0 {
+		rl.Burst = int(math.Ceil(rl.RequestsPerSecond))
 	}
 
 	t := &c.Tasks

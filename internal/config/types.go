@@ -134,17 +134,24 @@ type Quotas struct {
 
 // Server holds listener and transport settings (none of these can change on reload).
 type Server struct {
-	Listen             string   `yaml:"listen"`               // default 127.0.0.1:7467 (TOLLGATE_LISTEN)
-	AdminListen        string   `yaml:"admin_listen"`         // default 127.0.0.1:7469 (TOLLGATE_ADMIN_LISTEN)
-	AllowedOrigins     []string `yaml:"allowed_origins"`      // browser Origins allowed in addition to loopback ones
-	AllowedHosts       []string `yaml:"allowed_hosts"`        // Host headers allowed besides loopback and the listen address
-	IdentityHeader     string   `yaml:"identity_header"`      // header a trusted auth proxy sets to the caller's identity; "" = owner is the MCP session
-	MaxBodyBytes       int64    `yaml:"max_body_bytes"`       // default 4 MiB
-	SyncForwardTimeout Duration `yaml:"sync_forward_timeout"` // default 60s (TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS)
-	RequestTimeout     Duration `yaml:"request_timeout"`      // non-tool JSON replies, default 60s
-	ShutdownTimeout    Duration `yaml:"shutdown_timeout"`     // drain bound, default 10s
-	ToolsFetchTimeout  Duration `yaml:"tools_fetch_timeout"`  // default 30s (TOLLGATE_TOOLS_FETCH_TIMEOUT_MS)
-	ToolsMaxPages      int      `yaml:"tools_max_pages"`      // default 100 (TOLLGATE_TOOLS_MAX_PAGES)
+	Listen             string    `yaml:"listen"`               // default 127.0.0.1:7467 (TOLLGATE_LISTEN)
+	AdminListen        string    `yaml:"admin_listen"`         // default 127.0.0.1:7469 (TOLLGATE_ADMIN_LISTEN)
+	AllowedOrigins     []string  `yaml:"allowed_origins"`      // browser Origins allowed in addition to loopback ones
+	AllowedHosts       []string  `yaml:"allowed_hosts"`        // Host headers allowed besides loopback and the listen address
+	IdentityHeader     string    `yaml:"identity_header"`      // header a trusted auth proxy sets to the caller's identity; "" = owner is the MCP session
+	RateLimit          RateLimit `yaml:"rate_limit"`           // per caller, on tools/call; off by default
+	MaxBodyBytes       int64     `yaml:"max_body_bytes"`       // default 4 MiB
+	SyncForwardTimeout Duration  `yaml:"sync_forward_timeout"` // default 60s (TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS)
+	RequestTimeout     Duration  `yaml:"request_timeout"`      // non-tool JSON replies, default 60s
+	ShutdownTimeout    Duration  `yaml:"shutdown_timeout"`     // drain bound, default 10s
+	ToolsFetchTimeout  Duration  `yaml:"tools_fetch_timeout"`  // default 30s (TOLLGATE_TOOLS_FETCH_TIMEOUT_MS)
+	ToolsMaxPages      int       `yaml:"tools_max_pages"`      // default 100 (TOLLGATE_TOOLS_MAX_PAGES)
+}
+
+// RateLimit bounds how fast one caller (task owner) may call tools (JSON-RPC -32009 beyond it).
+type RateLimit struct {
+	RequestsPerSecond float64 `yaml:"requests_per_second"` // 0 = no limit
+	Burst             int     `yaml:"burst"`               // default: requests_per_second rounded up
 }
 
 // Audit configures the append-only audit log.

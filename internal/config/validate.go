@@ -340,6 +340,12 @@ func (v *validator) server() {
 	if s.MaxBodyBytes <= 0 {
 		v.add("server.max_body_bytes", "must be > 0")
 	}
+	if rl := s.RateLimit; rl.RequestsPerSecond < 0 || rl.RequestsPerSecond > 1e6 {
+		v.add("server.rate_limit.requests_per_second", "must be between 0 (off) and 1000000, got %v", rl.RequestsPerSecond)
+	}
+	if s.RateLimit.Burst < 0 {
+		v.add("server.rate_limit.burst", "must be >= 0, got %d", s.RateLimit.Burst)
+	}
 	for _, d := range []struct {
 		path string
 		val  Duration

@@ -49,6 +49,7 @@ type Gateway struct {
 
 	prom  *promotions
 	lists listCache // rewritten tools/list pages
+	rates limiters  // server.rate_limit per caller
 }
 
 // NewGateway returns the handlers; call Register to mount them.

@@ -11,6 +11,7 @@ type gatewayMetrics struct {
 	byAnnotation   *prometheus.GaugeVec
 	validationErrs *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
+	rateLimits     prometheus.Counter
 	toolCalls      *prometheus.CounterVec
 	toolLimit      *metrics.Limiter
 }
@@ -34,6 +35,9 @@ func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 			Help: "Governed tool calls by tool (first 100 distinct names, then \"other\") and effective action."}, []string{"tool", "action"}),
 		toolLimit: metrics.NewLimiter(nil, maxToolLabels),
 	}
+	m.rateLimits = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_rate_limited_total",
+		Help: "tools/call requests refused by server.rate_limit (-32009)."})
+	reg.MustRegister(m.rateLimits)
 	reg.MustRegister(m.byAnnotation, m.validationErrs, m.decisions, m.toolCalls)
 	for _, a := range []rules.TaskSupport{rules.Forbidden, rules.Optional, rules.Required} {
 		m.byAnnotation.WithLabelValues(string(a))
@@ -73,5 +77,11 @@ func (m *gatewayMetrics) decision(action string) {
 func (m *gatewayMetrics) toolCall(tool, action string) {
 	if m != nil {
 		m.toolCalls.WithLabelValues(m.toolLimit.Label(tool), action).Inc()
+	}
+}
+
+func (m *gatewayMetrics) rateLimited() {
+	if m != nil {
+		m.rateLimits.Inc()
 	}
 }

@@ -87,6 +87,10 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		return g.ownTool(x, p)
 	}
 	s := g.d.Snapshots.Load()
+	if e := g.rates.allow(s.Config.Server.RateLimit, owner(x), time.Now()); e != nil {
+		g.m.rateLimited()
+		return ReplyError(x, e)
+	}
 	g.computeOnDemand(s, p.Name)
 	d, ann := g.annotation(s, p.Name)
 	ttl, hasTask, terr := g.taskTTL(s, p.Task, p.Name)

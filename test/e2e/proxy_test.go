@@ -378,3 +378,34 @@ func TestHTTPGuards(t *testing.T) {
 		})
 	}
 }
+
+// TestRateLimit: beyond server.rate_limit a caller's tools/call gets -32009 with retry_after,
+// other callers are unaffected, and Tollgate's own tools are not limited.
+func TestRateLimit(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "server:\n  rate_limit: {requests_per_second: 0.001, burst: 2}\n"), nil, nil)
+	g.WaitReady(t)
+	a, b := g.NewClient(t), g.NewClient(t)
+	read := `{"path":"/etc/motd"}`
+	for i := 1; i <= 2; i++ {
+		if m := a.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_file","arguments":%s}}`, i, read)).Message(t); m["result"] == nil {
+			t.Fatalf("call %d within the burst: %v", i, m)
+		}
+	}
+	m := a.Post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_file","arguments":` + read + `}}`).Message(t)
+	if code, name := testkit.ErrorOf(m); code != -32009 || name != "RateLimited" {
+		t.Fatalf("third call: %v", m)
+	}
+	if ra, _ := testkit.Dig(m, "error", "data", "retry_after").(float64); ra < 1 {
+		t.Errorf("retry_after = %v", testkit.Dig(m, "error", "data", "retry_after"))
+	}
+	if m := b.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_file","arguments":` + read + `}}`).Message(t); m["result"] == nil {
+		t.Errorf("another caller was limited: %v", m)
+	}
+	if m := a.Post(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"tollgate_list_tasks","arguments":{}}}`).Message(t); m["result"] == nil {
+		t.Errorf("Tollgate's own tool was limited: %v", m)
+	}
+	if d.Calls("read_file") != 3 {
+		t.Errorf("upstream read_file calls = %d, want 3", d.Calls("read_file"))
+	}
+}

@@ -1,0 +1,346 @@
+package session
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// recorder collects the sessions a registry hands to onDelete.
+type recorder struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (r *recorder) onDelete(s *Session) {
+	r.mu.Lock()
+	r.ids = append(r.ids, s.ID)
+	r.mu.Unlock()
+}
+
+func (r *recorder) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.ids...)
+}
+
+func ids(r *Registry) []string {
+	var out []string
+	r.Each(func(s *Session) { out = append(out, s.ID) })
+	return out
+}
+
+func TestTouchGet(t *testing.T) {
+	r := NewRegistry(0, nil)
+	if r.Touch("") != nil || r.Get("") != nil {
+		t.Fatal("the empty id must never name a session")
+	}
+	if r.Get("a") != nil {
+		t.Fatal("Get created a session")
+	}
+	s := r.Touch("a")
+	if s == nil || s.ID != "a" {
+		t.Fatalf("Touch(a) = %+v", s)
+	}
+	if r.Touch("a") != s || r.Get("a") != s {
+		t.Fatal("Touch/Get of a known id must return the same session")
+	}
+	if r.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", r.Len())
+	}
+}
+
+func TestLocal(t *testing.T) {
+	id := NewLocalID()
+	if !strings.HasPrefix(id, LocalPrefix) || id == NewLocalID() {
+		t.Fatalf("NewLocalID = %q: want a fresh %q id", id, LocalPrefix)
+	}
+	r := NewRegistry(0, nil)
+	for _, tc := range []struct {
+		id    string
+		local bool
+	}{
+		{id, true},
+		{"tgs_x", true},
+		{"tgs_", false}, // the bare prefix is not a minted id
+		{"tgs", false},
+		{"TGS_x", false},
+		{"abc-tgs_x", false},
+		{"9f3c2c1e-upstream", false},
+	} {
+		if got := r.Touch(tc.id).Local; got != tc.local {
+			t.Errorf("Touch(%q).Local = %v, want %v", tc.id, got, tc.local)
+		}
+	}
+}
+
+func TestOwnerAndProtocol(t *testing.T) {
+	s := NewRegistry(0, nil).Touch("abc")
+	if got := s.Owner(); got != "session:abc" {
+		t.Errorf("Owner = %q", got)
+	}
+	if s.Protocol() != "" {
+		t.Errorf("Protocol before SetProtocol = %q", s.Protocol())
+	}
+	s.SetProtocol("2025-11-25")
+	if s.Protocol() != "2025-11-25" {
+		t.Errorf("Protocol = %q", s.Protocol())
+	}
+}
+
+func TestEvictionLeastRecentlySeen(t *testing.T) {
+	tests := []struct {
+		name    string
+		ops     func(r *Registry)
+		evicted []string
+		left    []string // most recent first
+	}{
+		{
+			name:    "oldest goes",
+			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Touch("c") },
+			evicted: []string{"a"},
+			left:    []string{"c", "b"},
+		},
+		{
+			name:    "Get refreshes",
+			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Get("a"); r.Touch("c") },
+			evicted: []string{"b"},
+			left:    []string{"c", "a"},
+		},
+		{
+			name:    "Touch refreshes",
+			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Touch("a"); r.Touch("c"); r.Touch("d") },
+			evicted: []string{"b", "a"},
+			left:    []string{"d", "c"},
+		},
+		{
+			name:    "Delete frees a slot",
+			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Delete("a"); r.Touch("c") },
+			evicted: []string{"a"}, // the Delete callback, no eviction
+			left:    []string{"c", "b"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec recorder
+			r := NewRegistry(2, rec.onDelete)
+			tc.ops(r)
+			if got := fmt.Sprint(rec.got()); got != fmt.Sprint(tc.evicted) {
+				t.Errorf("onDelete saw %s, want %v", got, tc.evicted)
+			}
+			if got := fmt.Sprint(ids(r)); got != fmt.Sprint(tc.left) {
+				t.Errorf("sessions %s, want %v", got, tc.left)
+			}
+			if r.Len() != len(tc.left) {
+				t.Errorf("Len = %d, want %d", r.Len(), len(tc.left))
+			}
+		})
+	}
+}
+
+func TestEvictionIsNotEnded(t *testing.T) {
+	r := NewRegistry(1, nil)
+	r.Touch("a")
+	r.Touch("b")
+	if r.Get("a") != nil {
+		t.Fatal("a was not evicted")
+	}
+	if r.Ended("a") {
+		t.Error("an evicted session was not ended by its client")
+	}
+}
+
+func TestDelete(t *testing.T) {
+	var rec recorder
+	r := NewRegistry(0, rec.onDelete)
+	r.Touch("a")
+	r.Delete("a")
+	if r.Get("a") != nil || r.Len() != 0 {
+		t.Fatal("Delete left the session")
+	}
+	if !r.Ended("a") {
+		t.Error("Ended(a) = false after Delete")
+	}
+	r.Delete("a") // again: no second callback
+	// Unknown to this process (e.g. created before a restart) but still ended.
+	r.Delete("unknown")
+	if !r.Ended("unknown") {
+		t.Error("Ended(unknown) = false after Delete")
+	}
+	if got := rec.got(); len(got) != 1 || got[0] != "a" {
+		t.Errorf("onDelete saw %v, want [a]", got)
+	}
+	r.Delete("")
+	if r.Ended("") {
+		t.Error("the empty id was remembered as ended")
+	}
+	if r.Ended("b") {
+		t.Error("Ended(b) for a session never deleted")
+	}
+}
+
+// The ended ids are a FIFO bounded by the registry size; deleting an id twice must not use
+// two slots.
+func TestEndedBounded(t *testing.T) {
+	r := NewRegistry(3, nil)
+	for _, id := range []string{"a", "b", "a", "c", "d"} {
+		r.Delete(id)
+	}
+	for id, want := range map[string]bool{"a": false, "b": true, "c": true, "d": true} {
+		if got := r.Ended(id); got != want {
+			t.Errorf("Ended(%s) = %v, want %v", id, got, want)
+		}
+	}
+	r.mu.Lock()
+	n, order := len(r.ended), len(r.endedOrder)
+	r.mu.Unlock()
+	if n != 3 || order != 3 {
+		t.Errorf("ended set holds %d ids (%d in order), want 3", n, order)
+	}
+}
+
+// Each runs fn without the registry lock, so fn may call back into the registry.
+func TestEachWithoutLock(t *testing.T) {
+	r := NewRegistry(0, nil)
+	for i := range 5 {
+		r.Touch(fmt.Sprint(i))
+	}
+	seen := 0
+	r.Each(func(s *Session) {
+		seen++
+		r.Delete(s.ID)
+		r.Touch("new-" + s.ID)
+	})
+	if seen != 5 {
+		t.Errorf("Each visited %d sessions, want 5", seen)
+	}
+	if r.Len() != 5 || r.Get("0") != nil || r.Get("new-0") == nil {
+		t.Errorf("sessions after Each: %v", ids(r))
+	}
+}
+
+func TestUpstreamTasks(t *testing.T) {
+	s := NewRegistry(0, nil).Touch("a")
+	if s.OwnsUpstreamTask("t1") {
+		t.Fatal("owns a task before binding")
+	}
+	s.BindUpstreamTask("t1")
+	s.BindUpstreamTask("t1")
+	if !s.OwnsUpstreamTask("t1") || s.OwnsUpstreamTask("t2") || s.OwnsUpstreamTask("") {
+		t.Error("ownership wrong after binding t1")
+	}
+	if other := NewRegistry(0, nil).Touch("b"); other.OwnsUpstreamTask("t1") {
+		t.Error("another session owns t1") // REQ-CORE-007 F-005
+	}
+}
+
+func TestUpstreamTasksBounded(t *testing.T) {
+	s := &Session{ID: "a"}
+	for i := range maxUpstreamTasks + 10 {
+		s.BindUpstreamTask(fmt.Sprint(i))
+	}
+	owned := 0
+	for i := range maxUpstreamTasks + 10 {
+		if s.OwnsUpstreamTask(fmt.Sprint(i)) {
+			owned++
+		}
+	}
+	if owned != maxUpstreamTasks {
+		t.Errorf("owns %d tasks, want the bound %d", owned, maxUpstreamTasks)
+	}
+	if !s.OwnsUpstreamTask(fmt.Sprint(maxUpstreamTasks + 9)) {
+		t.Error("the newest binding was dropped")
+	}
+}
+
+func TestStreams(t *testing.T) {
+	s := NewRegistry(0, nil).Touch("a")
+	if s.HasStream() || s.Push([]byte("x")) {
+		t.Fatal("no stream is open: HasStream/Push must be false")
+	}
+	st, detach := s.Attach()
+	if !s.HasStream() {
+		t.Fatal("HasStream = false after Attach")
+	}
+	if !s.Push([]byte("m1")) {
+		t.Fatal("Push to an open stream failed")
+	}
+	if got := string(<-st.C); got != "m1" {
+		t.Fatalf("stream got %q", got)
+	}
+	// A full buffer drops rather than blocks: clients can still poll tasks/get.
+	n := 0
+	for s.Push([]byte("fill")) {
+		n++
+		if n > 1000 {
+			t.Fatal("Push never reported a full buffer")
+		}
+	}
+	if n != cap(st.C) || n != 64 {
+		t.Errorf("buffer took %d messages, want 64", n)
+	}
+	detach()
+	if s.HasStream() || s.Push([]byte("late")) {
+		t.Error("stream still attached after detach")
+	}
+	detach() // idempotent
+}
+
+// With two streams open, a message goes to one that has room.
+func TestPushSpillsToOtherStream(t *testing.T) {
+	s := &Session{ID: "a"}
+	a, detachA := s.Attach()
+	b, detachB := s.Attach()
+	defer detachA()
+	defer detachB()
+	total := cap(a.C) + cap(b.C)
+	for i := range total {
+		if !s.Push([]byte{byte(i)}) {
+			t.Fatalf("Push %d failed with room left", i)
+		}
+	}
+	if s.Push([]byte("over")) {
+		t.Error("Push succeeded with both buffers full")
+	}
+	if len(a.C) != cap(a.C) || len(b.C) != cap(b.C) {
+		t.Errorf("buffers hold %d and %d messages", len(a.C), len(b.C))
+	}
+}
+
+// Concurrent use under -race: sessions are shared by every request of a client.
+func TestConcurrent(t *testing.T) {
+	var rec recorder
+	r := NewRegistry(16, rec.onDelete)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				id := fmt.Sprintf("s%d", (g*7+i)%40)
+				s := r.Touch(id)
+				s.BindUpstreamTask(fmt.Sprint(i))
+				_ = s.OwnsUpstreamTask("0")
+				st, detach := s.Attach()
+				s.Push([]byte("x"))
+				select {
+				case <-st.C:
+				default:
+				}
+				detach()
+				_ = r.Get(id)
+				if i%10 == 0 {
+					r.Delete(id)
+				}
+				_ = r.Ended(id)
+				r.Each(func(s *Session) { _ = s.HasStream() })
+				_ = r.Len()
+			}
+		}()
+	}
+	wg.Wait()
+	if r.Len() > 16 {
+		t.Errorf("Len = %d exceeds the bound 16", r.Len())
+	}
+}
