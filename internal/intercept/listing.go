@@ -192,7 +192,9 @@ func scanTool(tool []byte) (scannedTool, error) {
 			return st, nil
 		}
 		if ex[0] != '{' {
-			return st, fmt.Errorf("execution is not an object")
+			// Malformed: replace it like null, so every tool is still annotated (F-002).
+			st.execIsNull = true
+			return st, nil
 		}
 		_ = jsonrpc.Members(ex, func(k []byte, start, end int) error {
 			if string(k) == "taskSupport" {
@@ -304,9 +306,14 @@ func (g *Gateway) learn(m map[string]rules.TaskSupport, replace bool) {
 		return
 	}
 	for k, v := range m {
-		g.toolTasks[k] = v
+		if _, known := g.toolTasks[k]; known || len(g.toolTasks) < maxKnownTools {
+			g.toolTasks[k] = v
+		}
 	}
 }
+
+// maxKnownTools bounds the tools learned from clients' tools/list pages between refreshes.
+const maxKnownTools = 100000
 
 // knowsTool reports whether the annotation cache has seen tool.
 func (g *Gateway) knowsTool(tool string) bool {

@@ -139,15 +139,25 @@ type listCursor struct {
 	Ph int             `json:"ph"`           // 0 = Tollgate tasks, 1 = upstream tasks
 }
 
+// maxUpstreamCursor bounds the upstream cursor Tollgate carries inside its own; a longer one
+// ends paging (with a WARN) rather than producing a cursor the next request would refuse.
+const maxUpstreamCursor = 8 << 10
+
+// maxCursor bounds a decoded cursor: the upstream cursor plus Tollgate's few fields.
+const maxCursor = maxUpstreamCursor + 256
+
 func encodeCursor(c listCursor) string {
-	b, _ := json.Marshal(c)
+	b, _ := jsonrpc.Marshal(c) // no HTML escaping: the upstream cursor keeps its length
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func decodeCursor(s string) (listCursor, bool) {
 	var c listCursor
+	if base64.RawURLEncoding.DecodedLen(len(s)) > maxCursor {
+		return c, false
+	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) > 4096 || json.Unmarshal(b, &c) != nil || c.TG < 0 || c.Ph < 0 || c.Ph > 1 {
+	if err != nil || json.Unmarshal(b, &c) != nil || c.TG < 0 || c.Ph < 0 || c.Ph > 1 {
 		return c, false
 	}
 	return c, true
@@ -249,6 +259,10 @@ func (g *Gateway) upstreamTaskList(ctx context.Context, x *Exchange, cursor json
 	}
 	next := jsonrpc.Member(rep.Msg.Result, "nextCursor")
 	if string(next) == "null" {
+		next = nil
+	}
+	if len(next) > maxUpstreamCursor {
+		g.log.Warn("upstream tasks/list cursor too long to carry; listing stops here", "bytes", len(next))
 		next = nil
 	}
 	return out, next, nil

@@ -248,7 +248,7 @@ func TestTasksListCursor(t *testing.T) {
 		{"negative_phase", enc(`{"ph":-1}`), false},
 		{"phase_2", enc(`{"ph":2}`), false},
 		{"float_offset", enc(`{"tg":1.5}`), false},
-		{"oversized", enc(`{"ph":1,"up":"` + strings.Repeat("a", 5000) + `"}`), false},
+		{"oversized", enc(`{"ph":1,"up":"` + strings.Repeat("a", maxCursor+1) + `"}`), false},
 		{"empty", "", false},
 	}
 	for _, tt := range tests {

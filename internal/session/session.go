@@ -57,6 +57,9 @@ func (s *Session) BindUpstreamTask(id string) {
 	if s.upstreamTasks == nil {
 		s.upstreamTasks = map[string]struct{}{}
 	}
+	if _, ok := s.upstreamTasks[id]; ok {
+		return
+	}
 	if len(s.upstreamTasks) >= maxUpstreamTasks {
 		for k := range s.upstreamTasks { // drop an arbitrary old binding
 			delete(s.upstreamTasks, k)
