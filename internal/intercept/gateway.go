@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -159,8 +158,6 @@ func rawString(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
 }
-
-func nowMillis() int64 { return time.Now().UnixMilli() }
 
 // Use completes construction: the task manager needs the gateway as its executor, so both are
 // built first and joined here.

@@ -44,11 +44,6 @@ func NewError(code int, name, message string, kv ...any) *Error {
 	return &Error{Code: code, Message: message, Data: data}
 }
 
-// Errorf is NewError with a formatted message and no extra data.
-func Errorf(code int, name, format string, args ...any) *Error {
-	return NewError(code, name, fmt.Sprintf(format, args...))
-}
-
 func (e *Error) Error() string { return fmt.Sprintf("jsonrpc error %d: %s", e.Code, e.Message) }
 
 // Is reports whether target is a *Error with the same code, so errors.Is compares codes.

@@ -211,15 +211,6 @@ func (s *Server) MCPAddr() string { return s.mcpLn.Addr().String() }
 // AdminAddr is the bound admin address.
 func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
 
-// Tasks exposes the task manager (tests, demo).
-func (s *Server) Tasks() *tasks.Manager { return s.tasks }
-
-// Registry exposes the metrics registry (tests).
-func (s *Server) Registry() *prometheus.Registry { return s.reg }
-
-// Snapshot is the current configuration snapshot.
-func (s *Server) Snapshot() *governance.Snapshot { return s.snaps.Load() }
-
 // Run serves until ctx ends, then shuts down gracefully within server.shutdown_timeout.
 func (s *Server) Run(ctx context.Context) error {
 	cfg := s.snaps.Load().Config
