@@ -391,7 +391,7 @@ func (h *handler) view(t *Task) View {
 		Workflow:      t.Workflow,
 		Accelerated:   t.Accelerated,
 		State:         string(t.State),
-		Status:        t.State.Wire(),
+		Status:        t.WireStatus(),
 		StatusMessage: t.StatusMessage,
 		RequestedBy:   t.RequestedBy,
 		Owner:         audit.OwnerHash(t.Owner),

@@ -84,7 +84,7 @@ type Workflow struct {
 
 // Destination says where approvers are asked.
 type Destination struct {
-	Type string `yaml:"type"` // console (default) | webhook | slack
+	Type string `yaml:"type"` // console (default) | webhook | slack | elicitation
 	URL  string `yaml:"url"`  // webhook / slack
 }
 

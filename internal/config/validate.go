@@ -198,16 +198,12 @@ func (v *validator) workflows() {
 		switch w.Destination.Type {
 		case DestinationWebhook, DestinationSlack:
 			v.httpURL(p+".destination.url", w.Destination.URL)
-		case DestinationConsole:
+		case DestinationConsole, DestinationElicitation:
 			if w.Destination.URL != "" {
 				v.add(p+".destination.url", "is only used by webhook and slack destinations")
 			}
-		case DestinationElicitation:
-			// Asking the requestor itself (elicitation/create, DESIGN.md §2) is not built yet;
-			// accepting it would hold calls that nobody is ever asked to approve.
-			v.add(p+".destination.type", "elicitation is not supported yet; use console, webhook or slack")
 		default:
-			v.add(p+".destination.type", "must be console, webhook or slack, got %q", w.Destination.Type)
+			v.add(p+".destination.type", "must be console, webhook, slack or elicitation, got %q", w.Destination.Type)
 		}
 		if w.Timeout <= 0 {
 			v.add(p+".timeout", "must be > 0")

@@ -45,7 +45,7 @@ func viewOf(t *tasks.Task) taskView {
 	v := taskView{
 		TaskID:        t.ID,
 		ToolName:      t.Tool,
-		Status:        t.State.Wire(),
+		Status:        t.WireStatus(),
 		State:         string(t.State),
 		StatusMessage: t.StatusMessage,
 		Workflow:      t.Workflow,
@@ -325,7 +325,7 @@ func (g *Tools) awaitActivity(ctx context.Context, c Caller, a args) result {
 	if len(working) > 0 {
 		wt := make([]pendingTask, 0, len(working))
 		for _, t := range working {
-			wt = append(wt, pendingTask{TaskID: t.ID, ToolName: t.Tool, Status: t.State.Wire(), State: string(t.State), StatusMessage: t.StatusMessage})
+			wt = append(wt, pendingTask{TaskID: t.ID, ToolName: t.Tool, Status: t.WireStatus(), State: string(t.State), StatusMessage: t.StatusMessage})
 		}
 		server = append([]pendingServer{{Server: "tollgate", WorkingTasks: wt}}, server...)
 	}

@@ -34,7 +34,7 @@ func TaskEvent(t *tasks.Task) (typ string, data map[string]any, ok bool) {
 	}
 	data = map[string]any{
 		"toolName": t.Tool,
-		"status":   t.State.Wire(),
+		"status":   t.WireStatus(),
 		"state":    string(t.State),
 	}
 	if t.StatusMessage != "" {

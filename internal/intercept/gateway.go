@@ -49,6 +49,8 @@ type Gateway struct {
 	prom  *promotions
 	lists listCache // rewritten tools/list pages
 	rates limiters  // server.rate_limit per caller
+
+	questions questions // approval questions asked of requesters (elicitation)
 }
 
 // NewGateway returns the handlers; call Register to mount them.
@@ -69,6 +71,7 @@ func (g *Gateway) Register(r *Router) {
 	} {
 		r.Handle(method, g.identified(h))
 	}
+	r.HandleResponses(ElicitIDPrefix, g.identified(g.elicitResponse))
 }
 
 // maxSubjectLen bounds an asserted identity.
@@ -151,7 +154,9 @@ func (g *Gateway) annotation(s *governance.Snapshot, tool string) (rules.Decisio
 
 // wait is used by handlers that may block: it bounds nothing itself (the client's context
 // does) but never outlives ctx.
-func waitResult(fn func(ctx context.Context) []byte) Result { return Result{Wait: fn} }
+func waitResult(fn func(ctx context.Context, emit func([]byte) bool) []byte) Result {
+	return Result{Wait: fn}
+}
 
 // rawString quotes s as JSON.
 func rawString(s string) json.RawMessage {

@@ -4,6 +4,7 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"time"
@@ -29,7 +30,12 @@ type Result struct {
 	Reply []byte
 	// Wait produces a local answer that may take long (tasks/result, sync_approval block);
 	// the proxy keeps the connection alive meanwhile. It returns the JSON-RPC message to send.
-	Wait func(ctx context.Context) []byte
+	// emit sends a message ahead of the answer on the same SSE stream (a server→client
+	// request such as elicitation/create); it reports false when the client did not accept a
+	// stream or has gone.
+	Wait func(ctx context.Context, emit func(msg []byte) bool) []byte
+	// Accepted answers 202 with no body: a client's response to a request Tollgate sent.
+	Accepted bool
 	// Forward sends the request upstream.
 	Forward *Forward
 	// After, if set, runs once the Reply has been written (e.g. start a task only after the
@@ -87,7 +93,15 @@ type Handler func(ctx context.Context, x *Exchange) Result
 
 // Router maps request methods to handlers.
 type Router struct {
-	handlers map[string]Handler
+	handlers  map[string]Handler
+	respIDs   []byte // prefix (as JSON, with the opening quote) of ids Tollgate gives its own requests
+	responses Handler
+}
+
+// HandleResponses routes clients' responses whose string id starts with prefix — answers to
+// server→client requests Tollgate itself sent — to h instead of the upstream.
+func (r *Router) HandleResponses(prefix string, h Handler) {
+	r.respIDs, r.responses = []byte(`"`+prefix), h
 }
 
 // NewRouter returns an empty router (everything passes through).
@@ -98,9 +112,17 @@ func (r *Router) Handle(method string, h Handler) { r.handlers[method] = h }
 
 // Route picks the handler for x; notifications and responses always pass through.
 func (r *Router) Route(ctx context.Context, x *Exchange) Result {
-	if r != nil && x.Msg.Kind == jsonrpc.KindRequest {
+	if r == nil {
+		return Passthrough
+	}
+	switch x.Msg.Kind {
+	case jsonrpc.KindRequest:
 		if h, ok := r.handlers[x.Msg.Method]; ok {
 			return h(ctx, x)
+		}
+	case jsonrpc.KindResponse:
+		if r.responses != nil && bytes.HasPrefix(x.Msg.ID, r.respIDs) {
+			return r.responses(ctx, x)
 		}
 	}
 	return Passthrough

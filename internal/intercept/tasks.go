@@ -89,10 +89,14 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 		return g.upstreamTask(x, id)
 	}
 	own := owner(x)
-	if _, err := g.d.Tasks.Get(ctx, own, id); err != nil {
+	t, err := g.d.Tasks.Get(ctx, own, id)
+	if err != nil {
 		return ReplyError(x, notFound(id))
 	}
-	return waitResult(func(ctx context.Context) []byte {
+	return waitResult(func(ctx context.Context, emit func([]byte) bool) []byte {
+		if t.AskRequester && t.State == tasks.AwaitingApproval {
+			g.askRequester(t, own, emit) // input_required: the question travels on this stream
+		}
 		res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
 		switch {
 		case errors.Is(err, tasks.ErrNotFound):
@@ -305,7 +309,7 @@ func promotedResult(t *tasks.Task) []byte {
 		"Call tollgate_await_activity to wait for the decision, then tollgate_get_task_result with "+
 		`{"task_id":"%s"} to get the tool's result.`, t.ID, t.StatusMessage, t.ID)
 	sc := fmt.Sprintf(`{"taskId":%s,"status":%s,"statusMessage":%s,"next":["tollgate_await_activity","tollgate_get_task_result"]}`,
-		rawString(t.ID), rawString(t.State.Wire()), rawString(t.StatusMessage))
+		rawString(t.ID), rawString(t.WireStatus()), rawString(t.StatusMessage))
 	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"structuredContent":` + sc +
 		`,"_meta":{"` + relatedTaskKey + `":{"taskId":` + string(rawString(t.ID)) + `}}}`)
 }

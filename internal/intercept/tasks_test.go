@@ -79,7 +79,7 @@ func TestTasksRouting(t *testing.T) {
 						if res.Wait != nil { // tasks/result blocks; a gone client ends only the wait
 							ctx, cancel := context.WithCancel(t.Context())
 							cancel()
-							if out := res.Wait(ctx); out != nil {
+							if out := res.Wait(ctx, func([]byte) bool { return false }); out != nil {
 								t.Errorf("wait with a gone client answered %s", out)
 							}
 						}
@@ -136,7 +136,7 @@ func TestTasksEdgeCases(t *testing.T) {
 			t.Fatalf("tasks/result of a working task must block (spec: MUST block), got %+v", res)
 		}
 		done := make(chan []byte, 1)
-		go func() { done <- res.Wait(t.Context()) }()
+		go func() { done <- res.Wait(t.Context(), func([]byte) bool { return false }) }()
 		if _, err := h.mgr.Approve(t.Context(), id, "alice", "ok"); err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestTasksEdgeCases(t *testing.T) {
 		res := h.route(t, sess, taskRequest("tasks/result", `{"taskId":"`+id+`"}`))
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if out := res.Wait(ctx); out != nil {
+		if out := res.Wait(ctx, func([]byte) bool { return false }); out != nil {
 			t.Errorf("a gone client got %s", out)
 		}
 		got := h.route(t, sess, taskRequest("tasks/get", `{"taskId":"`+id+`"}`))

@@ -206,10 +206,14 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionRequired",
 			"Task-augmented calls need an MCP session (send Mcp-Session-Id from initialize)")
 	}
+	ask := false
+	if wf, ok := g.d.Snapshots.Workflow(workflow); ok && !accelerated {
+		ask = wf.Destination.Type == config.DestinationElicitation
+	}
 	t, err := g.d.Tasks.Create(ctx, tasks.CreateRequest{
 		Owner: owner(x), SessionID: x.Session.ID, RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
 		Headers: captureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
-		Accelerated: accelerated, DeferStart: accelerated,
+		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
 	})
 	if err != nil {
 		var je *jsonrpc.Error
@@ -235,7 +239,7 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 	}
 	if mode == config.SyncApprovalBlock {
 		id, own := t.ID, owner(x)
-		return waitResult(func(ctx context.Context) []byte {
+		return waitResult(func(ctx context.Context, _ func([]byte) bool) []byte {
 			res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
 			if err != nil {
 				return nil // client went away; the task continues
@@ -255,7 +259,7 @@ func (g *Gateway) ownTool(x *Exchange, p callParams) Result {
 	if x.Session != nil {
 		c.SessionID = x.Session.ID
 	}
-	return waitResult(func(ctx context.Context) []byte {
+	return waitResult(func(ctx context.Context, _ func([]byte) bool) []byte {
 		res, rpcErr := g.d.Tools.Call(ctx, c, p.Name, p.Arguments)
 		if rpcErr != nil {
 			return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))

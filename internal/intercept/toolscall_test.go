@@ -266,7 +266,7 @@ func TestToolsCall_Routing(t *testing.T) {
 				if res.Wait == nil {
 					t.Fatalf("want a local Wait, got %+v", res)
 				}
-				if out := res.Wait(t.Context()); !strings.Contains(string(out), `"result"`) {
+				if out := res.Wait(t.Context(), func([]byte) bool { return false }); !strings.Contains(string(out), `"result"`) {
 					t.Errorf("own tool answered %s", out)
 				}
 			}

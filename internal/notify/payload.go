@@ -70,7 +70,7 @@ func webhookBody(it item, consoleURL string) ([]byte, error) {
 		Version: SchemaVersion, Event: it.event, DeliveryID: t.ID + "/" + string(t.State),
 		TaskID: t.ID, Tool: t.Tool, Workflow: t.Workflow,
 		Arguments: redactedArgs(t, it.wf.RedactFields), ArgsHash: t.ArgsHash,
-		State: string(t.State), Status: t.State.Wire(), StatusMessage: t.StatusMessage,
+		State: string(t.State), Status: t.WireStatus(), StatusMessage: t.StatusMessage,
 		RequestedBy: t.RequestedBy, Owner: audit.OwnerHash(t.Owner),
 		CreatedAt: fmtTime(t.CreatedAt), ConsoleURL: consoleURL,
 	}

@@ -251,6 +251,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	case res.Wait != nil:
 		h.wait(w, r, res.Wait)
 		outcome = "local"
+	case res.Accepted:
+		w.WriteHeader(http.StatusAccepted)
+		outcome = "local"
 	default:
 		outcome = h.forward(w, r, x, res.Forward)
 	}
@@ -283,17 +286,18 @@ func refuseFutureProtocol(r *http.Request, m *jsonrpc.Message) *jsonrpc.Error {
 
 // wait answers a locally held request: SSE with keep-alive comments when the client accepts a
 // stream, otherwise one JSON body at the end.
-func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.Context) []byte) {
+func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.Context, func([]byte) bool) []byte) {
 	if !acceptsSSE(r) {
-		writeJSON(w, http.StatusOK, fn(r.Context()))
+		writeJSON(w, http.StatusOK, fn(r.Context(), func([]byte) bool { return false }))
 		return
 	}
 	done := make(chan []byte, 1)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() { done <- fn(ctx) }()
 	sw := newSSEWriter(w)
 	sw.start(http.StatusOK, nil)
+	emit := func(msg []byte) bool { return ctx.Err() == nil && sw.write(sse.Message(msg)) == nil }
+	go func() { done <- fn(ctx, emit) }()
 	t := time.NewTicker(h.o.KeepAlive)
 	defer t.Stop()
 	for {

@@ -61,6 +61,7 @@ type CreateRequest struct {
 	TTL                                 time.Duration // 0 = default; above max = clamped (caller logs the WARN)
 	Workflow                            string
 	Accelerated                         bool
+	AskRequester                        bool // the approval is asked of the requester (elicitation)
 	// DeferStart leaves an accelerated task Approved until Start is called (the caller first
 	// hands the task id to the client).
 	DeferStart bool
@@ -202,7 +203,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 		ID: NewID(), Owner: req.Owner, SessionID: req.SessionID, RequestedBy: req.RequestedBy,
 		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: CanonicalHash(req.Tool, req.Arguments),
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated,
-		CreatedAt: now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
+		AskRequester: req.AskRequester && !req.Accelerated,
+		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
 		Replica: m.opts.Replica,
 	}
 	if req.Accelerated {
@@ -215,6 +217,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 		}
 		t.State = AwaitingApproval
 		t.StatusMessage = fmt.Sprintf("Awaiting approval (%s)", t.Workflow)
+		if t.AskRequester {
+			// spec 2025-11-25 tasks: input_required tells the requestor to call tasks/result,
+			// where the approval question is asked with elicitation/create.
+			t.StatusMessage = fmt.Sprintf("Awaiting your approval (%s): call tasks/result to answer", t.Workflow)
+		}
 		if wf, ok := m.workflow(t.Workflow); ok && wf.Timeout.D() > 0 {
 			t.ApprovalDeadline = now.Add(wf.Timeout.D())
 		}

@@ -37,23 +37,26 @@ const (
 
 // Task is one Tollgate-owned task. Arguments and Headers are never logged.
 type Task struct {
-	ID               string          `json:"id"`
-	Owner            string          `json:"owner"`
-	SessionID        string          `json:"session_id"`
-	RequestedBy      string          `json:"requested_by,omitzero"`
-	Tool             string          `json:"tool"`
-	Arguments        json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
-	ArgsHash         string          `json:"args_hash"`
-	Headers          http.Header     `json:"headers,omitempty"`
-	Workflow         string          `json:"workflow,omitempty"`
-	Accelerated      bool            `json:"accelerated,omitempty"`
-	State            State           `json:"state"`
-	StatusMessage    string          `json:"status_message,omitempty"`
-	CreatedAt        time.Time       `json:"created_at"`
-	UpdatedAt        time.Time       `json:"updated_at"`
-	TTL              time.Duration   `json:"ttl"`
-	PollInterval     time.Duration   `json:"poll_interval"`
-	ApprovalDeadline time.Time       `json:"approval_deadline,omitzero"`
+	ID          string          `json:"id"`
+	Owner       string          `json:"owner"`
+	SessionID   string          `json:"session_id"`
+	RequestedBy string          `json:"requested_by,omitzero"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
+	ArgsHash    string          `json:"args_hash"`
+	Headers     http.Header     `json:"headers,omitempty"`
+	Workflow    string          `json:"workflow,omitempty"`
+	// AskRequester: the approval is asked of the requester itself (workflow destination
+	// elicitation); while awaiting it the wire status is input_required (DESIGN.md §2).
+	AskRequester     bool          `json:"ask_requester,omitempty"`
+	Accelerated      bool          `json:"accelerated,omitempty"`
+	State            State         `json:"state"`
+	StatusMessage    string        `json:"status_message,omitempty"`
+	CreatedAt        time.Time     `json:"created_at"`
+	UpdatedAt        time.Time     `json:"updated_at"`
+	TTL              time.Duration `json:"ttl"`
+	PollInterval     time.Duration `json:"poll_interval"`
+	ApprovalDeadline time.Time     `json:"approval_deadline,omitzero"`
 	// Replica is the Tollgate instance that created the task. With a shared store only it
 	// executes the task: the caller's upstream session lives in that instance's pod.
 	Replica  string          `json:"replica,omitempty"`
@@ -107,7 +110,7 @@ const wireTime = "2006-01-02T15:04:05.000Z07:00"
 func (t *Task) WireJSON() json.RawMessage {
 	b, _ := jsonrpc.Marshal(wireTask{
 		TaskID:        t.ID,
-		Status:        t.State.Wire(),
+		Status:        t.WireStatus(),
 		StatusMessage: t.StatusMessage,
 		CreatedAt:     t.CreatedAt.UTC().Format(wireTime),
 		LastUpdatedAt: t.UpdatedAt.UTC().Format(wireTime),
@@ -115,6 +118,15 @@ func (t *Task) WireJSON() json.RawMessage {
 		PollInterval:  t.PollInterval.Milliseconds(),
 	})
 	return b
+}
+
+// WireStatus is the spec status: input_required while an approval asked of the requester is
+// pending, else the state's status.
+func (t *Task) WireStatus() string {
+	if t.AskRequester && t.State == AwaitingApproval {
+		return "input_required"
+	}
+	return t.State.Wire()
 }
 
 // CanonicalHash is the hex SHA-256 of the canonical JSON of {"arguments":…,"tool":…}: object
