@@ -85,6 +85,7 @@ type Manager struct {
 	log     *slog.Logger
 	met     *metrics
 	shared  bool
+	adopted map[string]struct{} // with a shared store: other instances' tasks already scheduled
 
 	// ctx bounds execution goroutines; cancelled by Close or when Run's ctx ends.
 	ctx    context.Context

@@ -117,6 +117,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	timer := time.NewTimer(idleWait)
 	defer timer.Stop()
 	var poll <-chan time.Time
+	polls := 0
 	if m.shared {
 		// Decisions made on other instances reach this one through the store only.
 		t := time.NewTicker(sharedPollInterval)
@@ -139,6 +140,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-timer.C:
 		case <-poll:
 			m.launchApproved(ctx)
+			if polls++; polls%adoptEvery == 0 {
+				m.adoptDeadlines(ctx)
+			}
 		}
 	}
 }
@@ -146,6 +150,40 @@ func (m *Manager) Run(ctx context.Context) error {
 // sharedPollInterval is how often an instance sharing its store looks for tasks it created
 // that another instance approved.
 const sharedPollInterval = time.Second
+
+// adoptEvery (in polls) is how often an instance sharing its store schedules the deadlines of
+// pending tasks other instances created, so approval timeouts and TTL ends still happen when
+// their creator is gone.
+const adoptEvery = 10
+
+// maxAdopted bounds the ids remembered as already scheduled.
+const maxAdopted = 100000
+
+// adoptDeadlines schedules the deadlines of pending tasks this instance has not seen yet.
+func (m *Manager) adoptDeadlines(ctx context.Context) {
+	recs, err := m.st.List(ctx, store.Filter{PendingOnly: true})
+	if err != nil {
+		m.log.Warn("task store: listing pending tasks failed", "error", err)
+		return
+	}
+	m.mu.Lock()
+	if m.adopted == nil || len(m.adopted) > maxAdopted {
+		m.adopted = make(map[string]struct{})
+	}
+	m.mu.Unlock()
+	for _, r := range recs {
+		m.mu.Lock()
+		_, seen := m.adopted[r.ID]
+		m.adopted[r.ID] = struct{}{}
+		m.mu.Unlock()
+		if seen {
+			continue
+		}
+		if t, err := decodeTask(r); err == nil && t.Replica != m.opts.Replica {
+			m.sweep.schedule(t, m.opts.Retention)
+		}
+	}
+}
 
 // Sweep applies every deadline that is due now and returns how many tasks it looked at. Run
 // calls it; tests with an injected clock call it directly.

@@ -1,11 +1,14 @@
 package e2e
 
 import (
-	"github.com/tollgate-mcp/tollgate/test/testkit"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 // TestTwoReplicasSharedStore: two Tollgate replicas, each in front of its own upstream (the
@@ -44,4 +47,38 @@ func TestTwoReplicasSharedStore(t *testing.T) {
 	if st, _ := a.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"late"}`); st != 409 {
 		t.Errorf("late reject on A: %d, want 409", st)
 	}
+}
+
+// TestSharedStoreAdoptsDeadlines: when the replica that created a task is gone, another
+// replica sharing the store still applies its approval timeout.
+func TestSharedStoreAdoptsDeadlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the adoption poll (about 10 s)")
+	}
+	url := storetest.RedisURL(t)
+	cfg := func(up string) string {
+		return testkit.BasicConfig(up, approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=ha-adopt:\"}\n")
+	}
+	_, upA := testkit.StartDemo(t)
+	_, upB := testkit.StartDemo(t)
+	a := testkit.StartGateway(t, cfg(upA), approverEnv, nil)
+	b := testkit.StartGateway(t, cfg(upB), approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	c := a.NewClient(t)
+	tid := c.CallTask(1, "list_users", `{}`) // workflow "quick": 400 ms, on_timeout deny
+	a.Stop()
+	// Nothing reads the task through B (a read would apply the deadline itself): only B's
+	// adoption of orphaned deadlines can make B's audit log record the timeout.
+	deadline := time.Now().Add(25 * time.Second)
+	for time.Now().Before(deadline) {
+		audit, _ := os.ReadFile(filepath.Join(b.Dir, "audit.log"))
+		for _, line := range strings.Split(string(audit), "\n") {
+			if strings.Contains(line, tid) && strings.Contains(line, `"kind":"timed_out"`) {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal("replica B did not time out the orphaned task on its own")
 }

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tollgate-mcp/tollgate/internal/telemetry"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 const (
