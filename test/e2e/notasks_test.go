@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/tollgate-mcp/tollgate/test/testkit"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -146,5 +148,59 @@ func TestTimeoutPromotion(t *testing.T) {
 	text, _ = callText(t, c, "read_file", map[string]any{"path": "/etc/motd"})
 	if taskIDRe.MatchString(text) {
 		t.Errorf("fast call was promoted: %q", text)
+	}
+}
+
+// TestPromotedCallKeepsServerRequests: a server→client request the upstream sends for a call
+// after it was promoted to a task is kept and shown as a pending item of that task.
+func TestPromotedCallKeepsServerRequests(t *testing.T) {
+	release := make(chan struct{})
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		switch m.Method {
+		case "initialize":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Mcp-Session-Id", "raw-promote")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"0"}}}`, m.ID)
+		case "tools/list":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"slow_ask","inputSchema":{"type":"object"}}]}}`, m.ID)
+		case "tools/call":
+			w.Header().Set("Content-Type", "text/event-stream")
+			time.Sleep(400 * time.Millisecond) // outlive promote_after
+			fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"ask-1\",\"method\":\"elicitation/create\",\"params\":{\"message\":\"which region?\",\"requestedSchema\":{\"type\":\"object\"}}}\n\n")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done in eu\"}]}}\n\n", m.ID)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	})
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), "tasks:\n  promote_after: 150ms\n"), nil, nil)
+	g.WaitReady(t)
+	c := g.NewClient(t)
+	m := c.Call(1, "slow_ask", map[string]any{}, 0)
+	text, _ := json.Marshal(m)
+	tid := taskIDRe.FindString(string(text))
+	if tid == "" {
+		t.Fatalf("call was not promoted: %s", text)
+	}
+	waitFor(t, "the server request to show as pending", func() bool {
+		r := c.Call(2, "tollgate_get_task", map[string]any{"task_id": tid}, 0)
+		b, _ := json.Marshal(testkit.Dig(r, "result", "structuredContent"))
+		return strings.Contains(string(b), "elicitation/create") && strings.Contains(string(b), "which region?")
+	})
+	close(release)
+	r := c.Call(3, "tollgate_get_task_result", map[string]any{"task_id": tid, "timeout_ms": 5000}, 0)
+	if b, _ := json.Marshal(r); !strings.Contains(string(b), "done in eu") {
+		t.Fatalf("result after the upstream answered: %s", b)
 	}
 }
