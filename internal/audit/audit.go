@@ -13,12 +13,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // Kind names what happened to a task.

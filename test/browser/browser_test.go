@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +25,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/tollgate-mcp/tollgate/internal/console"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 const (

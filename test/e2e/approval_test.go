@@ -6,12 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 const approvalRules = `governance:

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 // buildBinary compiles cmd/tollgate once per test binary run.

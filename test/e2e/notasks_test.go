@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net/http"
 	"regexp"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 func syncApprovalConfig(upURL, mode, extra string) string {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"io/fs"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/policies"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 func policyFile(t *testing.T, name string) string {

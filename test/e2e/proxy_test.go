@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +15,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 type acceptElicitation struct{ calls int }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 // taskUpstream is an mcp-go server that declares tasks.requests.tools.call, with one

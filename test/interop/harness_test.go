@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -27,6 +26,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 const (

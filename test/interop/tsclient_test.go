@@ -4,7 +4,6 @@ package interop
 
 import (
 	"context"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 const demoRules = `governance:

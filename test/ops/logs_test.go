@@ -3,13 +3,14 @@ package ops
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 // TestNoSecretsInLogs runs a governed flow whose tool arguments carry a secret marker, whose

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"bytes"
-	"github.com/tollgate-mcp/tollgate/test/testkit"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
 // governedConfig: read_* forwarded, delete_* held for approval, drop_* denied.
