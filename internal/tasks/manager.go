@@ -550,17 +550,11 @@ var errNoop = errors.New("no change")
 // together with that error. Every change must be an edge of the transition table.
 func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) error) (*Task, error) {
 	for {
-		r, err := m.st.Get(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, ErrNotFound
-		}
+		t, err := m.load1(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
+			return nil, err
 		}
-		t, err := decodeTask(r)
-		if err != nil {
-			return nil, fmt.Errorf("task %s: %w", id, err)
-		}
+		version := t.Version
 		before := t.Clone()
 		from := t.State
 		if err := mutate(t); err != nil {
@@ -574,7 +568,7 @@ func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) er
 		if err != nil {
 			return before, fmt.Errorf("task %s: %w", id, err)
 		}
-		stored, err := m.st.Update(ctx, rec, r.Version)
+		stored, err := m.st.Update(ctx, rec, version)
 		if errors.Is(err, store.ErrVersionConflict) {
 			if ctx.Err() != nil {
 				return before, ctx.Err()
