@@ -250,7 +250,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 Try it from another shell:
   export TOLLGATE_ADMIN_URL=http://%[2]s TOLLGATE_ADMIN_TOKEN=%[3]s
-  tollgate approvals list
+  tollgate approvals list        (from the repository: go run ./cmd/tollgate approvals list)
 Rules: read_*/list_* forward, delete_* need approval, drop_* denied, transfer_* decided by Cedar.
 Stop with Ctrl-C.
 `, s.MCPAddr(), s.AdminAddr(), token, upURL, cfgPath)
