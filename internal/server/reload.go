@@ -170,10 +170,16 @@ func (r *Reloader) apply(cfg *config.Config, why string) {
 		r.fail(err)
 		return
 	}
+	tokens, err := cfg.ApproverTokens(r.s.opts.LookupEnv)
+	if err != nil {
+		r.fail(err)
+		return
+	}
 	for _, p := range config.RestartRequired(r.base, cfg) {
 		r.s.log.Warn("setting changed but needs a restart to take effect", "path", p)
 	}
 	r.s.snaps.Store(snap)
+	r.s.approvers.set(tokens)
 	r.s.metrics.Reloaded(true)
 	changed := r.s.gw.Recompute(snap)
 	r.s.log.Info("configuration reloaded", "trigger", why, "revision", snap.Revision, "annotations_changed", len(changed))

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +70,7 @@ type Server struct {
 	adminSrv  *http.Server
 	reloader  *Reloader
 	traceStop func(context.Context) error
+	approvers approverTokens // reloaded with the configuration
 	notifier  *notify.Notifier
 	cacheOnce sync.Once
 	cacheOK   chan struct{}
@@ -161,7 +163,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	adminMux.HandleFunc("GET /readyz", s.readyz)
 	adminMux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
-	api := approval.NewHandler(s.tasks, approval.StaticTokens(tokens), approval.Options{Workflow: s.snaps.Workflow, Logger: s.log})
+	s.approvers.set(tokens)
+	api := approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
 	adminMux.Handle(console.Path, console.Handler())
@@ -393,4 +396,22 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) notifyListChanged() {
 	msg := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 	s.sessions.Each(func(ss *session.Session) { ss.Push(msg) })
+}
+
+// approverTokens is the approvals API's Authenticator; a configuration reload swaps the token
+// set (approvers: and the variables they name are re-read).
+type approverTokens struct {
+	p atomic.Pointer[approval.Authenticator]
+}
+
+func (a *approverTokens) set(tokens map[string]string) {
+	auth := approval.StaticTokens(tokens)
+	a.p.Store(&auth)
+}
+
+func (a *approverTokens) Approver(token string) (string, bool) {
+	if auth := a.p.Load(); auth != nil {
+		return (*auth).Approver(token)
+	}
+	return "", false
 }

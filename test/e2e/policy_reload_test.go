@@ -211,3 +211,26 @@ func TestHotReload(t *testing.T) {
 		t.Errorf("after a broken edit: read_file = %q, want the previous required", s)
 	}
 }
+
+// TestReloadApprovers: approvers added to the configuration can decide after a reload,
+// without a restart.
+func TestReloadApprovers(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	cfg := func(approvers string) string {
+		return testkit.BasicConfig(upURL, "governance:\n  rules:\n    - {match: \"delete_*\", action: approve}\n"+approvers)
+	}
+	env := map[string]string{"CAROL_TOKEN": "carol-secret"}
+	g := testkit.StartGateway(t, cfg(""), env, nil)
+	g.WaitReady(t)
+	if st, _ := g.AdminRequest(t, "GET", "/api/v1/approvals", "carol-secret", ""); st != 401 {
+		t.Fatalf("carol before she is configured: %d", st)
+	}
+	if err := os.WriteFile(filepath.Join(g.Dir, "tollgate.yaml"), []byte(cfg("approvers: [{name: carol, token_env: CAROL_TOKEN}]\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.Srv.Reload()
+	waitFor(t, "carol's token to be accepted", func() bool {
+		st, _ := g.AdminRequest(t, "GET", "/api/v1/approvals", "carol-secret", "")
+		return st == 200
+	})
+}
