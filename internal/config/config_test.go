@@ -585,10 +585,18 @@ func TestRestartRequired(t *testing.T) {
 		{name: "nothing", change: func(*Config) {}},
 		{name: "reloadable settings", change: func(c *Config) {
 			c.Governance.Rules = append(c.Governance.Rules, Rule{Match: "x", Action: ActionDeny})
-			c.Tasks.DefaultTTL = Duration(time.Minute)
+			c.Tasks.SyncApproval = SyncApprovalPromote
+			c.Tasks.PromoteAfter = Duration(time.Second)
+			c.Server.SyncForwardTimeout = Duration(time.Second)
+			c.Server.RateLimit.RequestsPerSecond = 5
 			c.Approvers = []Approver{{"a", "A"}}
-			c.Sources[0].ConnectTimeout = Duration(time.Second)
 		}},
+		{name: "upstream client", change: func(c *Config) { c.Sources[0].ConnectTimeout = Duration(time.Second) },
+			want: []string{"sources[0].connect_timeout"}},
+		{name: "task manager settings", change: func(c *Config) {
+			c.Tasks.DefaultTTL = Duration(time.Minute)
+			c.Tasks.Quotas.MaxPendingTotal = 1
+		}, want: []string{"tasks.default_ttl", "tasks.quotas"}},
 		{name: "listeners", change: func(c *Config) { c.Server.Listen = "0.0.0.0:1"; c.Server.MaxBodyBytes = 1 },
 			want: []string{"server.listen", "server.max_body_bytes"}},
 		{name: "origins", change: func(c *Config) { c.Server.AllowedOrigins = []string{"https://a"} }, want: []string{"server.allowed_origins"}},

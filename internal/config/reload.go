@@ -5,9 +5,20 @@ import (
 	"strings"
 )
 
+// liveKeys are the server.* and tasks.* settings a reload applies (they are read from the
+// current snapshot on every use); every other key of those sections is fixed at start.
+var liveKeys = map[string]bool{
+	"server.sync_forward_timeout": true, "server.identity_header": true, "server.rate_limit": true,
+	"server.tools_fetch_timeout": true, "server.tools_max_pages": true,
+	"tasks.sync_approval": true, "tasks.promote_after": true,
+	"tasks.store": true, // listed per key below
+}
+
 // RestartRequired lists the YAML paths of settings that differ between old and new
-// but only take effect after a restart: listeners and transport (server.*), the
-// task store (tasks.store.*), the upstream URL (sources[0].url), and the audit log
+// but only take effect after a restart: listeners and transport (server.* except the
+// liveKeys), the task manager's settings (tasks.* except the liveKeys: TTL bounds, poll
+// interval, retention, quotas, store), the upstream client (sources[0].url and
+// connect_timeout), and the audit log
 // and telemetry exporters, which are opened once at start. A reload still applies
 // everything else. Nil configs yield nil.
 func RestartRequired(old, new *Config) []string {
@@ -16,6 +27,7 @@ func RestartRequired(old, new *Config) []string {
 	}
 	var out []string
 	out = diffFields(out, "server", reflect.ValueOf(old.Server), reflect.ValueOf(new.Server))
+	out = diffFields(out, "tasks", reflect.ValueOf(old.Tasks), reflect.ValueOf(new.Tasks))
 	out = diffFields(out, "tasks.store", reflect.ValueOf(old.Tasks.Store), reflect.ValueOf(new.Tasks.Store))
 	var ou, nu string
 	if len(old.Sources) > 0 {
@@ -26,6 +38,9 @@ func RestartRequired(old, new *Config) []string {
 	}
 	if ou != nu {
 		out = append(out, "sources[0].url")
+	}
+	if len(old.Sources) > 0 && len(new.Sources) > 0 && old.Sources[0].ConnectTimeout != new.Sources[0].ConnectTimeout {
+		out = append(out, "sources[0].connect_timeout")
 	}
 	out = diffFields(out, "audit", reflect.ValueOf(old.Audit), reflect.ValueOf(new.Audit))
 	out = diffFields(out, "telemetry", reflect.ValueOf(old.Telemetry), reflect.ValueOf(new.Telemetry))
@@ -39,6 +54,9 @@ func diffFields(out []string, prefix string, a, b reflect.Value) []string {
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 		if name == "" || name == "-" || !t.Field(i).IsExported() {
+			continue
+		}
+		if liveKeys[prefix+"."+name] {
 			continue
 		}
 		x, y := a.Field(i), b.Field(i)
