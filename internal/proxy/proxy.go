@@ -339,22 +339,34 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	var timer *time.Timer
 	timedOut := false
 	var tmu sync.Mutex
+	expire := func() {
+		tmu.Lock()
+		timedOut = true
+		tmu.Unlock()
+		cancel()
+	}
 	if f.Timeout > 0 {
-		timer = time.AfterFunc(f.Timeout, func() {
-			tmu.Lock()
-			timedOut = true
-			tmu.Unlock()
-			cancel()
-		})
+		timer = time.AfterFunc(f.Timeout, expire)
 		defer timer.Stop()
 	}
 	didTimeout := func() bool { tmu.Lock(); defer tmu.Unlock(); return timedOut }
+	// Other requests get server.request_timeout until the upstream's response headers: a
+	// hung upstream cannot hold the connection, and a stream, once started, is never cut.
+	// tasks/result is exempt: it blocks upstream by design.
+	var headerTimer *time.Timer
+	if timer == nil && x.Msg.Kind == jsonrpc.KindRequest && x.Msg.Method != "tasks/result" {
+		headerTimer = time.AfterFunc(h.o.RequestTimeout, expire)
+		defer headerTimer.Stop()
+	}
 
 	hdr := outboundHeader(r.Header, x.Session)
 	if x.Msg.Method != "tools/call" {
 		upstream.MarkReplayable(hdr)
 	}
 	resp, err := h.o.Upstream.Send(ctx, http.MethodPost, hdr, body)
+	if headerTimer != nil {
+		headerTimer.Stop()
+	}
 	if err != nil {
 		return h.upstreamFailed(w, x, err, didTimeout())
 	}
@@ -438,8 +450,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 }
 
 func timeoutError(x *intercept.Exchange) *jsonrpc.Error {
+	setting := "server.request_timeout"
+	if x.Msg.Method == "tools/call" {
+		setting = "TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS"
+	}
 	return jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
-		"Upstream MCP server did not answer "+x.Msg.Method+" in time (TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS)",
+		"Upstream MCP server did not answer "+x.Msg.Method+" in time ("+setting+")",
 		"correlation_id", x.CorrID)
 }
 

@@ -410,3 +410,30 @@ func TestRateLimit(t *testing.T) {
 		t.Errorf("upstream read_file calls = %d, want 3", d.Calls("read_file"))
 	}
 }
+
+// TestRequestTimeout: a request other than tools/call whose upstream never answers gets
+// -32001 after server.request_timeout instead of holding the connection.
+func TestRequestTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if handshake(w, body) {
+			return
+		}
+		if strings.Contains(string(body), `"resources/read"`) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(reencode(body))
+	})
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), "server:\n  request_timeout: 300ms\n"), nil, nil)
+	c := g.NewClient(t)
+	m := c.Post(`{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"x://hang"}}`).Message(t)
+	if code, name := testkit.ErrorOf(m); code != -32001 || name != "UpstreamTimeout" {
+		t.Fatalf("hung resources/read: %v", m)
+	}
+}
