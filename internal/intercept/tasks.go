@@ -33,7 +33,14 @@ func notFound(id string) *jsonrpc.Error {
 		fmt.Sprintf("Invalid params: task %q not found", id), "taskId", id)
 }
 
-func isTollgateTask(id string) bool { return strings.HasPrefix(id, tasks.IDPrefix) }
+// isTollgateTask: ids Tollgate creates start with tg_ (DESIGN.md §2), but an upstream may use
+// the prefix too; an id this session created upstream stays the upstream's.
+func (g *Gateway) isTollgateTask(x *Exchange, id string) bool {
+	if x.Session != nil && x.Session.OwnsUpstreamTask(id) {
+		return false
+	}
+	return strings.HasPrefix(id, tasks.IDPrefix)
+}
 
 // upstreamTask routes a non-Tollgate task id to the upstream, but only for the session that
 // created it (REQ-CORE-007 F-006, DESIGN.md §2 routing).
@@ -49,7 +56,7 @@ func (g *Gateway) tasksGet(ctx context.Context, x *Exchange) Result {
 	if e != nil {
 		return ReplyError(x, e)
 	}
-	if !isTollgateTask(id) {
+	if !g.isTollgateTask(x, id) {
 		return g.upstreamTask(x, id)
 	}
 	t, err := g.d.Tasks.Get(ctx, owner(x), id)
@@ -64,7 +71,7 @@ func (g *Gateway) tasksCancel(ctx context.Context, x *Exchange) Result {
 	if e != nil {
 		return ReplyError(x, e)
 	}
-	if !isTollgateTask(id) {
+	if !g.isTollgateTask(x, id) {
 		return g.upstreamTask(x, id)
 	}
 	t, err := g.d.Tasks.Cancel(ctx, owner(x), id)
@@ -85,7 +92,7 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 	if e != nil {
 		return ReplyError(x, e)
 	}
-	if !isTollgateTask(id) {
+	if !g.isTollgateTask(x, id) {
 		return g.upstreamTask(x, id)
 	}
 	own := owner(x)

@@ -47,6 +47,12 @@ func TestTasksRouting(t *testing.T) {
 				}, "mine", "notfound"},
 				{"Task_ID_routing_other_unbound", func(*gwHarness, *session.Session, *session.Session) string { return "abc123" }, "mine", "notfound"},
 				{"Task_ID_routing_other_no_session", func(_ *gwHarness, mine, _ *session.Session) string { mine.BindUpstreamTask("abc123"); return "abc123" }, "none", "notfound"},
+				// DESIGN.md §2: tg_ ids are Tollgate's only when it created them; an upstream id
+				// that happens to start with tg_ stays the upstream's for the session that made it.
+				{"Task_ID_routing_upstream_id_with_tg_prefix", func(_ *gwHarness, mine, _ *session.Session) string {
+					mine.BindUpstreamTask("tg_from-upstream")
+					return "tg_from-upstream"
+				}, "mine", "forward"},
 				{"Task_ID_routing_TG_prefix_case", func(_ *gwHarness, mine, _ *session.Session) string { return "TG_abc" }, "mine", "notfound"},
 			}
 			for _, tt := range tests {
