@@ -42,6 +42,21 @@ func (g *Gateway) isTollgateTask(x *Exchange, id string) bool {
 	return strings.HasPrefix(id, tasks.IDPrefix)
 }
 
+// tollgateTask reads params.taskId of a tasks/* request. For an id that is not Tollgate's it
+// returns how to answer instead: routed upstream, or an error.
+func (g *Gateway) tollgateTask(x *Exchange) (string, *Result) {
+	id, e := taskIDParam(x)
+	if e != nil {
+		r := ReplyError(x, e)
+		return "", &r
+	}
+	if !g.isTollgateTask(x, id) {
+		r := g.upstreamTask(x, id)
+		return "", &r
+	}
+	return id, nil
+}
+
 // upstreamTask routes a non-Tollgate task id to the upstream, but only for the session that
 // created it (REQ-CORE-007 F-006, DESIGN.md §2 routing).
 func (g *Gateway) upstreamTask(x *Exchange, id string) Result {
@@ -52,12 +67,9 @@ func (g *Gateway) upstreamTask(x *Exchange, id string) Result {
 }
 
 func (g *Gateway) tasksGet(ctx context.Context, x *Exchange) Result {
-	id, e := taskIDParam(x)
-	if e != nil {
-		return ReplyError(x, e)
-	}
-	if !g.isTollgateTask(x, id) {
-		return g.upstreamTask(x, id)
+	id, other := g.tollgateTask(x)
+	if other != nil {
+		return *other
 	}
 	t, err := g.d.Tasks.Get(ctx, owner(x), id)
 	if err != nil {
@@ -67,12 +79,9 @@ func (g *Gateway) tasksGet(ctx context.Context, x *Exchange) Result {
 }
 
 func (g *Gateway) tasksCancel(ctx context.Context, x *Exchange) Result {
-	id, e := taskIDParam(x)
-	if e != nil {
-		return ReplyError(x, e)
-	}
-	if !g.isTollgateTask(x, id) {
-		return g.upstreamTask(x, id)
+	id, other := g.tollgateTask(x)
+	if other != nil {
+		return *other
 	}
 	t, err := g.d.Tasks.Cancel(ctx, owner(x), id)
 	switch {
@@ -88,12 +97,9 @@ func (g *Gateway) tasksCancel(ctx context.Context, x *Exchange) Result {
 // tasksResult blocks until the task is terminal (spec: tasks/result MUST block), then returns
 // exactly what the tool call returned, with the related-task _meta.
 func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
-	id, e := taskIDParam(x)
-	if e != nil {
-		return ReplyError(x, e)
-	}
-	if !g.isTollgateTask(x, id) {
-		return g.upstreamTask(x, id)
+	id, other := g.tollgateTask(x)
+	if other != nil {
+		return *other
 	}
 	own := owner(x)
 	t, err := g.d.Tasks.Get(ctx, own, id)
