@@ -14,6 +14,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -92,8 +93,8 @@ func (g *Gateway) identified(h Handler) Handler {
 // UpstreamSupportsTasks is the cached capability.
 func (g *Gateway) UpstreamSupportsTasks() bool { return g.upstreamTasks.Load() }
 
-// owner is the task owner of an exchange (DESIGN.md §3): the MCP session until client
-// authentication exists.
+// owner is the task owner of an exchange (DESIGN.md §3): the identity from
+// server.identity_header when there is one, else the MCP session.
 func owner(x *Exchange) string {
 	switch {
 	case x.Subject != "":
@@ -129,15 +130,16 @@ func captureHeaders(in http.Header) http.Header {
 	return out
 }
 
-// executionHeaders rebuilds the headers an approved call is sent with: the captured ones plus
-// the caller's upstream session (none for a session Tollgate minted itself).
-func executionHeaders(t *tasks.Task) http.Header {
-	hdr := make(http.Header, len(t.Headers)+2)
-	for k, v := range t.Headers {
+// callerHeaders are the headers of a request Tollgate sends upstream on a caller's behalf (an
+// approved call, the tasks/list merge): the captured ones plus the caller's upstream session
+// (none for a session Tollgate minted itself).
+func callerHeaders(captured http.Header, sessionID string) http.Header {
+	hdr := make(http.Header, len(captured)+2)
+	for k, v := range captured {
 		hdr[k] = v
 	}
-	if t.SessionID != "" && !strings.HasPrefix(t.SessionID, session.LocalPrefix) {
-		hdr.Set(upstream.HeaderSessionID, t.SessionID)
+	if sessionID != "" && !strings.HasPrefix(sessionID, session.LocalPrefix) {
+		hdr.Set(upstream.HeaderSessionID, sessionID)
 	}
 	hdr.Set("Content-Type", "application/json")
 	return hdr
@@ -152,15 +154,9 @@ func (g *Gateway) annotation(s *governance.Snapshot, tool string) (rules.Decisio
 	return d, rules.Annotation(d, g.upstreamTasks.Load(), up, s.Config.Tasks.SyncApproval)
 }
 
-// wait is used by handlers that may block: it bounds nothing itself (the client's context
-// does) but never outlives ctx.
-func waitResult(fn func(ctx context.Context, emit func([]byte) bool) []byte) Result {
-	return Result{Wait: fn}
-}
-
-// rawString quotes s as JSON.
+// rawString quotes s as JSON (without HTML escaping, like everything Tollgate writes).
 func rawString(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
+	b, _ := jsonrpc.Marshal(s)
 	return b
 }
 
@@ -169,18 +165,4 @@ func rawString(s string) json.RawMessage {
 func (g *Gateway) Use(m *tasks.Manager, tools *gwtools.Tools) {
 	g.d.Tasks = m
 	g.d.Tools = tools
-}
-
-// outboundCopy is the caller's headers for a request Tollgate makes on its behalf (tasks/list
-// merge): its replayable headers plus its upstream session.
-func outboundCopy(in http.Header) http.Header {
-	hdr := captureHeaders(in)
-	if hdr == nil {
-		hdr = http.Header{}
-	}
-	if sid := in.Get(upstream.HeaderSessionID); sid != "" && !strings.HasPrefix(sid, session.LocalPrefix) {
-		hdr.Set(upstream.HeaderSessionID, sid)
-	}
-	hdr.Set("Content-Type", "application/json")
-	return hdr
 }

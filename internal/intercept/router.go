@@ -45,7 +45,6 @@ type Result struct {
 
 // Forward describes an upstream exchange.
 type Forward struct {
-	Body    []byte        // nil = the client's bytes
 	Timeout time.Duration // until the response message arrives; 0 = none
 	// Transform edits the upstream's response message to this request (nil = unchanged). It
 	// runs after Exchange.Session is set from the response headers. Returning nil keeps the

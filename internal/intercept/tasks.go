@@ -106,7 +106,7 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 	if err != nil {
 		return ReplyError(x, notFound(id))
 	}
-	return waitResult(func(ctx context.Context, emit func([]byte) bool) []byte {
+	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		if t.AskRequester && t.State == tasks.AwaitingApproval {
 			g.askRequester(t, own, emit) // input_required: the question travels on this stream
 		}
@@ -125,7 +125,7 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 			return jsonrpc.ErrorResponse(x.Msg.ID, e)
 		}
 		return jsonrpc.ResultResponse(x.Msg.ID, withRelatedTask(res, id))
-	})
+	}}
 }
 
 // withRelatedTask adds _meta["io.modelcontextprotocol/related-task"] to a result object,
@@ -251,7 +251,7 @@ func (g *Gateway) upstreamTaskList(ctx context.Context, x *Exchange, cursor json
 	if cursor != nil {
 		params = json.RawMessage(`{"cursor":` + string(cursor) + `}`)
 	}
-	hdr := outboundCopy(x.HTTP.Header)
+	hdr := callerHeaders(captureHeaders(x.HTTP.Header), x.Session.ID)
 	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(json.RawMessage(`"tollgate-tasks-list"`), "tasks/list", params), nil)
 	if err != nil {
 		return nil, nil, err
@@ -356,7 +356,7 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	if g.d.Sessions.Ended(t.SessionID) {
 		return nil, sessionGone(t)
 	}
-	hdr := executionHeaders(t)
+	hdr := callerHeaders(t.Headers, t.SessionID)
 	id := json.RawMessage(rawString("tollgate-exec-" + t.ID))
 	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), nil)
 	if err != nil {

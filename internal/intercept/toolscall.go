@@ -239,7 +239,7 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 	}
 	if mode == config.SyncApprovalBlock {
 		id, own := t.ID, owner(x)
-		return waitResult(func(ctx context.Context, _ func([]byte) bool) []byte {
+		return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
 			res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
 			if err != nil {
 				return nil // client went away; the task continues
@@ -248,7 +248,7 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 				return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))
 			}
 			return jsonrpc.ResultResponse(x.Msg.ID, res)
-		})
+		}}
 	}
 	return ReplyResult(x, promotedResult(t))
 }
@@ -259,11 +259,11 @@ func (g *Gateway) ownTool(x *Exchange, p callParams) Result {
 	if x.Session != nil {
 		c.SessionID = x.Session.ID
 	}
-	return waitResult(func(ctx context.Context, _ func([]byte) bool) []byte {
+	return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
 		res, rpcErr := g.d.Tools.Call(ctx, c, p.Name, p.Arguments)
 		if rpcErr != nil {
 			return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))
 		}
 		return jsonrpc.ResultResponse(x.Msg.ID, res)
-	})
+	}}
 }

@@ -28,10 +28,7 @@ type upstreamItem struct {
 // collect the upstream's answer (tasks.promote_after). The upstream request therefore runs on
 // a context detached from the client's, cancelled by the client only before promotion.
 func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward) string {
-	body := f.Body
-	if body == nil {
-		body = x.Body
-	}
+	body := x.Body
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	items := make(chan upstreamItem, 16)
 	go h.readUpstream(ctx, outboundHeader(r.Header, x.Session), body, items)
@@ -94,7 +91,7 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 				if upstream.IsEventStream(it.resp.Header) {
 					sw = newSSEWriter(w)
 					copyHeader(w.Header(), it.resp.Header)
-					sw.start(it.resp.StatusCode, nil)
+					sw.start(it.resp.StatusCode)
 					continue
 				}
 				// Neither JSON nor a stream (an HTTP error): relay it as it is.

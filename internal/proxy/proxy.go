@@ -209,7 +209,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, errTooLarge) {
 			writeJSON(w, http.StatusRequestEntityTooLarge, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(
 				jsonrpc.CodeInvalidRequest, "RequestTooLarge",
-				"Request body exceeds the limit of "+itoa(h.o.MaxBodyBytes)+" bytes (server.max_body_bytes)",
+				"Request body exceeds the limit of "+strconv.FormatInt(h.o.MaxBodyBytes, 10)+" bytes (server.max_body_bytes)",
 				"correlation_id", corr)))
 			h.observe("", "too_large", start)
 			return
@@ -295,7 +295,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.C
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	sw := newSSEWriter(w)
-	sw.start(http.StatusOK, nil)
+	sw.start(http.StatusOK)
 	emit := func(msg []byte) bool { return ctx.Err() == nil && sw.write(sse.Message(msg)) == nil }
 	go func() { done <- fn(ctx, emit) }()
 	t := time.NewTicker(h.o.KeepAlive)
@@ -330,26 +330,20 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	if f.Promote != nil && f.Promote.After > 0 && x.Msg.Kind == jsonrpc.KindRequest {
 		return h.forwardPromotable(w, r, x, f)
 	}
-	body := f.Body
-	if body == nil {
-		body = x.Body
-	}
+	body := x.Body
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var timer *time.Timer
-	timedOut := false
-	var tmu sync.Mutex
+	var timedOut atomic.Bool
 	expire := func() {
-		tmu.Lock()
-		timedOut = true
-		tmu.Unlock()
+		timedOut.Store(true)
 		cancel()
 	}
 	if f.Timeout > 0 {
 		timer = time.AfterFunc(f.Timeout, expire)
 		defer timer.Stop()
 	}
-	didTimeout := func() bool { tmu.Lock(); defer tmu.Unlock(); return timedOut }
+	didTimeout := timedOut.Load
 	// Other requests get server.request_timeout until the upstream's response headers: a
 	// hung upstream cannot hold the connection, and a stream, once started, is never cut.
 	// tasks/result is exempt: it blocks upstream by design.
@@ -372,8 +366,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	}
 	defer resp.Body.Close()
 
-	isInit := x.Msg.Method == "initialize" && x.Msg.Kind == jsonrpc.KindRequest
-	if isInit {
+	if x.Msg.Method == "initialize" && x.Msg.Kind == jsonrpc.KindRequest && resp.StatusCode < 300 {
 		h.adoptSession(resp.Header, x)
 	}
 	restore := func(m *jsonrpc.Message) []byte {
@@ -396,7 +389,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	case upstream.IsEventStream(resp.Header):
 		sw := newSSEWriter(w)
 		copyHeader(w.Header(), resp.Header)
-		sw.start(resp.StatusCode, nil)
+		sw.start(resp.StatusCode)
 		rd := sse.NewReader(resp.Body, 0)
 		defer rd.Close()
 		for {
@@ -534,9 +527,9 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	sw := newSSEWriter(w)
 	if resp != nil {
 		copyHeader(w.Header(), resp.Header)
-		sw.start(resp.StatusCode, nil)
+		sw.start(resp.StatusCode)
 	} else {
-		sw.start(http.StatusOK, nil)
+		sw.start(http.StatusOK)
 	}
 	if h.o.Observer != nil {
 		h.o.Observer.StreamOpened()
@@ -653,18 +646,4 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-func itoa(n int64) string {
-	var b [20]byte
-	i := len(b)
-	if n == 0 {
-		return "0"
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }

@@ -20,7 +20,7 @@ func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w)}
 }
 
-func (s *sseWriter) start(status int, _ http.Header) {
+func (s *sseWriter) start(status int) {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	if h.Get("Cache-Control") == "" {
