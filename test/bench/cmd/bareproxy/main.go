@@ -4,19 +4,16 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/test/bench/benchserve"
 )
 
 func main() {
@@ -45,24 +42,7 @@ func main() {
 		Transport:     tr,
 		FlushInterval: -1, // flush every write, as an SSE-aware proxy must
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Fatalf("bareproxy: %v", err)
-	}
-	hs := &http.Server{Handler: readFirst(rp), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("LISTENING http://%s/mcp\n", ln.Addr())
-	os.Stdout.Sync()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
-		log.Fatalf("bareproxy: %v", err)
-	}
+	benchserve.Run("bareproxy", *listen, readFirst(rp))
 }
 
 // readFirst reads the request body whole before proxying. ReverseProxy streams it by default,

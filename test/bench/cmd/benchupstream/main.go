@@ -10,17 +10,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/tollgate-mcp/tollgate/test/bench/benchserve"
 )
 
 func main() {
@@ -30,28 +26,9 @@ func main() {
 	flag.Parse()
 
 	srv := newServer(*extra, *bigBytes)
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		log.Fatalf("benchupstream: %v", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", server.NewStreamableHTTPServer(srv))
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	// The harness reads this line to learn the address when -listen ends in :0.
-	fmt.Printf("LISTENING http://%s/mcp\n", ln.Addr())
-	os.Stdout.Sync()
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
-	if err := hs.Serve(ln); err != nil && err != http.ErrServerClosed {
-		log.Fatalf("benchupstream: %v", err)
-	}
+	benchserve.Run("benchupstream", *listen, mux)
 }
 
 func newServer(extra, bigBytes int) *server.MCPServer {
