@@ -11,6 +11,8 @@ import (
 
 	"github.com/cedar-policy/cedar-go/types"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
 
 // Limits on tool arguments handed to Cedar. Arguments come from clients, so the converter
@@ -41,8 +43,10 @@ var errOutOfRange = fmt.Errorf("%w: integer out of the 64-bit range", ErrArgumen
 //   - null → the key is left out of its record (Cedar has no null, so `has` is false)
 //     and the element is left out of its set; a top-level null or empty input is an
 //     empty record (a call without arguments);
-//   - the keys "__entity" and "__extn" are rejected at any depth, as are duplicate keys
-//     (Tollgate and the upstream might otherwise read different values) and invalid UTF-8.
+//   - the keys "__entity" and "__extn" are rejected at any depth, as are duplicate keys,
+//     keys of one object that differ only in case or Unicode simple folding ("amount" and
+//     "Amount": a typed Go upstream binds both to one field, the last winning) and invalid
+//     UTF-8 — Tollgate and the upstream might otherwise read different values.
 //
 // Input is limited to MaxArgumentBytes, MaxDepth and MaxNodes.
 func FromJSON(raw json.RawMessage) (types.Value, error) {
@@ -115,6 +119,7 @@ func (c *converter) value(tok jsontext.Token, depth int) (v types.Value, ok bool
 
 func (c *converter) object(depth int) (types.Value, error) {
 	m := types.RecordMap{}
+	folded := map[string]struct{}{}
 	for {
 		tok, err := c.next()
 		if err != nil {
@@ -128,6 +133,12 @@ func (c *converter) object(depth int) (types.Value, error) {
 		if key == "__entity" || key == "__extn" {
 			return nil, fmt.Errorf("%w: reserved key %q", ErrArguments, key)
 		}
+		f := jsonrpc.FoldName(key)
+		if _, dup := folded[f]; dup {
+			// No key in the text: error texts never carry tool arguments.
+			return nil, fmt.Errorf("%w: two keys of one object differ only in case near offset %d", ErrArguments, c.dec.InputOffset())
+		}
+		folded[f] = struct{}{}
 		tok, err = c.next()
 		if err != nil {
 			return nil, err
