@@ -28,6 +28,8 @@ type Exchange struct {
 type Result struct {
 	// Reply is a complete JSON-RPC message answered locally.
 	Reply []byte
+	// Status is the HTTP status of Reply; 0 means 200.
+	Status int
 	// Wait produces a local answer that may take long (tasks/result, sync_approval block);
 	// the proxy keeps the connection alive meanwhile. It returns the JSON-RPC message to send.
 	// emit sends a message ahead of the answer on the same SSE stream (a server→client
@@ -109,7 +111,7 @@ func NewRouter() *Router { return &Router{handlers: map[string]Handler{}} }
 // Handle registers h for requests with the given method.
 func (r *Router) Handle(method string, h Handler) { r.handlers[method] = h }
 
-// Route picks the handler for x; notifications and responses always pass through.
+// Route picks the handler for x; other requests, notifications and responses pass through.
 func (r *Router) Route(ctx context.Context, x *Exchange) Result {
 	if r == nil {
 		return Passthrough
@@ -119,10 +121,26 @@ func (r *Router) Route(ctx context.Context, x *Exchange) Result {
 		if h, ok := r.handlers[x.Msg.Method]; ok {
 			return h(ctx, x)
 		}
+	case jsonrpc.KindNotification:
+		if _, ok := r.handlers[x.Msg.Method]; ok {
+			return refuseNotification(x)
+		}
 	case jsonrpc.KindResponse:
 		if r.responses != nil && bytes.HasPrefix(x.Msg.ID, r.respIDs) {
 			return r.responses(ctx, x)
 		}
 	}
 	return Passthrough
+}
+
+// refuseNotification answers a governed method sent without an id (or with id null). Passing it
+// on as a notification would run a tools/call no rule saw; dropping it silently with 202 would
+// hide the mistake. A notification gets no JSON-RPC response by spec (JSON-RPC 2.0 §4.1), so
+// the refusal travels as HTTP 400 whose body is a -32600 error with id null.
+func refuseNotification(x *Exchange) Result {
+	r := ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "IdRequired",
+		"Invalid Request: "+x.Msg.Method+" must be sent as a request with an id (not a notification, not id null); Tollgate governs it and never forwards it unchecked",
+		"method", x.Msg.Method))
+	r.Status = http.StatusBadRequest
+	return r
 }

@@ -3,6 +3,7 @@ package intercept
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -347,5 +348,33 @@ func TestToolsCall_OwnToolWithTask(t *testing.T) {
 	res := h.route(t, &session.Session{ID: "s1"}, callRequest(`{"name":"tollgate_list_tasks","arguments":{},"task":{"ttl":60000}}`))
 	if res.Reply == nil || !strings.Contains(string(res.Reply), `"code":-32601`) {
 		t.Errorf("a task-augmented call to a tollgate_* tool must be refused with -32601 TaskForbidden: %s", res.Reply)
+	}
+}
+
+// TestRoute_GovernedNotifications: every method Tollgate intercepts, sent without an id or
+// with id null, is refused locally (HTTP 400, -32600 IdRequired, id null) and never forwarded;
+// ungoverned notifications still pass through.
+func TestRoute_GovernedNotifications(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	for method := range h.router.handlers {
+		for _, id := range []string{``, `"id":null,`} {
+			res := h.route(t, &session.Session{ID: "s1"}, `{"jsonrpc":"2.0",`+id+`"method":"`+method+`","params":{"name":"drop_x","taskId":"tg_x"}}`)
+			if res.Forward != nil || res.Status != http.StatusBadRequest {
+				t.Errorf("%s notification (%s): forward=%v status=%d, want a local 400", method, id, res.Forward != nil, res.Status)
+				continue
+			}
+			if e := replyError(t, res); e.Code != jsonrpc.CodeInvalidRequest || e.Data["error"] != "IdRequired" {
+				t.Errorf("%s notification: %+v", method, e)
+			}
+			if !strings.Contains(string(res.Reply), `"id":null`) {
+				t.Errorf("%s notification: reply %s, want id null", method, res.Reply)
+			}
+		}
+	}
+	if len(h.router.handlers) < 9 {
+		t.Errorf("only %d governed methods registered", len(h.router.handlers))
+	}
+	if res := h.route(t, nil, `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`); res.Forward == nil {
+		t.Errorf("ungoverned notification not forwarded: %+v", res)
 	}
 }

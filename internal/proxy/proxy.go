@@ -5,6 +5,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -242,7 +243,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	outcome := "ok"
 	switch {
 	case res.Reply != nil:
-		writeJSON(w, http.StatusOK, res.Reply)
+		writeJSON(w, cmp.Or(res.Status, http.StatusOK), res.Reply)
 		if res.After != nil {
 			_ = http.NewResponseController(w).Flush()
 			res.After()

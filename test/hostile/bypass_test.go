@@ -1,7 +1,9 @@
 package hostile
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"io/fs"
 	"slices"
 	"strings"
@@ -64,5 +66,39 @@ func TestCaseVariantArgumentKeys(t *testing.T) {
 	}
 	if got := up.Transfers(); !slices.Equal(got, []int64{10}) {
 		t.Errorf("upstream executed transfers %v, want only the control [10]", got)
+	}
+}
+
+// TestGovernedNotifications: a governed method sent without an id (or with id null) used to
+// pass through as a notification — answered 202 and forwarded unchecked, so a denied tool ran.
+// Now it is refused with HTTP 400 and -32600 IdRequired, and the upstream never sees it.
+func TestGovernedNotifications(t *testing.T) {
+	up := startTypedUpstream(t)
+	g := startPolicyGateway(t, up)
+	c := g.NewClient(t)
+	for i, body := range []string{
+		`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"drop_table","arguments":{"text":"%s"}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"drop_table","arguments":{"text":"%s"}}}`,
+		`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"transfer_funds","arguments":{"amount":100000,"currency":"%s"}}}`,
+		`{"jsonrpc":"2.0","method":"tasks/cancel","params":{"taskId":"%s"}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"tasks/result","params":{"taskId":"%s"}}`,
+		`{"jsonrpc":"2.0","method":"tasks/list","params":{"cursor":"%s"}}`,
+		`{"jsonrpc":"2.0","method":"tools/list","params":{"cursor":"%s"}}`,
+	} {
+		marker := fmt.Sprintf("notification-marker-%d", i)
+		r := c.Post(fmt.Sprintf(body, marker))
+		var m map[string]any
+		_ = json.Unmarshal(r.Body, &m)
+		code, name := testkit.ErrorOf(m)
+		if r.Status != http.StatusBadRequest || code != -32600 || name != "IdRequired" || m["id"] != nil {
+			t.Errorf("%s: HTTP %d %s, want 400 with -32600 IdRequired and id null", body, r.Status, r.Body)
+		}
+		if up.Saw([]byte(marker)) {
+			t.Errorf("%s: the upstream received it", body)
+		}
+	}
+	// A plain notification of an ungoverned method still passes through.
+	if r := c.Post(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"notification-marker-ok","progress":1}}`); r.Status != http.StatusAccepted || !up.Saw([]byte("notification-marker-ok")) {
+		t.Errorf("ungoverned notification: HTTP %d %s, want 202 and forwarded", r.Status, r.Body)
 	}
 }
