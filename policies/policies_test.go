@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/policy"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
 	"github.com/tollgate-mcp/tollgate/policies"
 )
 
@@ -17,7 +18,7 @@ func load(t *testing.T) *policy.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(files, "financial.cedar") || !slices.Contains(files, "delete_protection.cedar") {
+	if !slices.Contains(files, "financial.cedar") || !slices.Contains(files, "delete_protection.cedar") || !slices.Contains(files, "annotations.cedar") {
 		t.Fatalf("embedded files = %v", files)
 	}
 	e, err := policy.LoadFS(policies.FS, files, "")
@@ -118,4 +119,32 @@ func TestDeleteProtectionPolicy(t *testing.T) {
 		{"target as string fails closed", "delete_records", `{"target":"production"}`, policy.Deny, nil, true},
 		{"forged __entity username rejected", "delete_user", `{"username":{"__entity":{"type":"User","id":"bob"}}}`, policy.Deny, nil, true},
 	})
+}
+
+func TestAnnotationsPolicy(t *testing.T) {
+	e := load(t)
+	for _, tt := range []struct {
+		name, tool, args, ann string // ann: the tool's annotations object as listed ("" = none)
+		want                  policy.Outcome
+		id                    string // the determining policy ("" = don't check)
+	}{
+		{"unannotated tool is destructive: approval", "rm", `{}`, ``, policy.Approve, "annotations.approve_destructive"},
+		{"declared destructive, closed world: approval", "rm", `{}`, `{"destructiveHint":true,"openWorldHint":false}`, policy.Approve, ""},
+		{"read-only forwards", "ls", `{}`, `{"readOnlyHint":true}`, policy.Forward, "annotations.forward_non_destructive"},
+		{"read-only wins over destructiveHint", "ls", `{"environment":"production"}`, `{"readOnlyHint":true,"destructiveHint":true}`, policy.Forward, ""},
+		{"additive forwards", "append", `{}`, `{"destructiveHint":false}`, policy.Forward, ""},
+		{"destructive in production denied", "rm", `{"environment":"production"}`, ``, policy.Deny, "annotations.forbid_destructive_production"},
+		{"additive in production forwards", "append", `{"environment":"production"}`, `{"destructiveHint":false}`, policy.Forward, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := e.Decide(policy.Request{Principal: "alice", Tool: tt.tool, Arguments: json.RawMessage(tt.args),
+				PolicyID: "annotation_guard", SourceID: "upstream", Annotations: rules.ParseHints([]byte(tt.ann))})
+			if err != nil || d.Outcome != tt.want {
+				t.Fatalf("Decide = %s (%s %v), %v; want %s", d.Outcome, d.Reason, d.PolicyIDs, err, tt.want)
+			}
+			if tt.id != "" && !slices.Equal(d.PolicyIDs, []string{tt.id}) {
+				t.Errorf("policy ids = %v, want [%s]", d.PolicyIDs, tt.id)
+			}
+		})
+	}
 }

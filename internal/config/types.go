@@ -72,7 +72,22 @@ type Rule struct {
 	Action   Action `yaml:"action"`
 	Approval string `yaml:"approval"`  // workflow name for approve (and policy → approve); default "default"
 	PolicyID string `yaml:"policy_id"` // passed to Cedar in context.policy_id for action: policy
+	// MatchAnnotations narrows the rule to tools whose MCP tool annotations (from the
+	// upstream's tools/list) have these values, e.g. {destructiveHint: true}. Absent hints
+	// count with the spec's defaults (see rules.Hints).
+	MatchAnnotations map[string]bool `yaml:"match_annotations"`
 }
+
+// Annotation hints a rule can match (spec 2025-11-25 ToolAnnotations).
+const (
+	HintReadOnly    = "readOnlyHint"
+	HintDestructive = "destructiveHint"
+	HintIdempotent  = "idempotentHint"
+	HintOpenWorld   = "openWorldHint"
+)
+
+// AnnotationHints lists the hints match_annotations accepts.
+var AnnotationHints = []string{HintReadOnly, HintDestructive, HintIdempotent, HintOpenWorld}
 
 // Workflow is one named approval workflow (approval.<name>).
 type Workflow struct {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -149,6 +150,20 @@ func (v *validator) governance() {
 				msg = fmt.Sprintf("%s at offset %d", se.Reason, se.Offset)
 			}
 			v.add(p+".match", "invalid glob %q: %s", r.Match, msg)
+		}
+		hints := make([]string, 0, len(r.MatchAnnotations))
+		for k := range r.MatchAnnotations {
+			hints = append(hints, k)
+		}
+		sort.Strings(hints) // stable error order
+		for _, k := range hints {
+			if !slices.Contains(AnnotationHints, k) {
+				msg := fmt.Sprintf("unknown annotation %q (want %s)", k, strings.Join(AnnotationHints, ", "))
+				if s := suggest(k, AnnotationHints); s != "" {
+					msg = fmt.Sprintf("unknown annotation %q (did you mean %q?)", k, s)
+				}
+				v.add(p+".match_annotations."+k, "%s", msg)
+			}
 		}
 		switch {
 		case !validAction(r.Action):

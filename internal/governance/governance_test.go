@@ -267,7 +267,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := s.Evaluate(context.Background(), log, tc.caller, tc.tool, json.RawMessage(tc.args))
+			e := s.Evaluate(context.Background(), log, tc.caller, tc.tool, 0, json.RawMessage(tc.args))
 			if e.Action != tc.action {
 				t.Errorf("Action = %s, want %s", e.Action, tc.action)
 			}
@@ -294,7 +294,7 @@ func TestEvaluate(t *testing.T) {
 func TestEvaluateWithoutEngine(t *testing.T) {
 	s := build(t)
 	s.Policy = nil
-	e := s.Evaluate(context.Background(), slog.New(slog.DiscardHandler), Caller{}, "transfer_funds", json.RawMessage(`{"amount":1}`))
+	e := s.Evaluate(context.Background(), slog.New(slog.DiscardHandler), Caller{}, "transfer_funds", 0, json.RawMessage(`{"amount":1}`))
 	if e.Action != config.ActionDeny || e.Policy != nil || e.Decision.Action != config.ActionPolicy {
 		t.Errorf("Evaluate = %+v, want a deny of the policy rule", e)
 	}
@@ -320,7 +320,7 @@ func TestEvaluateErrorFailsClosed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			e := s.Evaluate(context.Background(), log, Caller{Subject: "alice"}, tc.tool, json.RawMessage(tc.args))
+			e := s.Evaluate(context.Background(), log, Caller{Subject: "alice"}, tc.tool, 0, json.RawMessage(tc.args))
 			if e.Action != config.ActionDeny || e.Policy == nil || e.Policy.Outcome != policy.Deny {
 				t.Fatalf("Evaluate = %+v, want a Cedar deny", e)
 			}
@@ -347,8 +347,8 @@ func TestEvaluateErrorFailsClosed(t *testing.T) {
 func TestDeniedError(t *testing.T) {
 	s := build(t)
 	ctx, log := context.Background(), slog.New(slog.DiscardHandler)
-	cedar := s.Evaluate(ctx, log, Caller{}, "transfer_x", json.RawMessage(`{"amount":500000}`))
-	defaults := s.Evaluate(ctx, log, Caller{}, "anything", nil)
+	cedar := s.Evaluate(ctx, log, Caller{}, "transfer_x", 0, json.RawMessage(`{"amount":500000}`))
+	defaults := s.Evaluate(ctx, log, Caller{}, "anything", 0, nil)
 	defaults.Action = config.ActionDeny // as if defaults.action were deny
 	tests := []struct {
 		name     string
@@ -358,7 +358,7 @@ func TestDeniedError(t *testing.T) {
 		policies []string
 		msg      string
 	}{
-		{"rule", "drop_table", s.Evaluate(ctx, log, Caller{}, "drop_table", nil), "drop_*", nil, `rule "drop_*"`},
+		{"rule", "drop_table", s.Evaluate(ctx, log, Caller{}, "drop_table", 0, nil), "drop_*", nil, `rule "drop_*"`},
 		{"defaults", "anything", defaults, "defaults", nil, `rule "defaults"`},
 		{"cedar", "transfer_x", cedar, "transfer_*", []string{"financial.forbid_huge"}, "Cedar policy (forbid matched)"},
 	}

@@ -89,11 +89,11 @@ type Effective struct {
 	Policy   *policy.Decision
 }
 
-// Evaluate resolves the action for tool with arguments: the rule's action, or Cedar's outcome
-// for action: policy. Cedar errors fail closed (deny) and are logged with policy ids, never
-// with arguments.
-func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, tool string, args json.RawMessage) Effective {
-	d := s.Rules.Decide(tool)
+// Evaluate resolves the action for tool, with the annotations the upstream lists for it and
+// the call's arguments: the rule's action, or Cedar's outcome for action: policy. Cedar errors
+// fail closed (deny) and are logged with policy ids, never with arguments.
+func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, tool string, hints rules.Hints, args json.RawMessage) Effective {
+	d := s.Rules.DecideHints(tool, hints)
 	eff := Effective{Decision: d, Action: d.Action}
 	if d.Action != config.ActionPolicy {
 		return eff
@@ -105,6 +105,7 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 	pd, err := s.Policy.Decide(policy.Request{
 		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
 		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: time.Now(),
+		Annotations: hints,
 	})
 	if err != nil {
 		log.Warn("cedar evaluation failed; denying", "tool", tool, "policy_id", d.PolicyID,

@@ -43,9 +43,9 @@ type Gateway struct {
 	upstreamTasks atomic.Bool
 	capsKnown     atomic.Bool
 
-	mu        sync.RWMutex
-	toolTasks map[string]rules.TaskSupport // upstream tool → its own execution.taskSupport
-	listed    map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
+	mu     sync.RWMutex
+	tools  map[string]toolInfo          // upstream tool → what its tools/list entry says
+	listed map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
 
 	prom  *promotions
 	lists listCache // rewritten tools/list pages
@@ -60,7 +60,7 @@ func NewGateway(d Deps) *Gateway {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Gateway{d: d, log: d.Logger, m: newGatewayMetrics(d.Registerer),
-		toolTasks: map[string]rules.TaskSupport{}, listed: map[string]rules.TaskSupport{}, prom: newPromotions()}
+		tools: map[string]toolInfo{}, listed: map[string]rules.TaskSupport{}, prom: newPromotions()}
 }
 
 // Register mounts the handlers on r.
@@ -145,13 +145,25 @@ func callerHeaders(captured http.Header, sessionID string) http.Header {
 	return hdr
 }
 
+// toolInfo is what Tollgate learned about an upstream tool from tools/list.
+type toolInfo struct {
+	own          rules.TaskSupport // its own execution.taskSupport ("" if absent)
+	hints        rules.Hints       // its annotations (match_annotations, Cedar context.annotations)
+	outputSchema bool              // it declares an outputSchema
+}
+
+// tool returns what the annotation cache knows about tool (zero when it was never listed).
+func (g *Gateway) tool(name string) toolInfo {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.tools[name]
+}
+
 // annotation computes one tool's execution.taskSupport from the current snapshot.
 func (g *Gateway) annotation(s *governance.Snapshot, tool string) (rules.Decision, rules.TaskSupport) {
-	d := s.Rules.Decide(tool)
-	g.mu.RLock()
-	up := g.toolTasks[tool]
-	g.mu.RUnlock()
-	return d, rules.Annotation(d, g.upstreamTasks.Load(), up, s.Config.Tasks.SyncApproval)
+	ti := g.tool(tool)
+	d := s.Rules.DecideHints(tool, ti.hints)
+	return d, rules.Annotation(d, g.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
 }
 
 // rawString quotes s as JSON (without HTML escaping, like everything Tollgate writes).

@@ -112,7 +112,7 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 	}
 	arr := make([]byte, 0, len(toolsRaw)+len(elems)*48+1024)
 	arr = append(arr, '[')
-	learned := make(map[string]rules.TaskSupport, len(elems))
+	learned := make(map[string]toolInfo, len(elems))
 	upTasks, mode := g.upstreamTasks.Load(), s.Config.Tasks.SyncApproval
 	n := 0
 	sep := func() {
@@ -132,9 +132,9 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 			g.log.Warn("upstream tool shadowed by Tollgate's own tool of the same name", "tool", tl.name)
 			continue
 		}
-		learned[tl.name] = tl.own
+		learned[tl.name] = tl.info
 		sep()
-		arr = tl.appendAnnotated(arr, t, rules.Annotation(s.Rules.Decide(tl.name), upTasks, tl.own, mode))
+		arr = tl.appendAnnotated(arr, t, rules.Annotation(s.Rules.DecideHints(tl.name, tl.info.hints), upTasks, tl.info.own, mode))
 	}
 	g.learn(learned, false)
 	if appendOwn && g.d.Tools != nil && lastPage(result) {
@@ -154,8 +154,8 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 // scannedTool locates what the rewrite needs in one tool object, in a single pass.
 type scannedTool struct {
 	name       string
-	own        rules.TaskSupport // the upstream's execution.taskSupport ("" if absent)
-	exStart    int               // execution value span in the tool (exEnd == 0: absent)
+	info       toolInfo // the upstream's execution.taskSupport, annotations, outputSchema
+	exStart    int      // execution value span in the tool (exEnd == 0: absent)
 	exEnd      int
 	tsStart    int // taskSupport value span inside the execution object (tsEnd == 0: absent)
 	tsEnd      int
@@ -171,6 +171,10 @@ func scanTool(tool []byte) (scannedTool, error) {
 			nameRaw = tool[start:end]
 		case "execution":
 			st.exStart, st.exEnd = start, end
+		case "annotations":
+			st.info.hints = rules.ParseHints(tool[start:end])
+		case "outputSchema":
+			st.info.outputSchema = string(tool[start:end]) != "null"
 		}
 		return nil
 	})
@@ -201,7 +205,7 @@ func scanTool(tool []byte) (scannedTool, error) {
 				st.tsStart, st.tsEnd = start, end
 				var v string
 				if json.Unmarshal(ex[start:end], &v) == nil {
-					st.own = rules.TaskSupport(v)
+					st.info.own = rules.TaskSupport(v)
 				}
 			}
 			return nil
@@ -250,9 +254,9 @@ func (st scannedTool) appendAnnotated(dst, tool []byte, ann rules.TaskSupport) [
 	}
 }
 
-func toolNameAndSupport(tool []byte) (string, rules.TaskSupport, error) {
+func toolNameAndInfo(tool []byte) (string, toolInfo, error) {
 	st, err := scanTool(tool)
-	return st.name, st.own, err
+	return st.name, st.info, err
 }
 
 // listKey identifies one rewritten tools/list page.
@@ -297,17 +301,17 @@ func (c *listCache) put(k listKey, v []byte) {
 	c.vals[k] = v
 }
 
-// learn records upstream tools' own taskSupport; replace=true drops tools no longer listed.
-func (g *Gateway) learn(m map[string]rules.TaskSupport, replace bool) {
+// learn records what upstream tools' listings say; replace=true drops tools no longer listed.
+func (g *Gateway) learn(m map[string]toolInfo, replace bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if replace {
-		g.toolTasks = m
+		g.tools = m
 		return
 	}
 	for k, v := range m {
-		if _, known := g.toolTasks[k]; known || len(g.toolTasks) < maxKnownTools {
-			g.toolTasks[k] = v
+		if _, known := g.tools[k]; known || len(g.tools) < maxKnownTools {
+			g.tools[k] = v
 		}
 	}
 }
@@ -319,7 +323,7 @@ const maxKnownTools = 100000
 func (g *Gateway) knowsTool(tool string) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	_, ok := g.toolTasks[tool]
+	_, ok := g.tools[tool]
 	return ok
 }
 
@@ -362,7 +366,7 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 		resp.Body.Close()
 	}
 
-	all := map[string]rules.TaskSupport{}
+	all := map[string]toolInfo{}
 	cursor := json.RawMessage(nil)
 	for page := 0; ; page++ {
 		if page >= maxPages {
@@ -386,8 +390,8 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 			return nil, fmt.Errorf("tools/list page %d: %w", page+1, err)
 		}
 		for _, t := range elems {
-			if name, own, err := toolNameAndSupport(t); err == nil {
-				all[name] = own
+			if name, info, err := toolNameAndInfo(t); err == nil {
+				all[name] = info
 			}
 		}
 		cursor = jsonrpc.Member(rep.Msg.Result, "nextCursor")
@@ -423,17 +427,18 @@ func withJSON(h http.Header) http.Header {
 func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	next := make(map[string]rules.TaskSupport, len(g.toolTasks))
+	next := make(map[string]rules.TaskSupport, len(g.tools))
 	counts := map[rules.TaskSupport]int{}
 	var changed []string
-	names := make([]string, 0, len(g.toolTasks))
-	for n := range g.toolTasks {
+	names := make([]string, 0, len(g.tools))
+	for n := range g.tools {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		d := s.Rules.Decide(name)
-		ann := rules.Annotation(d, g.upstreamTasks.Load(), g.toolTasks[name], s.Config.Tasks.SyncApproval)
+		ti := g.tools[name]
+		d := s.Rules.DecideHints(name, ti.hints)
+		ann := rules.Annotation(d, g.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
 		next[name] = ann
 		counts[ann]++
 		if prev, ok := g.listed[name]; !ok || prev != ann {

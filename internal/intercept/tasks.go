@@ -389,7 +389,7 @@ func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 		return nil
 	}
 	s := g.d.Snapshots.Load()
-	eff := s.Evaluate(ctx, g.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID}, t.Tool, t.Arguments)
+	eff := s.Evaluate(ctx, g.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID}, t.Tool, g.tool(t.Tool).hints, t.Arguments)
 	switch eff.Action {
 	case "deny":
 		return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged",

@@ -117,7 +117,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 			"hint", `Call again with params.task, e.g. {"task":{"ttl":600000}}, then poll tasks/get and fetch tasks/result`))
 	}
 
-	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, p.Arguments)
+	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.tool(p.Name).hints, p.Arguments)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
 	switch eff.Action {
@@ -131,9 +131,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 			}
 			return Result{Forward: f}
 		}
-		g.mu.RLock()
-		own := g.toolTasks[p.Name]
-		g.mu.RUnlock()
+		own := g.tool(p.Name).own
 		if g.upstreamTasks.Load() && (own == rules.Optional || own == rules.Required) {
 			return g.forwardWithTask(x)
 		}

@@ -24,6 +24,8 @@ import (
 	xast "github.com/cedar-policy/cedar-go/x/exp/ast"
 	"github.com/cedar-policy/cedar-go/x/exp/schema"
 	"github.com/cedar-policy/cedar-go/x/exp/schema/validate"
+
+	"github.com/tollgate-mcp/tollgate/internal/rules"
 )
 
 // Outcome is what a policy decision asks Tollgate to do with the call.
@@ -58,6 +60,9 @@ type Request struct {
 	PolicyID  string          // the rule's policy_id
 	SourceID  string          // sources[].id
 	Time      time.Time       // zero means now
+	// Annotations are the tool's MCP annotation hints (context.annotations), as rules.Hints
+	// reads them. Zero = the tool declared none (the spec's defaults apply).
+	Annotations rules.Hints
 }
 
 // Decision is the outcome and why. It never carries argument values, so it may be logged
@@ -266,13 +271,18 @@ func (e *Engine) Decide(req Request) (Decision, error) {
 		now = time.Now()
 	}
 	now = now.UTC()
+	ann := make(types.RecordMap, 4)
+	for k, v := range req.Annotations.Values() {
+		ann[types.String(k)] = types.Boolean(v)
+	}
 	cedarReq := types.Request{
 		Principal: principal,
 		Action:    types.NewEntityUID(EntityAction, ActionToolCall),
 		Resource:  resource,
 		Context: types.NewRecord(types.RecordMap{
-			"policy_id": types.String(req.PolicyID),
-			"source_id": types.String(req.SourceID),
+			"policy_id":   types.String(req.PolicyID),
+			"source_id":   types.String(req.SourceID),
+			"annotations": types.NewRecord(ann),
 			"time": types.NewRecord(types.RecordMap{
 				"unix":    types.Long(now.Unix()),
 				"hour":    types.Long(now.Hour()),

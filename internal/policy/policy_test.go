@@ -264,6 +264,7 @@ action "tools/call" appliesTo {
   context: {
     policy_id: String,
     source_id: String,
+    annotations: { readOnlyHint: Bool, destructiveHint: Bool, idempotentHint: Bool, openWorldHint: Bool },
     time: { unix: Long, hour: Long, weekday: Long },
   },
 };
@@ -279,6 +280,10 @@ when { resource.arguments has amount && resource.arguments.amount < 10 && contex
 when { resource.arguments has currency && resource.arguments.currency < 10 };`)},
 		"unknown_attr.cedar": {Data: []byte(`forbid (principal, action == Action::"tools/call", resource)
 when { context.nope == 1 };`)},
+		"annotations.cedar": {Data: []byte(`permit (principal, action == Action::"tools/call", resource)
+when { context.annotations.readOnlyHint && !context.annotations.openWorldHint };`)},
+		"annotation_typo.cedar": {Data: []byte(`permit (principal, action == Action::"tools/call", resource)
+when { context.annotations.readonly };`)},
 	}
 	tests := []struct {
 		name   string
@@ -287,6 +292,8 @@ when { context.nope == 1 };`)},
 		want   string // "" = success
 	}{
 		{"valid", "good.cedar", "schema.cedarschema", ""},
+		{"annotations in context", "annotations.cedar", "schema.cedarschema", ""},
+		{"unknown annotation attribute", "annotation_typo.cedar", "schema.cedarschema", "annotation_typo.cedar:1:1"},
 		{"type mismatch", "wrong_type.cedar", "schema.cedarschema", "wrong_type.cedar:1:1"},
 		{"unknown context attribute", "unknown_attr.cedar", "schema.cedarschema", "unknown_attr.cedar:1:1"},
 		{"schema does not parse", "good.cedar", "bad_schema.cedarschema", "bad_schema.cedarschema"},

@@ -45,6 +45,7 @@ type Decision struct {
 }
 
 type compiledRule struct {
+	hints    []hintCond // match_annotations; all must hold
 	pattern  *glob.Pattern
 	prefixes []string // every match starts with one of these ({a,b} expanded); [""] = unknown
 	match    string
@@ -64,8 +65,16 @@ type Engine struct {
 	defaults      Decision
 	forceRequired map[string]struct{}
 
-	cache  sync.Map // tool name → Decision
+	cache  sync.Map // cacheKey → Decision
 	cached atomic.Int64
+	// usesHints: some rule has match_annotations. Otherwise hints are left out of the cache
+	// key, so a tool's decision is cached once whatever its annotations.
+	usesHints bool
+}
+
+type cacheKey struct {
+	tool  string
+	hints Hints
 }
 
 // Compile compiles every rule glob once. Globs use gobwas/glob syntax without separators
@@ -87,7 +96,14 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 			errs = append(errs, fmt.Sprintf("governance.rules[%d].action: unknown action %q", i, r.Action))
 			continue
 		}
+		conds, err := compileHints(r.MatchAnnotations)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("governance.rules[%d].match_annotations: %v", i, err))
+			continue
+		}
+		e.usesHints = e.usesHints || len(conds) > 0
 		e.rules = append(e.rules, compiledRule{
+			hints:    conds,
 			pattern:  p,
 			prefixes: literalPrefixes(r.Match, 0),
 			match:    r.Match,
@@ -125,23 +141,34 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 // Len is the number of compiled rules.
 func (e *Engine) Len() int { return len(e.rules) }
 
-// Decide returns the decision for tool: the first matching rule wins, else the defaults.
-func (e *Engine) Decide(tool string) Decision {
-	if v, ok := e.cache.Load(tool); ok {
+// Decide returns the decision for a tool whose annotations are unknown (counted with the
+// spec's defaults, see Hints): the first matching rule wins, else the defaults.
+func (e *Engine) Decide(tool string) Decision { return e.DecideHints(tool, 0) }
+
+// DecideHints returns the decision for tool with the annotations h the upstream listed for it.
+func (e *Engine) DecideHints(tool string, h Hints) Decision {
+	if !e.usesHints {
+		h = 0 // no rule reads them: one cache entry per tool
+	}
+	key := cacheKey{tool, h}
+	if v, ok := e.cache.Load(key); ok {
 		return v.(Decision)
 	}
-	d := e.decide(tool)
+	d := e.decide(tool, h)
 	// Stop caching at the cap: the counter may overshoot by the number of racing
 	// goroutines, which is harmless.
 	if e.cached.Load() < MaxCachedTools {
-		if _, loaded := e.cache.LoadOrStore(tool, d); !loaded {
+		if _, loaded := e.cache.LoadOrStore(key, d); !loaded {
 			e.cached.Add(1)
 		}
 	}
 	return d
 }
 
-func (e *Engine) decide(tool string) Decision {
+// UsesHints reports whether any rule has match_annotations.
+func (e *Engine) UsesHints() bool { return e.usesHints }
+
+func (e *Engine) decide(tool string, h Hints) Decision {
 	var d Decision
 	matched := false
 	candidates := e.anyFirst
@@ -150,7 +177,7 @@ func (e *Engine) decide(tool string) Decision {
 	}
 	for _, i := range candidates {
 		r := &e.rules[i]
-		if hasAnyPrefix(tool, r.prefixes) && r.pattern.Match(tool) {
+		if hasAnyPrefix(tool, r.prefixes) && r.pattern.Match(tool) && h.satisfies(r.hints) {
 			d = Decision{Action: r.action, Rule: int(i), Match: r.match, Workflow: r.workflow, PolicyID: r.policyID}
 			matched = true
 			break
