@@ -141,13 +141,23 @@ func (g *Tools) Definitions() []json.RawMessage {
 	return out
 }
 
+// Prefix starts every tool name Tollgate reserves for itself: a call to a name with it is
+// answered by Tollgate, never forwarded.
+const Prefix = "tollgate_"
+
+// UnknownTool is the error for a tollgate_* name that is not one of Tollgate's tools (spec
+// 2025-11-25 tools: unknown tool → -32602).
+func UnknownTool(name string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "UnknownTool", "Unknown tool: "+name, "tool", name)
+}
+
 // Call runs tool name. Bad arguments, unknown or foreign task ids and failed tasks are tool
 // results with isError (MCP convention: the model can read and correct them); an unknown tool
 // name is JSON-RPC -32602 (spec 2025-11-25 tools: "Unknown tool").
 func (g *Tools) Call(ctx context.Context, c Caller, name string, arguments json.RawMessage) (json.RawMessage, *jsonrpc.Error) {
 	fn, ok := g.calls[name]
 	if !ok {
-		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "UnknownTool", "Unknown tool: "+name, "tool", name)
+		return nil, UnknownTool(name)
 	}
 	var r result
 	if a, err := parseArgs(arguments); err != nil {

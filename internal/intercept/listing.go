@@ -14,6 +14,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
@@ -128,8 +129,9 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 			arr = append(arr, t...) // not ours to fix; pass it on
 			continue
 		}
-		if g.d.Tools != nil && g.d.Tools.Has(tl.name) {
-			g.log.Warn("upstream tool shadowed by Tollgate's own tool of the same name", "tool", tl.name)
+		if strings.HasPrefix(tl.name, gwtools.Prefix) {
+			// Reserved for Tollgate's own tools; such calls are never forwarded (toolsCall).
+			g.log.Warn("upstream tool hidden: the tollgate_ prefix is reserved for Tollgate's own tools", "tool", tl.name)
 			continue
 		}
 		learned[tl.name] = tl.info
@@ -468,7 +470,7 @@ func (g *Gateway) computeOnDemand(s *governance.Snapshot, tool string) {
 
 // isOwnTool reports whether name is one of Tollgate's tools.
 func (g *Gateway) isOwnTool(name string) bool {
-	return g.d.Tools != nil && strings.HasPrefix(name, "tollgate_") && g.d.Tools.Has(name)
+	return g.d.Tools != nil && strings.HasPrefix(name, gwtools.Prefix) && g.d.Tools.Has(name)
 }
 
 // lastPage reports whether a paginated result has no further page ("nextCursor" absent or

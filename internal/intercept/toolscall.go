@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
@@ -75,7 +76,12 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
 			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
 	}
-	if g.isOwnTool(p.Name) {
+	if strings.HasPrefix(p.Name, gwtools.Prefix) {
+		// The prefix is reserved: an unknown tollgate_* name is never forwarded, so a client
+		// cannot reach an upstream tool that Tollgate hides from tools/list.
+		if !g.isOwnTool(p.Name) {
+			return ReplyError(x, gwtools.UnknownTool(p.Name))
+		}
 		if p.Task != nil && string(p.Task) != "null" {
 			// Tollgate's tools advertise taskSupport forbidden (spec 2025-11-25 tasks:
 			// tool-level negotiation → -32601).

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -376,5 +377,30 @@ func TestRoute_GovernedNotifications(t *testing.T) {
 	}
 	if res := h.route(t, nil, `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`); res.Forward == nil {
 		t.Errorf("ungoverned notification not forwarded: %+v", res)
+	}
+}
+
+// TestToolsCall_ReservedPrefix: the tollgate_ prefix is Tollgate's. A name with it that is not
+// one of Tollgate's tools is answered -32602 UnknownTool locally — with or without a task, and
+// whatever the rules say — and never forwarded to the upstream.
+func TestToolsCall_ReservedPrefix(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	for _, params := range []string{
+		`{"name":"tollgate_unknown","arguments":{}}`,
+		`{"name":"tollgate_unknown","arguments":{},"task":{"ttl":60000}}`,
+		`{"name":"tollgate_","arguments":{}}`,
+		`{"name":"tollgate_list_tasks_x"}`,
+	} {
+		res := h.route(t, &session.Session{ID: "s1"}, callRequest(params))
+		if res.Forward != nil {
+			t.Errorf("%s was forwarded", params)
+			continue
+		}
+		if e := replyError(t, res); e.Code != jsonrpc.CodeInvalidParams || e.Data["error"] != "UnknownTool" {
+			t.Errorf("%s: %+v, want -32602 UnknownTool", params, e)
+		}
+	}
+	if up := h.up.methods(); slices.Contains(up, "tools/call") {
+		t.Errorf("upstream saw %v", up)
 	}
 }

@@ -12,12 +12,14 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/google/uuid"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -379,7 +381,7 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 	if err != nil {
 		return nil, err
 	}
-	if cur.RequestedBy != "" && approver == cur.RequestedBy {
+	if cur.RequestedBy != "" && SameIdentity(approver, cur.RequestedBy) {
 		return nil, ErrSelfApproval
 	}
 	now := m.now()
@@ -708,4 +710,13 @@ func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
 		m.launch(id)
 	}
 	return t
+}
+
+// SameIdentity reports whether two identity names denote the same person: compared after
+// trimming spaces and Unicode NFKC normalisation, case-insensitively (Unicode simple folding).
+// An identity provider that says "Alice" and an approver entry named "alice" (or "ａlice",
+// full-width) are one person, so exact string equality would let a requester approve their
+// own call.
+func SameIdentity(a, b string) bool {
+	return strings.EqualFold(norm.NFKC.String(strings.TrimSpace(a)), norm.NFKC.String(strings.TrimSpace(b)))
 }

@@ -105,6 +105,9 @@ func TestDecisions(t *testing.T) {
 		{"reject", false, "bob", nil, okResult, nil, Rejected, jsonrpc.CodeApprovalRejected},
 		{"self approval", true, "alice-id", nil, okResult, ErrSelfApproval, AwaitingApproval, 0},
 		{"self rejection", false, "alice-id", nil, okResult, ErrSelfApproval, AwaitingApproval, 0},
+		{"self approval in other case", true, "Alice-ID", nil, okResult, ErrSelfApproval, AwaitingApproval, 0},
+		{"self approval with spaces", true, " alice-id ", nil, okResult, ErrSelfApproval, AwaitingApproval, 0},
+		{"self approval full-width", true, "\uff41lice-id", nil, okResult, ErrSelfApproval, AwaitingApproval, 0},
 		{"upstream error", true, "bob", jsonrpc.NewError(-32000, "UpstreamUnreachable", "down"), "", nil, Failed, -32000},
 		{"tool isError", true, "bob", nil, `{"content":[],"isError":true}`, nil, Failed, 0},
 	}

@@ -3,8 +3,8 @@ package hostile
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"io/fs"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
