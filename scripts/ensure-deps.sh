@@ -3,9 +3,11 @@
 #
 #   .tools/node22/   Node 22 from the npm registry (npm package "node"); the MCP conformance
 #                    suite needs Node >= 22 while the machine ships Node 20.
-#   .tools/npm/      @modelcontextprotocol/{conformance,sdk,server-everything}, installed with
-#                    `npm ci` from test/npm/package.json + package-lock.json (versions pinned there;
-#                    bump them with `npm install --package-lock-only` in test/npm).
+#   .tools/npm/      @modelcontextprotocol/{conformance,sdk,server-everything,ext-tasks,inspector}
+#                    and conformance-next (an npm alias of @modelcontextprotocol/conformance
+#                    0.2.0-alpha.12, the 2026-07-28 suite, beside the pinned 0.1.16), installed
+#                    with `npm ci` from test/npm/package.json + package-lock.json (versions pinned
+#                    there; bump them with `npm install --package-lock-only` in test/npm).
 #   Debian packages  redis-server (Redis task store tests), prometheus (promtool checks the
 #                    metrics exposition), chromium (console screenshots) — only when missing.
 #
@@ -42,6 +44,12 @@ timed() {
 }
 
 mkdir -p "$TOOLS"
+# .tools may be a symlink to a shared install: use the physical path, because `npm ci` through
+# a symlinked --prefix misreads the aliased dependency (conformance-next) as a package "npm".
+TOOLS="$(cd "$TOOLS" && pwd -P)"
+NODE22_DIR="$TOOLS/node22"
+NODE22="$NODE22_DIR/node_modules/node/bin/node"
+NPM_DIR="$TOOLS/npm"
 
 # --- Node 22 ---------------------------------------------------------------------------
 node22_ok() { [[ -x "$NODE22" ]] && [[ "$("$NODE22" --version 2>/dev/null)" == "v$NODE22_VERSION" ]]; }
@@ -60,17 +68,35 @@ fi
 # --- npm test tools (pinned by test/npm/package-lock.json) -------------------------------
 stamp="$NPM_DIR/.lock.sha256"
 want="$(cat "$LOCK_SRC/package.json" "$LOCK_SRC/package-lock.json" | sha256sum | cut -d' ' -f1)"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d "$NPM_DIR/node_modules/@modelcontextprotocol/conformance" ]]; then
+# Entry points the tests run; a missing one means a partial install, so reinstall.
+NPM_BINS=(
+	"@modelcontextprotocol/conformance/dist/index.js"
+	"conformance-next/dist/index.js"
+	"@modelcontextprotocol/inspector/clients/mcpdo/build/mcp-bin.js"
+	"@modelcontextprotocol/ext-tasks/dist/client/index.js"
+)
+npm_complete() {
+	local f
+	for f in "${NPM_BINS[@]}"; do [[ -f "$NPM_DIR/node_modules/$f" ]] || return 1; done
+}
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && npm_complete; then
 	log "npm tools up to date"
 else
 	mkdir -p "$NPM_DIR"
 	cp "$LOCK_SRC/package.json" "$LOCK_SRC/package-lock.json" "$NPM_DIR/"
 	# Put node 22 first on PATH so install scripts and engine checks see the runtime we use.
-	timed npm-tools env PATH="$(dirname "$NODE22"):$PATH" npm ci --prefix "$NPM_DIR" --no-audit --no-fund
+	# INSPECTOR_SKIP_CLIENT_INSTALL: the inspector's postinstall would only no-op under
+	# node_modules; say so explicitly so it never reaches for anything else.
+	timed npm-tools env PATH="$(dirname "$NODE22"):$PATH" INSPECTOR_SKIP_CLIENT_INSTALL=1 \
+		npm ci --prefix "$NPM_DIR" --no-audit --no-fund </dev/null
+	npm_complete || { log "npm install lacks one of: ${NPM_BINS[*]}"; exit 1; }
 	echo "$want" >"$stamp"
 fi
-"$NODE22" "$NPM_DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version >/dev/null ||
-	{ log "conformance CLI does not run"; exit 1; }
+for cli in "@modelcontextprotocol/conformance/dist/index.js" "conformance-next/dist/index.js" \
+	"@modelcontextprotocol/inspector/clients/mcpdo/build/mcp-bin.js"; do
+	"$NODE22" "$NPM_DIR/node_modules/$cli" --version </dev/null >/dev/null 2>&1 ||
+		{ log "$cli does not run"; exit 1; }
+done
 
 # --- Debian packages ---------------------------------------------------------------------
 # command → package
