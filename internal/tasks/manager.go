@@ -189,12 +189,26 @@ func (m *Manager) load(ctx context.Context) {
 // "CapacityExceeded" and stores nothing. An accelerated task is created Approved and starts
 // executing at once (DESIGN.md §2 decision matrix, F-005.6).
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) {
+	t, _, err := m.create(ctx, req, false)
+	return t, err
+}
+
+// CreateOrAttach is Create for a plain call a client may send again (tasks.sync_approval): when
+// the same owner already made the same call (same tool, same canonical arguments) and that
+// task is still pending or within its TTL, it returns that task with attached=true instead of
+// creating a second approval. The lookup and the insert are atomic in the store, also across
+// replicas, so parallel retries yield one task. An attached task may be finished already.
+func (m *Manager) CreateOrAttach(ctx context.Context, req CreateRequest) (t *Task, attached bool, err error) {
+	return m.create(ctx, req, true)
+}
+
+func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*Task, bool, error) {
 	if req.Tool == "" || req.Owner == "" {
 		// an empty owner would make the task visible to every caller without one
-		return nil, errors.New("create task: empty tool name or owner")
+		return nil, false, errors.New("create task: empty tool name or owner")
 	}
 	if m.isClosed() {
-		return nil, ErrClosed
+		return nil, false, ErrClosed
 	}
 	now := m.now()
 	ttl := req.TTL
@@ -209,6 +223,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 		AskRequester: req.AskRequester && !req.Accelerated,
 		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
 		Replica: m.opts.Replica,
+	}
+	if keyed {
+		t.IdemKey = IdempotencyKey(t.Owner, t.ArgsHash)
 	}
 	if req.Accelerated {
 		t.State = Approved
@@ -231,19 +248,32 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 	}
 	rec, err := encodeTask(t)
 	if err != nil {
-		return nil, fmt.Errorf("create task for tool %q: %w", req.Tool, err)
+		return nil, false, fmt.Errorf("create task for tool %q: %w", req.Tool, err)
 	}
 	q := m.opts.Quotas
-	stored, err := m.st.Create(ctx, rec, store.Limits{
+	stored, attached, err := m.st.CreateOrAttach(ctx, rec, store.Limits{
 		MaxPendingPerOwner: q.MaxPendingPerOwner, MaxPendingTotal: q.MaxPendingTotal,
 		MaxArgBytes: q.MaxArgumentBytes, MaxStoredBytes: q.MaxStoredBytes,
-	})
+	}, now)
 	if err != nil {
 		var qe *store.QuotaError
 		if errors.As(err, &qe) {
-			return nil, capacityError(qe)
+			return nil, false, capacityError(qe)
 		}
-		return nil, fmt.Errorf("create task for tool %q: %w", req.Tool, err)
+		return nil, false, fmt.Errorf("create task for tool %q: %w", req.Tool, err)
+	}
+	if attached {
+		prev, err := decodeTask(stored)
+		if err != nil {
+			return nil, false, fmt.Errorf("create task for tool %q: attached task %s: %w", req.Tool, stored.ID, err)
+		}
+		if prev.Owner != req.Owner || prev.ArgsHash != t.ArgsHash {
+			// The key hashes both; a mismatch would be a collision or a bug. Never hand
+			// another caller's task over.
+			return nil, false, fmt.Errorf("create task for tool %q: idempotency key collision with task %s", req.Tool, prev.ID)
+		}
+		m.log.Info("retry attached to task", "task_id", prev.ID, "tool", prev.Tool, "state", prev.State)
+		return m.settle(ctx, prev), true, nil
 	}
 	t.Version = stored.Version
 	m.met.moved("", t.State)
@@ -253,7 +283,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 	if t.State == Approved && !req.DeferStart {
 		m.launch(t.ID)
 	}
-	return t.Clone(), nil
+	return t.Clone(), false, nil
 }
 
 // Start executes an accelerated task created with DeferStart (no-op for any other state).

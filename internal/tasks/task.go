@@ -48,8 +48,11 @@ type Task struct {
 	Workflow    string          `json:"workflow,omitempty"`
 	// AskRequester: the approval is asked of the requester itself (workflow destination
 	// elicitation); while awaiting it the wire status is input_required (DESIGN.md §2).
-	AskRequester     bool          `json:"ask_requester,omitempty"`
-	Accelerated      bool          `json:"accelerated,omitempty"`
+	AskRequester bool `json:"ask_requester,omitempty"`
+	Accelerated  bool `json:"accelerated,omitempty"`
+	// IdemKey is set for plain calls a client may retry (CreateOrAttach): a hash of the
+	// owner and ArgsHash. Never the owner itself.
+	IdemKey          string        `json:"idem_key,omitempty"`
 	State            State         `json:"state"`
 	StatusMessage    string        `json:"status_message,omitempty"`
 	CreatedAt        time.Time     `json:"created_at"`
@@ -150,6 +153,13 @@ func CanonicalHash(tool string, args json.RawMessage) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// IdempotencyKey names a plain call for CreateOrAttach: the same owner calling the same tool
+// with the same canonical arguments (argsHash from CanonicalHash) gets the same key.
+func IdempotencyKey(owner, argsHash string) string {
+	sum := sha256.Sum256([]byte(owner + "\x00" + argsHash))
+	return hex.EncodeToString(sum[:])
+}
+
 // taskData is a Task as encoded into store.Record.Data. Raw JSON travels as []byte (base64)
 // so the stored arguments and result come back byte for byte.
 type taskData struct {
@@ -166,7 +176,7 @@ func encodeTask(t *Task) (store.Record, error) {
 	return store.Record{
 		ID: t.ID, Owner: t.Owner, State: string(t.State), Pending: !t.State.Terminal(),
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt(), ArgBytes: int64(len(t.Arguments)),
-		Version: t.Version, Data: b,
+		Version: t.Version, Data: b, Key: t.IdemKey,
 	}, nil
 }
 

@@ -37,6 +37,7 @@ type fileRecord struct {
 	ArgBytes  int64     `json:"arg_bytes"`
 	Version   uint64    `json:"version"`
 	Data      []byte    `json:"data"` // base64, so the bytes come back exactly
+	Key       string    `json:"key,omitempty"`
 }
 
 // OpenFile opens (or creates) the store at path (config tasks.store.path) and loads its index.
@@ -64,6 +65,7 @@ func OpenFile(path string) (*File, error) {
 				return fmt.Errorf("task %s: %w", k, err)
 			}
 			f.ix.put(Record(fr))
+			f.ix.claim(Record(fr))
 			return nil
 		})
 	})
@@ -84,21 +86,31 @@ func (f *File) write(rec Record) error {
 	})
 }
 
-func (f *File) Create(_ context.Context, rec Record, lim Limits) (Record, error) {
+func (f *File) Create(ctx context.Context, rec Record, lim Limits) (Record, error) {
+	rec.Key = "" // Create never takes a key's place
+	r, _, err := f.CreateOrAttach(ctx, rec, lim, time.Time{})
+	return r, err
+}
+
+func (f *File) CreateOrAttach(_ context.Context, rec Record, lim Limits, now time.Time) (Record, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return Record{}, ErrClosed
+		return Record{}, false, ErrClosed
+	}
+	if r, ok := f.ix.attached(rec.Key, now); ok {
+		return r, true, nil
 	}
 	if err := f.ix.checkCreate(rec, lim); err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
 	rec.Version = 1
 	if err := f.write(rec); err != nil {
-		return Record{}, fmt.Errorf("file task store: create task %s: %w", rec.ID, err)
+		return Record{}, false, fmt.Errorf("file task store: create task %s: %w", rec.ID, err)
 	}
 	f.ix.put(rec)
-	return f.ix.recs[rec.ID], nil
+	f.ix.claim(rec)
+	return f.ix.recs[rec.ID], false, nil
 }
 
 func (f *File) Get(_ context.Context, id string) (Record, error) {
@@ -144,7 +156,7 @@ func (f *File) Delete(_ context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("file task store: delete task %s: %w", id, err)
 	}
-	f.ix.remove(id)
+	f.ix.drop(id)
 	return nil
 }
 

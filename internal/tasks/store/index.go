@@ -3,19 +3,44 @@ package store
 import (
 	"slices"
 	"strings"
+	"time"
 )
 
 // index is the in-process table behind the memory and file backends: records by id plus the
 // pending counters the quotas need, kept in step on every change. Callers hold a lock.
 type index struct {
 	recs         map[string]Record
+	keys         map[string]string // idempotency key → id of the record created last with it
 	pendingOwner map[string]int
 	pendingTotal int
 	pendingBytes int64
 }
 
 func newIndex() *index {
-	return &index{recs: make(map[string]Record), pendingOwner: make(map[string]int)}
+	return &index{recs: make(map[string]Record), keys: make(map[string]string), pendingOwner: make(map[string]int)}
+}
+
+// attached returns the record to attach to for key at now, if any.
+func (ix *index) attached(key string, now time.Time) (Record, bool) {
+	if key == "" {
+		return Record{}, false
+	}
+	r, ok := ix.recs[ix.keys[key]]
+	if !ok || !attachable(r, now) {
+		return Record{}, false
+	}
+	return r, true
+}
+
+// claim makes rec the record of its key: the newest one wins (loading a file in any order).
+func (ix *index) claim(rec Record) {
+	if rec.Key == "" {
+		return
+	}
+	if cur, ok := ix.recs[ix.keys[rec.Key]]; ok && cur.ID != rec.ID && cur.CreatedAt.After(rec.CreatedAt) {
+		return
+	}
+	ix.keys[rec.Key] = rec.ID
 }
 
 // checkCreate validates an insert without changing anything.
@@ -53,7 +78,7 @@ func (ix *index) checkUpdate(rec Record, expect uint64) (Record, error) {
 	if old.Version != expect {
 		return Record{}, ErrVersionConflict
 	}
-	rec.Owner, rec.CreatedAt = old.Owner, old.CreatedAt
+	rec.Owner, rec.CreatedAt, rec.Key = old.Owner, old.CreatedAt, old.Key
 	rec.Version = expect + 1
 	return rec, nil
 }
@@ -70,6 +95,15 @@ func (ix *index) put(rec Record) {
 	}
 }
 
+// drop deletes the record with id, and its key's entry when the key points to it.
+func (ix *index) drop(id string) {
+	if old, ok := ix.recs[id]; ok && old.Key != "" && ix.keys[old.Key] == id {
+		delete(ix.keys, old.Key)
+	}
+	ix.remove(id)
+}
+
+// remove takes the record with id out of the table and the counters (put replaces with it).
 func (ix *index) remove(id string) {
 	old, ok := ix.recs[id]
 	if !ok {

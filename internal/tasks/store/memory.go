@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Memory is the in-process backend (tasks.store.type: memory). Tasks are lost on restart.
@@ -17,18 +18,28 @@ var _ Store = (*Memory)(nil)
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory { return &Memory{ix: newIndex()} }
 
-func (m *Memory) Create(_ context.Context, rec Record, lim Limits) (Record, error) {
+func (m *Memory) Create(ctx context.Context, rec Record, lim Limits) (Record, error) {
+	rec.Key = "" // Create never takes a key's place
+	r, _, err := m.CreateOrAttach(ctx, rec, lim, time.Time{})
+	return r, err
+}
+
+func (m *Memory) CreateOrAttach(_ context.Context, rec Record, lim Limits, now time.Time) (Record, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return Record{}, ErrClosed
+		return Record{}, false, ErrClosed
+	}
+	if r, ok := m.ix.attached(rec.Key, now); ok {
+		return r, true, nil
 	}
 	if err := m.ix.checkCreate(rec, lim); err != nil {
-		return Record{}, err
+		return Record{}, false, err
 	}
 	rec.Version = 1
 	m.ix.put(rec)
-	return m.ix.recs[rec.ID], nil
+	m.ix.claim(rec)
+	return m.ix.recs[rec.ID], false, nil
 }
 
 func (m *Memory) Get(_ context.Context, id string) (Record, error) {
@@ -64,7 +75,7 @@ func (m *Memory) Delete(_ context.Context, id string) error {
 	if m.closed {
 		return ErrClosed
 	}
-	m.ix.remove(id)
+	m.ix.drop(id)
 	return nil
 }
 

@@ -36,6 +36,7 @@ const (
 //	P p:<owner>     zset: the owner's pending ids; ZCARD = pending per owner
 //	P pbytes        hash: pending id -> ArgBytes
 //	P pbytes_total  string: sum of P pbytes
+//	P k:<key>       string: id of the record created last with that idempotency key
 //
 // A record is a hash rather than a JSON blob so the Lua scripts read and bump the version and
 // read the owner with HGET/HINCRBY instead of decoding JSON (Redis's Lua numbers are doubles,
@@ -126,6 +127,8 @@ local function unpend(id, owner)
   end
 end
 local function forget(id)
+  local key = redis.call('HGET', P .. 't:' .. id, 'key')
+  if key and key ~= '' and redis.call('GET', P .. 'k:' .. key) == id then redis.call('DEL', P .. 'k:' .. key) end
   local owner = redis.call('HGET', P .. 'owner', id)
   if owner then
     unpend(id, owner)
@@ -140,8 +143,9 @@ local function prune(now)
   local ids = redis.call('ZRANGEBYSCORE', P .. 'ids', '-inf', ms(now), 'LIMIT', 0, 500)
   for _, id in ipairs(ids) do forget(id) end
 end
-local function index(id, owner, pending, bytes, deadline)
+local function index(id, owner, pending, bytes, deadline, key)
   local d = ms(deadline)
+  if key and key ~= '' and redis.call('GET', P .. 'k:' .. key) == id then redis.call('PEXPIREAT', P .. 'k:' .. key, d) end
   redis.call('ZADD', P .. 'ids', d, id)
   redis.call('ZADD', P .. 'o:' .. owner, d, id)
   redis.call('HSET', P .. 'owner', id, owner)
@@ -156,11 +160,19 @@ end
 `
 
 // Create ARGV: 2 id, 3 owner, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
-// 8-11 limits (per owner, total, arg bytes, stored bytes), 12 state, 13 created, 14 expires, 15 data.
+// 8-11 limits (per owner, total, arg bytes, stored bytes), 12 state, 13 created, 14 expires,
+// 15 data, 16 idempotency key ("" = none), 17 the caller's now in ms (for the key's record).
 var redisCreate = redis.NewScript(luaCommon + `
 local now = nowms()
 prune(now)
-local id, owner = ARGV[2], ARGV[3]
+local id, owner, ikey = ARGV[2], ARGV[3], ARGV[16]
+if ikey ~= '' then
+  local cur = redis.call('GET', P .. 'k:' .. ikey)
+  if cur then
+    local f = redis.call('HMGET', P .. 't:' .. cur, 'pending', 'expires_ms')
+    if f[1] == '1' or (f[2] and tonumber(f[2]) > tonumber(ARGV[17])) then return {'attached', cur} end
+  end
+end
 local key = P .. 't:' .. id
 if redis.call('EXISTS', key) == 1 then return {'exists'} end
 forget(id)
@@ -176,8 +188,9 @@ if pending then
   end
 end
 redis.call('HSET', key, 'owner', owner, 'state', ARGV[12], 'pending', ARGV[4], 'created_at', ARGV[13],
-  'expires_at', ARGV[14], 'arg_bytes', ARGV[5], 'version', '1', 'data', ARGV[15])
-index(id, owner, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]))
+  'expires_at', ARGV[14], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'version', '1', 'data', ARGV[15], 'key', ikey)
+if ikey ~= '' then redis.call('SET', P .. 'k:' .. ikey, id) end
+index(id, owner, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), ikey)
 return {'ok'}
 `)
 
@@ -187,15 +200,15 @@ var redisUpdate = redis.NewScript(luaCommon + `
 local now = nowms()
 local id = ARGV[2]
 local key = P .. 't:' .. id
-local cur = redis.call('HMGET', key, 'version', 'owner', 'created_at')
+local cur = redis.call('HMGET', key, 'version', 'owner', 'created_at', 'key')
 if not cur[1] then return {'notfound'} end
 if cur[1] ~= ARGV[3] then return {'conflict'} end
 local owner = cur[2]
 unpend(id, owner)
-redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'arg_bytes', ARGV[5], 'data', ARGV[10])
+redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'data', ARGV[10])
 local v = redis.call('HINCRBY', key, 'version', 1)
-index(id, owner, ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]))
-return {'ok', owner, cur[3], v}
+index(id, owner, ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), cur[4])
+return {'ok', owner, cur[3], v, cur[4] or ''}
 `)
 
 // Delete ARGV: 2 id.
@@ -245,42 +258,75 @@ func textTime(t time.Time) (string, error) {
 }
 
 func (r *Redis) Create(ctx context.Context, rec Record, lim Limits) (Record, error) {
+	rec.Key = "" // Create never takes a key's place
+	out, _, err := r.CreateOrAttach(ctx, rec, lim, time.Time{})
+	return out, err
+}
+
+// maxAttachTries bounds the retries when the record a key points to is deleted between the
+// script and the read that returns it.
+const maxAttachTries = 3
+
+func (r *Redis) CreateOrAttach(ctx context.Context, rec Record, lim Limits, now time.Time) (Record, bool, error) {
+	for range maxAttachTries {
+		out, attachedID, err := r.create(ctx, rec, lim, now)
+		if err != nil || attachedID == "" {
+			return out, false, err
+		}
+		got, err := r.Get(ctx, attachedID)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted meanwhile: try again
+		}
+		return got, err == nil, err
+	}
+	return Record{}, false, fmt.Errorf("redis task store: create task %s: the key's record kept vanishing", rec.ID)
+}
+
+// create runs the create script; attachedID is set when the key's record was found instead.
+func (r *Redis) create(ctx context.Context, rec Record, lim Limits, now time.Time) (out Record, attachedID string, err error) {
 	if r.closed.Load() {
-		return Record{}, ErrClosed
+		return Record{}, "", ErrClosed
 	}
 	created, err := textTime(rec.CreatedAt)
 	if err != nil {
-		return Record{}, fmt.Errorf("redis task store: create task %s: created_at: %w", rec.ID, err)
+		return Record{}, "", fmt.Errorf("redis task store: create task %s: created_at: %w", rec.ID, err)
 	}
 	expires, err := textTime(rec.ExpiresAt)
 	if err != nil {
-		return Record{}, fmt.Errorf("redis task store: create task %s: expires_at: %w", rec.ID, err)
+		return Record{}, "", fmt.Errorf("redis task store: create task %s: expires_at: %w", rec.ID, err)
 	}
 	res, err := redisCreate.Run(ctx, r.client, nil,
 		r.prefix, rec.ID, rec.Owner, redisFlag(rec.Pending), rec.ArgBytes, unixMs(rec.ExpiresAt), r.margin.Milliseconds(),
 		lim.MaxPendingPerOwner, lim.MaxPendingTotal, lim.MaxArgBytes, lim.MaxStoredBytes,
-		rec.State, created, expires, rec.Data).Slice()
+		rec.State, created, expires, rec.Data, rec.Key, unixMs(now)).Slice()
 	if err != nil {
-		return Record{}, r.wrap("create", rec.ID, err)
+		return Record{}, "", r.wrap("create", rec.ID, err)
 	}
 	switch redisStatus(res) {
 	case "ok":
+	case "attached":
+		if len(res) == 2 {
+			if id, _ := res[1].(string); id != "" {
+				return Record{}, id, nil
+			}
+		}
+		return Record{}, "", fmt.Errorf("redis task store: create task %s: unexpected script reply %v", rec.ID, res)
 	case "exists":
-		return Record{}, ErrExists
+		return Record{}, "", ErrExists
 	case "quota":
 		if len(res) == 4 {
 			o, t, b := redisInt(res[1]), redisInt(res[2]), redisInt(res[3])
 			if qe := checkLimits(lim, rec.ArgBytes, o, t, b); qe != nil {
-				return Record{}, qe
+				return Record{}, "", qe
 			}
 		}
-		return Record{}, fmt.Errorf("redis task store: create task %s: quota exceeded (%v)", rec.ID, res)
+		return Record{}, "", fmt.Errorf("redis task store: create task %s: quota exceeded (%v)", rec.ID, res)
 	default:
-		return Record{}, fmt.Errorf("redis task store: create task %s: unexpected script reply %v", rec.ID, res)
+		return Record{}, "", fmt.Errorf("redis task store: create task %s: unexpected script reply %v", rec.ID, res)
 	}
 	rec.Version = 1
 	rec.Data = slices.Clone(rec.Data)
-	return rec, nil
+	return rec, "", nil
 }
 
 func (r *Redis) Get(ctx context.Context, id string) (Record, error) {
@@ -318,7 +364,7 @@ func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, 
 	case "conflict":
 		return Record{}, ErrVersionConflict
 	}
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return Record{}, fmt.Errorf("redis task store: update task %s: unexpected script reply %v", rec.ID, res)
 	}
 	owner, _ := res[1].(string)
@@ -327,6 +373,7 @@ func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, 
 		return Record{}, fmt.Errorf("redis task store: update task %s: created_at: %w", rec.ID, err)
 	}
 	rec.Owner = owner
+	rec.Key, _ = res[4].(string)
 	rec.Version = uint64(redisInt(res[3]))
 	rec.Data = slices.Clone(rec.Data)
 	return rec, nil
@@ -422,7 +469,7 @@ func (r *Redis) Close() error {
 }
 
 func decodeRedis(id string, m map[string]string) (Record, error) {
-	rec := Record{ID: id, Owner: m["owner"], State: m["state"], Pending: m["pending"] == "1", Data: []byte(m["data"])}
+	rec := Record{ID: id, Owner: m["owner"], State: m["state"], Pending: m["pending"] == "1", Data: []byte(m["data"]), Key: m["key"]}
 	var err error
 	if rec.ArgBytes, err = strconv.ParseInt(m["arg_bytes"], 10, 64); err != nil {
 		return Record{}, fmt.Errorf("redis task store: task %s: arg_bytes: %w", id, err)

@@ -32,6 +32,9 @@ type Record struct {
 	ArgBytes  int64     // size of the stored arguments; counts towards MaxStoredBytes while pending
 	Version   uint64    // set by the store: 1 on Create, +1 on every Update
 	Data      []byte    // encoded task, opaque to the store; callers must not modify it
+	// Key is an idempotency key ("" = none), set on creation and kept by Update: see
+	// CreateOrAttach.
+	Key string
 }
 
 // Limits are checked atomically with the insert in Create; a zero field means unlimited.
@@ -73,11 +76,17 @@ type Store interface {
 	// Create inserts rec (its Version is ignored; the stored record has Version 1) if rec.ID is
 	// new and, when rec.Pending, no limit in lim is exceeded; the check and the insert are atomic.
 	Create(ctx context.Context, rec Record, lim Limits) (Record, error)
+	// CreateOrAttach is Create for a record with an idempotency key. When the record created
+	// last with rec.Key still exists and is pending or not yet expired at now (ExpiresAt after
+	// now), that record is returned with attached=true and nothing is stored or counted against
+	// lim. Otherwise rec is created as by Create and becomes rec.Key's record. The lookup and
+	// the insert are atomic, also across replicas sharing the store. rec.Key "" is Create.
+	CreateOrAttach(ctx context.Context, rec Record, lim Limits, now time.Time) (stored Record, attached bool, err error)
 	// Get returns the record or ErrNotFound.
 	Get(ctx context.Context, id string) (Record, error)
 	// Update replaces the record with rec.ID if its version is still expectVersion and returns
 	// the stored record (Version expectVersion+1); else ErrVersionConflict or ErrNotFound.
-	// Owner and CreatedAt are kept from the stored record.
+	// Owner, CreatedAt and Key are kept from the stored record.
 	Update(ctx context.Context, rec Record, expectVersion uint64) (Record, error)
 	// Delete removes the record; deleting a missing id is not an error.
 	Delete(ctx context.Context, id string) error
@@ -87,6 +96,12 @@ type Store interface {
 	Usage(ctx context.Context, owner string) (Usage, error)
 	// Close releases the backend; later calls return ErrClosed.
 	Close() error
+}
+
+// attachable reports whether a record found under an idempotency key is still the one to
+// attach to at now (every backend applies the same rule).
+func attachable(r Record, now time.Time) bool {
+	return r.Pending || now.Before(r.ExpiresAt)
 }
 
 // Shared is implemented by backends several Tollgate replicas use at once (Redis). A replica

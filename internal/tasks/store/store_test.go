@@ -111,3 +111,35 @@ func TestOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestFileKeysSurviveRestart: an idempotency key still attaches to its record after a reopen,
+// and the newest record of a key wins whatever order the file yields them in.
+func TestFileKeysSurviveRestart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	st, err := store.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC)
+	old := store.Record{ID: "z-old", Owner: "alice", State: "completed", CreatedAt: now, ExpiresAt: now.Add(time.Minute), Key: "k"}
+	if _, _, err := st.CreateOrAttach(ctx, old, store.Limits{}, now); err != nil {
+		t.Fatal(err)
+	}
+	newer := store.Record{ID: "a-new", Owner: "alice", State: "awaiting_approval", Pending: true, CreatedAt: now.Add(2 * time.Minute), ExpiresAt: now.Add(time.Hour), Key: "k"}
+	if r, attached, err := st.CreateOrAttach(ctx, newer, store.Limits{}, now.Add(2*time.Minute)); err != nil || attached || r.ID != "a-new" {
+		t.Fatalf("second record: %+v %v %v", r, attached, err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r, attached, err := st.CreateOrAttach(ctx, store.Record{ID: "x", Owner: "alice", Pending: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour), Key: "k"}, store.Limits{}, now.Add(3*time.Minute))
+	if err != nil || !attached || r.ID != "a-new" {
+		t.Errorf("after reopen: %+v %v %v; want attached to a-new", r, attached, err)
+	}
+}

@@ -248,6 +248,116 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 	})
 
+	t.Run("CreateOrAttach", func(t *testing.T) {
+		st := newStore(t)
+		now := t0.Add(time.Minute) // rec(...) expires at t0+1h
+		keyed := func(id string, n int) store.Record {
+			r := rec(id, "alice", n, true, 10)
+			r.Key = "k1"
+			return r
+		}
+		lim := store.Limits{MaxPendingPerOwner: 1}
+		a, attached, err := st.CreateOrAttach(ctx, keyed("a", 1), lim, now)
+		if err != nil || attached || a.ID != "a" || a.Version != 1 || a.Key != "k1" {
+			t.Fatalf("first CreateOrAttach = %+v, %v, %v", a, attached, err)
+		}
+		// Pending: a second call attaches, even with the per-owner quota used up.
+		b, attached, err := st.CreateOrAttach(ctx, keyed("b", 2), lim, now)
+		if err != nil || !attached || b.ID != "a" || string(b.Data) != string(a.Data) {
+			t.Fatalf("second CreateOrAttach = %+v, %v, %v; want the pending record a", b, attached, err)
+		}
+		if _, err := st.Get(ctx, "b"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("attach stored a second record: %v", err)
+		}
+		// Another key, or no key, creates (and the quota applies again).
+		other := rec("c", "bob", 3, true, 10)
+		other.Key = "k2"
+		if c, attached, err := st.CreateOrAttach(ctx, other, store.Limits{}, now); err != nil || attached || c.ID != "c" {
+			t.Errorf("other key = %+v, %v, %v", c, attached, err)
+		}
+		var qe *store.QuotaError
+		if _, _, err := st.CreateOrAttach(ctx, rec("d", "alice", 4, true, 10), lim, now); !errors.As(err, &qe) {
+			t.Errorf("keyless record past the quota: err = %v", err)
+		}
+		// Finished but not expired: still attaches; Update keeps the key.
+		cur, _ := st.Get(ctx, "a")
+		cur.Pending, cur.State, cur.Key = false, "completed", ""
+		if u, err := st.Update(ctx, cur, cur.Version); err != nil || u.Key != "k1" {
+			t.Fatalf("Update = %+v, %v; want the key kept", u, err)
+		}
+		if r, attached, err := st.CreateOrAttach(ctx, keyed("e", 5), lim, now); err != nil || !attached || r.ID != "a" || r.State != "completed" {
+			t.Errorf("finished, unexpired: %+v, %v, %v; want attached to a", r, attached, err)
+		}
+		// Expired (now past ExpiresAt): a new record takes the key.
+		later := t0.Add(2 * time.Hour)
+		f, attached, err := st.CreateOrAttach(ctx, keyed("f", 6), lim, later)
+		if err != nil || attached || f.ID != "f" {
+			t.Fatalf("after expiry = %+v, %v, %v; want a new record", f, attached, err)
+		}
+		// Deleting the old record does not free the key from the new one.
+		if err := st.Delete(ctx, "a"); err != nil {
+			t.Fatal(err)
+		}
+		if r, attached, err := st.CreateOrAttach(ctx, keyed("g", 7), lim, later); err != nil || !attached || r.ID != "f" {
+			t.Errorf("after deleting the old record: %+v, %v, %v; want attached to f", r, attached, err)
+		}
+		// Deleting the key's record frees the key.
+		if err := st.Delete(ctx, "f"); err != nil {
+			t.Fatal(err)
+		}
+		if r, attached, err := st.CreateOrAttach(ctx, keyed("h", 8), lim, later); err != nil || attached || r.ID != "h" {
+			t.Errorf("after deleting the key's record: %+v, %v, %v; want h created", r, attached, err)
+		}
+		// Create ignores a key: it never takes the key's place.
+		plain := keyed("i", 9)
+		if r, err := st.Create(ctx, plain, store.Limits{}); err != nil || r.Key != "" {
+			t.Errorf("Create with a key = %+v, %v; want it stored without the key", r, err)
+		}
+		if r, attached, err := st.CreateOrAttach(ctx, keyed("j", 10), store.Limits{}, later); err != nil || !attached || r.ID != "h" {
+			t.Errorf("after a keyed Create: %+v, %v, %v; want attached to h", r, attached, err)
+		}
+	})
+
+	t.Run("ConcurrentAttach", func(t *testing.T) {
+		st := newStore(t)
+		now := t0.Add(time.Minute)
+		var created atomic.Int32
+		ids := make(chan string, 20)
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := rec(fmt.Sprintf("r%d", i), "alice", i, true, 1)
+				r.Key = "same-call"
+				got, attached, err := st.CreateOrAttach(ctx, r, store.Limits{MaxPendingPerOwner: 5}, now)
+				if err != nil {
+					t.Errorf("CreateOrAttach: %v", err)
+					return
+				}
+				if !attached {
+					created.Add(1)
+				}
+				ids <- got.ID
+			}()
+		}
+		wg.Wait()
+		close(ids)
+		first := ""
+		for id := range ids {
+			if first == "" {
+				first = id
+			}
+			if id != first {
+				t.Errorf("callers got different records: %s and %s", first, id)
+			}
+		}
+		recs, _ := st.List(ctx, store.Filter{})
+		if created.Load() != 1 || len(recs) != 1 {
+			t.Errorf("created %d, stored %d; want exactly 1", created.Load(), len(recs))
+		}
+	})
+
 	t.Run("Closed", func(t *testing.T) {
 		st := newStore(t)
 		if err := st.Close(); err != nil {
