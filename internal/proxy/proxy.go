@@ -13,9 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/origin"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/sse"
 	"github.com/tollgate-mcp/tollgate/internal/telemetry"
@@ -57,12 +56,9 @@ type Observer interface {
 
 // Handler serves /mcp.
 type Handler struct {
-	o        Options
-	log      *slog.Logger
-	anyHost  bool
-	hosts    map[string]bool
-	origins  map[string]bool
-	anyOrigi bool
+	o     Options
+	log   *slog.Logger
+	guard *origin.Guard // Host and Origin (DNS rebinding)
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed on shutdown: long-lived streams and held requests end
@@ -82,29 +78,8 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{o: o, log: o.Logger, hosts: map[string]bool{}, origins: map[string]bool{}, closing: make(chan struct{})}
-	for _, a := range o.AllowedHosts {
-		if a == "*" {
-			h.anyHost = true
-		}
-		h.hosts[strings.ToLower(a)] = true
-	}
-	if host, _, err := net.SplitHostPort(o.ListenAddr); err == nil {
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			// Bound to every interface on purpose (Kubernetes): rebinding protection is about
-			// loopback servers reached from a browser; the Origin check still applies.
-			h.anyHost = true
-		} else {
-			h.hosts[strings.ToLower(host)] = true
-		}
-	}
-	for _, o := range o.AllowedOrigins {
-		if o == "*" {
-			h.anyOrigi = true
-		}
-		h.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
-	}
-	return h
+	return &Handler{o: o, log: o.Logger, closing: make(chan struct{}),
+		guard: origin.New(origin.Options{ListenAddr: o.ListenAddr, AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins})}
 }
 
 // Close ends open server→client streams and requests Tollgate holds (blocking tasks/result,
@@ -114,7 +89,8 @@ func (h *Handler) Close() { h.closeOnce.Do(func() { close(h.closing) }) }
 
 // ServeHTTP implements the MCP streamable HTTP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg, ok := h.checkOrigin(r); !ok {
+	// Spec 2025-11-25 transports: servers MUST validate Origin (DNS rebinding).
+	if msg, ok := h.guard.Check(r); !ok {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
@@ -129,48 +105,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
-}
-
-// checkOrigin validates Host and Origin (spec: servers MUST validate Origin to prevent DNS
-// rebinding).
-func (h *Handler) checkOrigin(r *http.Request) (string, bool) {
-	if !h.anyHost && !h.allowedHost(r.Host) {
-		return "host not allowed", false
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" || h.anyOrigi {
-		return "", true
-	}
-	if h.origins[strings.ToLower(strings.TrimSuffix(origin, "/"))] {
-		return "", true
-	}
-	u, err := url.Parse(origin)
-	if err == nil && isLoopbackHost(u.Hostname()) && !h.anyHost {
-		// A loopback page talking to a loopback gateway is not a rebinding attack.
-		return "", true
-	}
-	return "origin not allowed", false
-}
-
-func (h *Handler) allowedHost(hostport string) bool {
-	hostport = strings.ToLower(hostport)
-	if h.hosts[hostport] {
-		return true
-	}
-	host := hostport
-	if hh, _, err := net.SplitHostPort(hostport); err == nil {
-		host = hh
-	}
-	return isLoopbackHost(host) || h.hosts[host]
-}
-
-func isLoopbackHost(host string) bool {
-	host = strings.Trim(host, "[]")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // correlationID reuses a sane X-Request-Id or makes one.

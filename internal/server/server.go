@@ -31,6 +31,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/notify"
+	"github.com/tollgate-mcp/tollgate/internal/origin"
 	"github.com/tollgate-mcp/tollgate/internal/proxy"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -169,7 +170,10 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	adminMux.Handle("/api/v1/approvals/", api)
 	adminMux.Handle(console.Path, console.Handler())
 	adminMux.Handle(console.Path+"/", console.Handler())
-	s.adminSrv = &http.Server{Handler: adminMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	// DNS-rebinding protection as on the MCP listener; the console's own pages are same-origin.
+	adminGuard := origin.New(origin.Options{ListenAddr: cfg.Server.AdminListen,
+		AllowedHosts: cfg.Server.AllowedHosts, AllowedOrigins: cfg.Server.AllowedOrigins, SameOrigin: true})
+	s.adminSrv = &http.Server{Handler: adminGuard.Wrap(adminMux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 
 	s.reloader = newReloader(s, cfg)
 
