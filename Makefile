@@ -24,7 +24,8 @@ demo: ## run the built-in demo server with the gateway in front of it
 deps: ## install test dependencies into .tools (idempotent; see scripts/ensure-deps.sh)
 	scripts/ensure-deps.sh
 
-# The conformance comparison runs once, as its own step, so its table is easy to find in CI logs.
+# The conformance comparisons (2025-11-25 suite, then the 2026-07-28 suite's server-stateless and
+# tasks-* scenarios) run once, as their own step, so their tables are easy to find in CI logs.
 test: deps vet ## everything CI runs: deps, vet, race tests, conformance comparison
 	TOLLGATE_CONFORMANCE=skip $(GO) test -race -count=1 -timeout 15m ./...
 	$(MAKE) --no-print-directory conformance-run
@@ -36,7 +37,7 @@ conformance: deps conformance-run ## MCP conformance suite: direct vs through To
 
 .PHONY: conformance-run
 conformance-run:
-	TOLLGATE_CONFORMANCE=require $(GO) test -count=1 -timeout 15m -v -run '^TestConformanceThroughTollgate$$' ./test/conformance/
+	TOLLGATE_CONFORMANCE=require $(GO) test -count=1 -timeout 15m -v -run '^Test(Modern)?ConformanceThroughTollgate$$' ./test/conformance/
 
 fuzz: ## each Fuzz target for FUZZTIME (30s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
@@ -54,7 +55,7 @@ lint: vet ## gofmt must list nothing, go vet must pass
 	@out="$$(gofmt -l $(GOFILES))"; if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean: ## remove build and test outputs (keeps .tools)
-	rm -rf bin coverage.out coverage.html *.coverprofile test/conformance/last-run.md
+	rm -rf bin coverage.out coverage.html *.coverprofile test/conformance/last-run.md test/conformance/last-run-modern.md
 
 distclean: clean ## also remove installed tools
 	rm -rf .tools

@@ -75,7 +75,10 @@ type scenarioResult struct {
 	attempts int
 }
 
-func TestConformanceThroughTollgate(t *testing.T) {
+// needSuite finds the repository root, Node 22 and the suite's CLI, or skips (fails under
+// TOLLGATE_CONFORMANCE=require) when they are missing.
+func needSuite(t *testing.T, cliEnv, pkg string) (root, node, cli string) {
+	t.Helper()
 	mode := os.Getenv(envMode)
 	if mode == "skip" {
 		t.Skipf("%s=skip", envMode)
@@ -84,13 +87,18 @@ func TestConformanceThroughTollgate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, cli, why := findSuite(root)
+	node, cli, why := findSuite(root, cliEnv, pkg)
 	if why != "" {
 		if mode == "require" {
 			t.Fatalf("conformance suite unavailable: %s (run scripts/ensure-deps.sh)", why)
 		}
 		t.Skipf("SKIPPING MCP conformance: %s (run scripts/ensure-deps.sh or `make conformance`)", why)
 	}
+	return root, node, cli
+}
+
+func TestConformanceThroughTollgate(t *testing.T) {
+	root, node, cli := needSuite(t, envCLI, "@modelcontextprotocol/conformance")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 14*time.Minute)
 	defer cancel()
@@ -98,11 +106,7 @@ func TestConformanceThroughTollgate(t *testing.T) {
 
 	serverBin := filepath.Join(root, "bin", "conformance-server")
 	goBuild(ctx, t, root, serverBin, "github.com/mark3labs/mcp-go/examples/conformance")
-	tollgateBin := os.Getenv(envTollgate)
-	if tollgateBin == "" {
-		tollgateBin = filepath.Join(root, "bin", "tollgate")
-		goBuild(ctx, t, root, tollgateBin, "./cmd/tollgate")
-	}
+	tollgateBin := buildTollgate(ctx, t, root)
 
 	// Upstream: mcp-go's conformance server.
 	upAddr := freeAddr(t)
@@ -122,18 +126,7 @@ func TestConformanceThroughTollgate(t *testing.T) {
 		}
 	}
 
-	// Tollgate in front of it, configured to forward everything (DESIGN.md §4 contract).
-	listen, admin := freeAddr(t), freeAddr(t)
-	env := []string{
-		"TOLLGATE_LISTEN=" + listen,
-		"TOLLGATE_ADMIN_LISTEN=" + admin,
-		"TOLLGATE_UPSTREAM_URL=" + upstreamURL,
-		"TOLLGATE_DATA_DIR=" + filepath.Join(logDir, "data"),
-	}
-	tgExited := startProc(t, logDir, "tollgate", root, env, tollgateBin, "run", "--config", filepath.Join(root, "test", "conformance", "tollgate.yaml"))
-	waitReady(ctx, t, "http://"+admin+"/readyz", tgExited, logDir, "tollgate")
-	tollgateURL := "http://" + listen + "/mcp"
-
+	tollgateURL := startTollgate(ctx, t, root, logDir, tollgateBin, upstreamURL)
 	through := suite.run(ctx, t, "tollgate", tollgateURL, "")
 	var regressions []string
 	flaky := map[string]string{}
@@ -179,15 +172,43 @@ func TestConformanceThroughTollgate(t *testing.T) {
 	}
 }
 
-// findSuite locates Node ≥ 22 and the conformance CLI; why is non-empty when either is missing.
-func findSuite(root string) (node, cli, why string) {
+// buildTollgate returns TOLLGATE_BIN, or builds ./cmd/tollgate into bin/.
+func buildTollgate(ctx context.Context, t *testing.T, root string) string {
+	t.Helper()
+	if bin := os.Getenv(envTollgate); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(root, "bin", "tollgate")
+	goBuild(ctx, t, root, bin, "./cmd/tollgate")
+	return bin
+}
+
+// startTollgate runs the gateway in front of upstreamURL, configured to forward everything
+// (tollgate.yaml, DESIGN.md §4 contract), and returns its MCP endpoint once /readyz answers.
+func startTollgate(ctx context.Context, t *testing.T, root, logDir, bin, upstreamURL string) string {
+	t.Helper()
+	listen, admin := freeAddr(t), freeAddr(t)
+	env := []string{
+		"TOLLGATE_LISTEN=" + listen,
+		"TOLLGATE_ADMIN_LISTEN=" + admin,
+		"TOLLGATE_UPSTREAM_URL=" + upstreamURL,
+		"TOLLGATE_DATA_DIR=" + filepath.Join(logDir, "data"),
+	}
+	exited := startProc(t, logDir, "tollgate", root, env, bin, "run", "--config", filepath.Join(root, "test", "conformance", "tollgate.yaml"))
+	waitReady(ctx, t, "http://"+admin+"/readyz", exited, logDir, "tollgate")
+	return "http://" + listen + "/mcp"
+}
+
+// findSuite locates Node ≥ 22 and the conformance CLI (cliEnv overrides the default package
+// entry point pkg under .tools/npm/node_modules); why is non-empty when either is missing.
+func findSuite(root, cliEnv, pkg string) (node, cli, why string) {
 	node = os.Getenv(envNode)
 	if node == "" {
 		node = filepath.Join(root, ".tools", "node22", "node_modules", "node", "bin", "node")
 	}
-	cli = os.Getenv(envCLI)
+	cli = os.Getenv(cliEnv)
 	if cli == "" {
-		cli = filepath.Join(root, ".tools", "npm", "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
+		cli = filepath.Join(root, ".tools", "npm", "node_modules", filepath.FromSlash(pkg), "dist", "index.js")
 	}
 	out, err := exec.Command(node, "--version").Output()
 	if err != nil {
@@ -346,6 +367,18 @@ func (s *suiteRunner) run(ctx context.Context, t *testing.T, label, url, scenari
 		t.Errorf("conformance suite (%s) timed out after %s", label, suiteTimeout)
 	}
 	res, perr := readResults(out)
+	if scenario != "" {
+		if _, ok := res[scenario]; !ok && perr == nil {
+			res[scenario] = scenarioResult{outcome: missing, attempts: 1}
+		}
+	}
+	// A scenario that wrote no checks crashed or timed out: its reason is in the CLI's output.
+	for name, r := range res {
+		if r.outcome == missing {
+			r.failures = append(r.failures, "suite output: "+string(tail(buf.Bytes(), 600)))
+			res[name] = r
+		}
+	}
 	if perr != nil || (len(res) == 0 && err != nil) {
 		t.Logf("suite output (%s):\n%s", label, tail(buf.Bytes(), 4<<10))
 		if perr != nil {

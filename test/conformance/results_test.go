@@ -3,6 +3,7 @@ package conformance
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +107,54 @@ func TestRenderTableMarksRegressions(t *testing.T) {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
+	}
+}
+
+func TestServerScenarios(t *testing.T) {
+	list := []byte(`Server scenarios (test against a server):
+  - server-initialize [2025-06-18,2025-11-25]
+  - server-stateless [2026-07-28]
+  - tasks-lifecycle [extension]
+  - tools-list [2025-06-18,2025-11-25,2026-07-28]
+  - tasks-mrtr-input [extension]
+
+Client scenarios (test against a client):
+  - tasks-client-only [extension]
+  - server-stateless-client [2026-07-28]
+`)
+	got := serverScenarios(list, func(n string) bool { return n == "server-stateless" || strings.HasPrefix(n, "tasks-") })
+	want := []string{"server-stateless", "tasks-lifecycle", "tasks-mrtr-input"}
+	if !slices.Equal(got, want) {
+		t.Errorf("serverScenarios = %v, want %v", got, want)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	failing := expectation{direct: pass, through: fail, why: "no era", match: "-32022"}
+	passing := expectation{direct: pass, through: pass}
+	ok := scenarioResult{outcome: pass}
+	refused := scenarioResult{outcome: fail, failures: []string{"x: got -32022"}}
+	other := scenarioResult{outcome: fail, failures: []string{"x: got -32601"}}
+	tests := []struct {
+		name  string
+		exp   expectation
+		d, tg scenarioResult
+		want  string // substring of the problem; "" = no problem
+	}{
+		{"expected failure for the listed reason", failing, ok, refused, ""},
+		{"expected pass", passing, ok, ok, ""},
+		{"expected failure now passes", failing, ok, ok, "now passes through Tollgate"},
+		{"fails for another reason", failing, ok, other, "not for the listed reason"},
+		{"regression", passing, ok, other, "REGRESSION"},
+		{"direct baseline broke", passing, other, ok, "directly FAIL"},
+		{"crash instead of failure", failing, ok, scenarioResult{outcome: missing}, "through Tollgate missing, want FAIL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := judge(tt.exp, tt.d, tt.tg)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("judge = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
