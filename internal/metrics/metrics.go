@@ -81,7 +81,7 @@ func (m *Metrics) Exchange(method, outcome string, d time.Duration) {
 	m.requests.WithLabelValues(method, outcome).Inc()
 	m.duration.WithLabelValues(method).Observe(d.Seconds())
 	switch outcome {
-	case "ok", "upstream_http_error", "timeout", "upstream_unreachable", "client_gone":
+	case "ok", "upstream_http_error", "upstream_invalid_reply", "timeout", "upstream_unreachable", "client_gone":
 		m.upstream.WithLabelValues(outcome).Inc()
 	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -16,11 +17,12 @@ import (
 
 // upstreamItem is one thing read from a promotable upstream exchange.
 type upstreamItem struct {
-	resp *http.Response // headers arrived (first item of a stream)
-	ev   *sse.Event     // an SSE event
-	json []byte         // a whole JSON body
-	err  error          // the exchange failed; last item
-	end  bool           // the stream ended; last item
+	resp   *http.Response // headers of an event stream (first item), or a whole other answer, buffered
+	stream bool           // resp starts a 2xx event stream
+	ev     *sse.Event     // an SSE event
+	json   []byte         // a whole JSON body
+	err    error          // the exchange failed; last item
+	end    bool           // the stream ended; last item
 }
 
 // forwardPromotable relays a plain tools/call like forward does, but if no answer has
@@ -42,7 +44,7 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 		deadline = t.C
 	}
 	var sw *sseWriter
-	restore := func(m *jsonrpc.Message) []byte { return m.WithID(x.Msg.ID) }
+	p := pending{x: x}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -52,6 +54,9 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 		case <-deadline:
 			cancel()
 			drain(items)
+			if p.answered {
+				return "ok" // the stream stayed open after its answer
+			}
 			return h.answer(w, sw, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x)), "timeout")
 		case <-promote.C:
 			reply, sink := f.Promote.Start(x)
@@ -62,7 +67,7 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 				stop := time.AfterFunc(f.Promote.Bound, cancel)
 				defer stop.Stop()
 				defer cancel()
-				collect(items, sink)
+				collect(items, sink, x.Msg.ID)
 			}()
 			return h.answer(w, sw, reply, "promoted")
 		case it, ok := <-items:
@@ -71,42 +76,47 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 				return "ok"
 			}
 			switch {
-			case it.err != nil:
+			case it.err != nil || it.end:
 				cancel()
-				if sw != nil {
-					return "upstream_unreachable"
+				if sw == nil {
+					return h.upstreamFailed(w, x, it.err, false)
 				}
-				return h.upstreamFailed(w, x, it.err, false)
-			case it.end:
-				cancel()
+				cause := it.err
+				if it.end {
+					cause = io.EOF
+				}
+				if fault := p.ended(cause); fault != nil {
+					return h.faultEvent(sw, x, fault)
+				}
 				return "ok"
 			case it.json != nil:
 				cancel()
-				if m, err := jsonrpc.Parse(it.json); err == nil && m.Kind == jsonrpc.KindResponse {
-					it.json = restore(m)
+				m, err := upstream.ParseReply(it.json, x.Msg.ID)
+				if err != nil {
+					return h.upstreamFailed(w, x, err, false)
 				}
-				writeJSON(w, http.StatusOK, it.json)
+				writeJSON(w, http.StatusOK, m.WithID(x.Msg.ID))
 				return "ok"
 			case it.resp != nil:
-				if upstream.IsEventStream(it.resp.Header) {
+				if it.stream {
 					sw = newSSEWriter(w)
 					copyHeader(w.Header(), it.resp.Header)
 					sw.start(it.resp.StatusCode)
 					continue
 				}
-				// Neither JSON nor a stream (an HTTP error): relay it as it is.
 				cancel()
-				copyHeader(w.Header(), it.resp.Header)
-				w.WriteHeader(it.resp.StatusCode)
-				_, _ = io.Copy(w, it.resp.Body)
-				it.resp.Body.Close()
-				return "upstream_http_error"
+				defer it.resp.Body.Close()
+				return h.relayNonReply(w, x, it.resp)
 			case it.ev != nil:
-				if it.ev.HasData {
-					if m, err := jsonrpc.Parse(it.ev.Data); err == nil && m.Kind == jsonrpc.KindResponse {
-						it.ev.Data = restore(m)
-						promote.Stop()
-					}
+				m, fault := p.check(it.ev)
+				if fault != nil {
+					cancel()
+					drain(items)
+					return h.faultEvent(sw, x, fault)
+				}
+				if m != nil {
+					it.ev.Data = m.WithID(x.Msg.ID)
+					promote.Stop()
 				}
 				if sw.write(it.ev) != nil {
 					cancel()
@@ -146,9 +156,10 @@ func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte
 		return
 	}
 	defer resp.Body.Close()
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
-	case upstream.IsEventStream(resp.Header):
-		if !send(upstreamItem{resp: resp}) {
+	case ok && upstream.IsEventStream(resp.Header):
+		if !send(upstreamItem{resp: resp, stream: true}) {
 			return
 		}
 		rd := sse.NewReader(resp.Body, 0)
@@ -159,7 +170,7 @@ func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte
 				if errors.Is(err, io.EOF) {
 					send(upstreamItem{end: true})
 				} else {
-					send(upstreamItem{err: &upstream.Error{Err: err}})
+					send(upstreamItem{err: &upstream.Error{Fault: upstream.FaultStream, Err: err}})
 				}
 				return
 			}
@@ -167,42 +178,44 @@ func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte
 				return
 			}
 		}
-	case upstream.IsJSON(resp.Header) && resp.StatusCode < 300:
+	case ok && upstream.IsJSON(resp.Header):
 		b, err := readReply(resp)
 		if err != nil {
-			send(upstreamItem{err: &upstream.Error{Err: err}})
+			send(upstreamItem{err: &upstream.Error{Fault: upstream.FaultReply, Err: err}})
 			return
 		}
 		send(upstreamItem{json: b})
 	default:
-		// The consumer relays the body; keep it open until then by handing over the response
-		// with a body it will close.
+		// The consumer judges the answer (relayNonReply, ReadNonReply) after this function
+		// has closed the body: hand it over buffered.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		send(upstreamItem{resp: resp})
 	}
 }
 
-// collect feeds the rest of a promoted exchange to its task.
-func collect(items <-chan upstreamItem, sink intercept.PromotedSink) {
+// collect feeds the rest of a promoted exchange (request id reqID) to its task; an answer
+// that is not a JSON-RPC reply to the request fails the task as it would fail a plain call.
+func collect(items <-chan upstreamItem, sink intercept.PromotedSink, reqID json.RawMessage) {
 	defer drain(items)
+	fail := func(err error) {
+		var ue *upstream.Error
+		if !errors.As(err, &ue) {
+			ue = &upstream.Error{Err: err}
+		}
+		sink.Done(nil, ue.RPCError())
+	}
 	for it := range items {
 		switch {
 		case it.err != nil:
-			var ue *upstream.Error
-			if errors.As(it.err, &ue) {
-				sink.Done(nil, ue.RPCError())
-			} else {
-				sink.Done(nil, (&upstream.Error{Err: it.err}).RPCError())
-			}
+			fail(it.err)
 			return
 		case it.end:
-			sink.Done(nil, (&upstream.Error{Err: io.ErrUnexpectedEOF}).RPCError())
+			fail(&upstream.Error{Fault: upstream.FaultStream, Err: io.ErrUnexpectedEOF})
 			return
 		case it.json != nil:
-			m, err := jsonrpc.Parse(it.json)
-			if err != nil {
-				sink.Done(nil, (&upstream.Error{Err: err}).RPCError())
+			if m, err := upstream.ParseReply(it.json, reqID); err != nil {
+				fail(err)
 			} else {
 				sink.Done(m, nil)
 			}
@@ -213,17 +226,25 @@ func collect(items <-chan upstreamItem, sink intercept.PromotedSink) {
 				continue
 			}
 			if m.Kind == jsonrpc.KindResponse {
-				sink.Done(m, nil)
+				if err := upstream.CheckReply(m, reqID); err != nil {
+					fail(err)
+				} else {
+					sink.Done(m, nil)
+				}
 				return
 			}
 			sink.Other(m)
-		case it.resp != nil && !upstream.IsEventStream(it.resp.Header):
-			b, _ := io.ReadAll(it.resp.Body)
-			sink.Done(nil, (&upstream.Error{Err: errors.New("HTTP " + it.resp.Status + ": " + string(b))}).RPCError())
+		case it.resp != nil && !it.stream:
+			m, err := upstream.ReadNonReply(it.resp, reqID)
+			if err != nil {
+				fail(err)
+			} else {
+				sink.Done(m, nil)
+			}
 			return
 		}
 	}
-	sink.Done(nil, (&upstream.Error{Timeout: true, Err: errors.New("no answer within the task's TTL")}).RPCError())
+	fail(&upstream.Error{Timeout: true, Err: errors.New("no answer within the task's TTL")})
 }
 
 // drain discards the remaining items in the background so the reader can finish.

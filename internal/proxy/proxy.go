@@ -301,13 +301,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	}
 	defer resp.Body.Close()
 
-	if x.Msg.Method == "initialize" && x.Msg.Kind == jsonrpc.KindRequest && resp.StatusCode < 300 {
-		h.adoptSession(resp.Header, x)
-	}
+	isRequest := x.Msg.Kind == jsonrpc.KindRequest
 	restore := func(m *jsonrpc.Message) []byte {
 		// The client's id first (rarely differs: only when the upstream re-encoded it), so the
 		// transform's splice of a large result needs no second parse.
-		if x.Msg.Kind == jsonrpc.KindRequest && !bytes.Equal(m.ID, x.Msg.ID) {
+		if isRequest && !bytes.Equal(m.ID, x.Msg.ID) {
 			if m2, err := jsonrpc.Parse(m.WithID(x.Msg.ID)); err == nil {
 				m = m2
 			}
@@ -319,61 +317,75 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		}
 		return m.Raw
 	}
+	adopt := func() {
+		if x.Msg.Method == "initialize" && isRequest {
+			h.adoptSession(resp.Header, x)
+		}
+	}
 
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
-	case upstream.IsEventStream(resp.Header):
+	case ok && upstream.IsEventStream(resp.Header):
+		adopt()
 		sw := newSSEWriter(w)
 		copyHeader(w.Header(), resp.Header)
 		sw.start(resp.StatusCode)
 		rd := sse.NewReader(resp.Body, 0)
 		defer rd.Close()
+		p := pending{x: x}
 		for {
 			ev, err := rd.Next()
 			if err != nil {
-				if didTimeout() && x.Msg.Kind == jsonrpc.KindRequest {
+				if didTimeout() && !p.answered && isRequest {
 					sw.write(sse.Message(jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x))))
 					return "timeout"
 				}
+				if r.Context().Err() != nil {
+					return "client_gone"
+				}
+				if fault := p.ended(err); fault != nil {
+					return h.faultEvent(sw, x, fault)
+				}
 				return "ok"
 			}
-			if ev.HasData && x.Msg.Kind == jsonrpc.KindRequest {
-				if m, err := jsonrpc.Parse(ev.Data); err == nil && m.Kind == jsonrpc.KindResponse {
-					if timer != nil {
-						timer.Stop()
-					}
-					ev.Data = restore(m)
+			m, fault := p.check(ev)
+			if fault != nil {
+				return h.faultEvent(sw, x, fault)
+			}
+			if m != nil {
+				if timer != nil {
+					timer.Stop()
 				}
+				ev.Data = restore(m)
 			}
 			if sw.write(ev) != nil {
 				return "client_gone"
 			}
 		}
-	case upstream.IsJSON(resp.Header) && resp.StatusCode < 300:
+	case ok && upstream.IsJSON(resp.Header):
 		b, err := readReply(resp)
 		if err != nil {
 			if didTimeout() {
 				writeJSON(w, http.StatusOK, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x)))
 				return "timeout"
 			}
-			return h.upstreamFailed(w, x, &upstream.Error{Err: err}, false)
+			return h.upstreamFailed(w, x, &upstream.Error{Fault: upstream.FaultReply, Err: err}, false)
 		}
-		if m, err := jsonrpc.Parse(b); err == nil && m.Kind == jsonrpc.KindResponse {
+		if isRequest {
+			m, err := upstream.ParseReply(b, x.Msg.ID)
+			if err != nil {
+				return h.upstreamFailed(w, x, err, false)
+			}
 			b = restore(m)
 		}
+		adopt()
 		copyHeader(w.Header(), resp.Header)
 		w.Header().Del("Content-Length")
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 		return "ok"
 	default:
-		// 202 Accepted for notifications/responses, or an upstream HTTP error: relay as is.
-		copyHeader(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
-		if resp.StatusCode >= 400 {
-			return "upstream_http_error"
-		}
-		return "ok"
+		return h.relayNonReply(w, x, resp)
 	}
 }
 
@@ -398,19 +410,20 @@ func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange) {
 	x.Session = h.o.Sessions.Touch(sid)
 }
 
+// upstreamFailed answers x with the JSON-RPC error for a failed exchange: no answer at all,
+// or an answer that was not a reply (an *upstream.Error with a Fault).
 func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, err error, timedOut bool) string {
+	if x.HTTP.Context().Err() != nil {
+		return "client_gone"
+	}
 	var ue *upstream.Error
 	if !errors.As(err, &ue) {
 		ue = &upstream.Error{Err: err}
 	}
-	if timedOut {
-		ue.Timeout = true
+	if timedOut && !ue.Timeout {
+		ue = &upstream.Error{Timeout: true, Err: ue.Err}
 	}
-	if x.HTTP.Context().Err() != nil {
-		return "client_gone"
-	}
-	h.log.Warn("upstream request failed", "method", x.Msg.Method, "correlation_id", x.CorrID, "error", err.Error())
-	e := ue.RPCError()
+	e, outcome := h.faultError(x, ue)
 	if ue.Timeout {
 		e = timeoutError(x)
 	}
@@ -418,11 +431,8 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, e
 	if x.Msg.Kind != jsonrpc.KindRequest {
 		status = http.StatusBadGateway // nothing to correlate a JSON-RPC error with
 	}
-	writeJSON(w, status, jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID)))
-	if ue.Timeout {
-		return "timeout"
-	}
-	return "upstream_unreachable"
+	writeJSON(w, status, jsonrpc.ErrorResponse(x.Msg.ID, e))
+	return outcome
 }
 
 // get relays the server→client stream and injects Tollgate's own messages for the session.

@@ -4,6 +4,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -85,28 +87,108 @@ func (c *Client) LastContact() time.Time {
 	return time.Unix(0, n)
 }
 
-// Error classifies a failure to get an answer from the upstream.
+// Error classifies a failure to get a usable answer from the upstream: no answer at all
+// (unreachable, timeout), or an answer that is not a JSON-RPC reply to the request (Fault).
 type Error struct {
 	Timeout bool
 	Err     error
+	Fault   Fault
+	Status  int // the HTTP status of a FaultHTTP answer
 }
 
+// Fault says how an upstream answer that did arrive was unusable.
+type Fault uint8
+
+const (
+	NoFault     Fault = iota // no answer: unreachable or timed out
+	FaultHTTP                // an HTTP error status without a JSON-RPC reply
+	FaultReply               // not a JSON-RPC response to the request: garbage, wrong id, malformed error
+	FaultStream              // the event stream ended before the response to the request
+)
+
 func (e *Error) Error() string {
-	if e.Timeout {
+	switch {
+	case e.Timeout:
 		return "upstream timed out: " + e.Err.Error()
+	case e.Fault == FaultHTTP:
+		return "upstream answered HTTP " + strconv.Itoa(e.Status) + " without a JSON-RPC reply"
+	case e.Fault == FaultReply:
+		return "upstream sent an invalid reply: " + e.Err.Error()
+	case e.Fault == FaultStream:
+		return "upstream event stream ended without the response: " + e.Err.Error()
 	}
 	return "upstream unreachable: " + e.Err.Error()
 }
+
 func (e *Error) Unwrap() error { return e.Err }
 
-// RPCError maps the failure to Tollgate's JSON-RPC codes (-32001 timeout, -32000 unreachable).
+// RPCError maps the failure to Tollgate's JSON-RPC codes: -32001 for a timeout, -32000 for the
+// rest with a data.error name per kind (docs/errors.md). The upstream's own bytes (an error
+// page, a stack trace) never go into the message; the HTTP status does.
 func (e *Error) RPCError() *jsonrpc.Error {
-	if e.Timeout {
+	switch {
+	case e.Timeout:
 		return jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
 			"Upstream MCP server did not answer in time")
+	case e.Fault == FaultHTTP:
+		return jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamHTTPError",
+			"Upstream MCP server answered HTTP "+strconv.Itoa(e.Status)+" without a JSON-RPC reply", "status", e.Status)
+	case e.Fault == FaultReply:
+		return jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamInvalidReply",
+			"Upstream MCP server sent an invalid reply: "+e.Err.Error())
+	case e.Fault == FaultStream:
+		return jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamStreamEnded",
+			"Upstream MCP server ended its event stream without answering the request")
 	}
 	return jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable",
 		"Upstream MCP server is unreachable: "+shortCause(e.Err))
+}
+
+// HTTPFault is the error for an answer with HTTP status code and no JSON-RPC reply.
+func HTTPFault(status int) *Error {
+	return &Error{Fault: FaultHTTP, Status: status, Err: errors.New(http.StatusText(status))}
+}
+
+// ParseReply reads b as the upstream's answer to the request whose raw id is reqID. The error
+// (a FaultReply *Error) says why it is not one; its reason never quotes the upstream's bytes.
+func ParseReply(b []byte, reqID json.RawMessage) (*jsonrpc.Message, error) {
+	m, err := jsonrpc.Parse(b)
+	if err != nil {
+		return nil, &Error{Fault: FaultReply, Err: errors.New("not a JSON-RPC message")}
+	}
+	if err := CheckReply(m, reqID); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// CheckReply reports why m is not a usable answer to the request whose raw id is reqID
+// (JSON-RPC 2.0 §5): not a response, another request's id, both or neither of result and
+// error, a malformed error object, or invalid JSON inside. A well-formed error with a null id
+// is accepted (§5: the server could not read the id). nil = usable.
+func CheckReply(m *jsonrpc.Message, reqID json.RawMessage) error {
+	fault := func(reason string) error { return &Error{Fault: FaultReply, Err: errors.New(reason)} }
+	switch {
+	case m.Kind != jsonrpc.KindResponse:
+		return fault("a " + m.Kind.String() + " instead of a response")
+	case m.Result != nil && m.Error != nil:
+		return fault(`both "result" and "error"`)
+	case m.Error != nil:
+		if err := jsonrpc.CheckErrorObject(m.Error); err != nil {
+			return fault(err.Error())
+		}
+		if string(m.ID) != "null" && !jsonrpc.SameID(m.ID, reqID) {
+			return fault("the response is for another request id")
+		}
+	case !jsonrpc.SameID(m.ID, reqID):
+		return fault("the response is for another request id")
+	}
+	// Parse checks the envelope only; a client that cannot decode the rest would never see
+	// its answer, so the whole message must be JSON.
+	if !json.Valid(m.Raw) {
+		return fault("the response is not valid JSON")
+	}
+	return nil
 }
 
 func shortCause(err error) string {
@@ -191,7 +273,13 @@ type Reply struct {
 // Call sends one JSON-RPC request and returns its response message, read from a JSON body or
 // from the SSE stream the upstream chose. Other messages on that stream (notifications,
 // server→client requests) go to onOther when it is non-nil. ctx bounds the whole exchange.
+// An answer that is not a JSON-RPC response to this request is an *Error with a Fault; a
+// well-formed JSON-RPC error (even under an HTTP error status) is a Reply whose Msg.Error is set.
 func (c *Client) Call(ctx context.Context, hdr http.Header, body []byte, onOther func(*jsonrpc.Message)) (*Reply, error) {
+	var reqID json.RawMessage
+	if m, err := jsonrpc.Parse(body); err == nil {
+		reqID = m.ID
+	}
 	h := hdr.Clone()
 	if h == nil {
 		h = http.Header{}
@@ -203,8 +291,9 @@ func (c *Client) Call(ctx context.Context, hdr http.Header, body []byte, onOther
 	}
 	defer resp.Body.Close()
 	rep := &Reply{Header: resp.Header, Status: resp.StatusCode}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	switch {
-	case IsEventStream(resp.Header):
+	case ok && IsEventStream(resp.Header):
 		r := sse.NewReader(resp.Body, int(c.maxReply))
 		defer r.Close()
 		for {
@@ -216,7 +305,7 @@ func (c *Client) Call(ctx context.Context, hdr http.Header, body []byte, onOther
 				if err == io.EOF {
 					err = io.ErrUnexpectedEOF
 				}
-				return nil, &Error{Err: fmt.Errorf("reading event stream: %w", err)}
+				return nil, &Error{Fault: FaultStream, Err: fmt.Errorf("reading event stream: %w", err)}
 			}
 			if !ev.HasData || len(ev.Data) == 0 {
 				continue
@@ -226,6 +315,9 @@ func (c *Client) Call(ctx context.Context, hdr http.Header, body []byte, onOther
 				continue // not ours to judge; skip unparsable events
 			}
 			if m.Kind == jsonrpc.KindResponse {
+				if err := CheckReply(m, reqID); err != nil {
+					return nil, err
+				}
 				rep.Msg = m
 				return rep, nil
 			}
@@ -233,25 +325,50 @@ func (c *Client) Call(ctx context.Context, hdr http.Header, body []byte, onOther
 				onOther(m)
 			}
 		}
-	case resp.StatusCode >= 200 && resp.StatusCode < 300 && IsJSON(resp.Header):
+	case ok && IsJSON(resp.Header):
 		b, err := io.ReadAll(io.LimitReader(resp.Body, c.maxReply+1))
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, &Error{Timeout: true, Err: ctx.Err()}
 			}
-			return nil, &Error{Err: err}
+			return nil, &Error{Fault: FaultReply, Err: fmt.Errorf("reading the reply: %w", err)}
 		}
 		if int64(len(b)) > c.maxReply {
-			return nil, &Error{Err: fmt.Errorf("reply exceeds %d bytes", c.maxReply)}
+			return nil, &Error{Fault: FaultReply, Err: fmt.Errorf("reply exceeds %d bytes", c.maxReply)}
 		}
-		m, err := jsonrpc.Parse(b)
+		if rep.Msg, err = ParseReply(b, reqID); err != nil {
+			return nil, err
+		}
+		return rep, nil
+	default:
+		m, err := ReadNonReply(resp, reqID)
 		if err != nil {
-			return nil, &Error{Err: fmt.Errorf("invalid JSON-RPC reply: %w", err)}
+			return nil, err
 		}
 		rep.Msg = m
 		return rep, nil
-	default:
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return rep, &Error{Err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))}
 	}
+}
+
+// maxNonReply bounds what is read of an answer that is not a JSON or SSE reply.
+const maxNonReply = 64 << 10
+
+// ReadNonReply judges an answer to the request reqID that is neither a 2xx JSON body nor a
+// 2xx event stream: an HTTP error status carrying a well-formed JSON-RPC error response is
+// returned as that message (the upstream's own error passes on); anything else is a fault —
+// FaultHTTP for an error status, FaultReply for a 2xx answer without a reply (e.g. 202 to a
+// request, which would leave the client waiting forever).
+func ReadNonReply(resp *http.Response, reqID json.RawMessage) (*jsonrpc.Message, error) {
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil, &Error{Fault: FaultReply, Err: fmt.Errorf("an HTTP %d answer without a JSON or event-stream body", resp.StatusCode)}
+	}
+	if IsJSON(resp.Header) {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxNonReply))
+		if err == nil {
+			if m, err := ParseReply(b, reqID); err == nil && m.Error != nil {
+				return m, nil
+			}
+		}
+	}
+	return nil, HTTPFault(resp.StatusCode)
 }

@@ -307,13 +307,14 @@ func jsonHandler(status int, ct, body string) http.HandlerFunc {
 func TestCall(t *testing.T) {
 	long := strings.Repeat("x", 511) + "END" + strings.Repeat("y", 600)
 	tests := []struct {
-		name    string
-		h       http.HandlerFunc
-		max     int64
-		wantMsg string // the response's result, "" if an error is expected
-		others  []string
-		wantErr string
-		status  int // Reply.Status also on error, 0 = no Reply
+		name     string
+		h        http.HandlerFunc
+		max      int64
+		wantMsg  string // the response's result ("null" for an error response), "" if a fault is expected
+		others   []string
+		wantErr  string // the fault: a substring of its text and its data.error name
+		wantName string
+		status   int // Reply.Status
 	}{
 		{name: "json", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{"ok":true}}`),
 			wantMsg: `{"ok":true}`, status: 200},
@@ -321,6 +322,10 @@ func TestCall(t *testing.T) {
 			wantMsg: `{}`, status: 200},
 		{name: "json error response", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"nope"}}`),
 			wantMsg: `null`, status: 200},
+		{name: "json error response with null id", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}`),
+			wantMsg: `null`, status: 200},
+		{name: "id re-encoded as a float", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1.0,"result":{}}`),
+			wantMsg: `{}`, status: 200},
 		{name: "sse", h: sseHandler(
 			": comment\n\n",
 			"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n",
@@ -333,21 +338,39 @@ func TestCall(t *testing.T) {
 			"data: {\"jsonrpc\":\"2.0\",\"method\":\"after/the/response\"}\n\n",
 		), wantMsg: `{"done":1}`, others: []string{"notifications/progress", "sampling/createMessage"}, status: 200},
 		{name: "sse without response", h: sseHandler("data: {\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n\n"),
-			others: []string{"n"}, wantErr: io.ErrUnexpectedEOF.Error()},
+			others: []string{"n"}, wantErr: io.ErrUnexpectedEOF.Error(), wantName: "UpstreamStreamEnded"},
 		{name: "sse event too large", max: 64, h: sseHandler("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"pad\":\"" + strings.Repeat("p", 200) + "\"}}\n\n"),
-			wantErr: "reading event stream"},
-		{name: "http error body cut at 512 bytes", h: jsonHandler(500, "text/plain", long),
-			wantErr: "HTTP 500: " + strings.Repeat("x", 511) + "E", status: 500},
-		{name: "http error json", h: jsonHandler(404, "application/json", ` {"error":"no session"} `),
-			wantErr: `HTTP 404: {"error":"no session"}`, status: 404},
-		{name: "accepted without body", h: jsonHandler(202, "", ""), wantErr: "HTTP 202", status: 202},
-		{name: "2xx not json", h: jsonHandler(200, "text/html", "<html>"), wantErr: "HTTP 200: <html>", status: 200},
+			wantErr: "reading event stream", wantName: "UpstreamStreamEnded"},
+		{name: "sse response with another id", h: sseHandler("data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n\n"),
+			wantErr: "another request id", wantName: "UpstreamInvalidReply"},
+		{name: "sse malformed error", h: sseHandler("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":\"x\",\"message\":\"m\"}}\n\n"),
+			wantErr: "not an integer", wantName: "UpstreamInvalidReply"},
+		{name: "http error text", h: jsonHandler(500, "text/plain", long),
+			wantErr: "HTTP 500", wantName: "UpstreamHTTPError"},
+		{name: "http error json that is no JSON-RPC error", h: jsonHandler(404, "application/json", ` {"error":"no session"} `),
+			wantErr: "HTTP 404", wantName: "UpstreamHTTPError"},
+		{name: "http error carrying a JSON-RPC error", h: jsonHandler(500, "application/json", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"crash","data":[1]}}`),
+			wantMsg: `null`, status: 500},
+		{name: "accepted without body", h: jsonHandler(202, "", ""), wantErr: "HTTP 202", wantName: "UpstreamInvalidReply"},
+		{name: "2xx not json", h: jsonHandler(200, "text/html", "<html>"), wantErr: "HTTP 200", wantName: "UpstreamInvalidReply"},
 		{name: "reply at the limit", max: 44, h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{"a":"bc"}}`),
 			wantMsg: `{"a":"bc"}`, status: 200},
 		{name: "reply over the limit", max: 43, h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{"a":"bc"}}`),
-			wantErr: "reply exceeds 43 bytes"},
-		{name: "invalid reply", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"result":`),
-			wantErr: "invalid JSON-RPC reply"},
+			wantErr: "reply exceeds 43 bytes", wantName: "UpstreamInvalidReply"},
+		{name: "truncated reply", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"result":`),
+			wantErr: "not a JSON-RPC message", wantName: "UpstreamInvalidReply"},
+		{name: "invalid JSON inside", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{"a":nul}}`),
+			wantErr: "not valid JSON", wantName: "UpstreamInvalidReply"},
+		{name: "another id", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":"1","result":{}}`),
+			wantErr: "another request id", wantName: "UpstreamInvalidReply"},
+		{name: "null id with a result", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":null,"result":{}}`),
+			wantErr: "another request id", wantName: "UpstreamInvalidReply"},
+		{name: "error is a string", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"error":"boom"}`),
+			wantErr: "error member", wantName: "UpstreamInvalidReply"},
+		{name: "result and error", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}`),
+			wantErr: `both "result" and "error"`, wantName: "UpstreamInvalidReply"},
+		{name: "a request instead of a response", h: jsonHandler(200, "application/json", `{"jsonrpc":"2.0","id":1,"method":"ping"}`),
+			wantErr: "a request instead of a response", wantName: "UpstreamInvalidReply"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -363,16 +386,20 @@ func TestCall(t *testing.T) {
 			if tc.wantErr != "" {
 				var ue *Error
 				if !errors.As(err, &ue) || ue.Timeout {
-					t.Fatalf("error %v, want an unreachable *Error", err)
+					t.Fatalf("error %v, want a fault *Error", err)
 				}
 				if !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("error %q does not contain %q", err, tc.wantErr)
 				}
-				if strings.Contains(err.Error(), "EN") {
-					t.Errorf("error body not cut at 512 bytes: %d bytes", len(err.Error()))
+				e := ue.RPCError()
+				if e.Code != jsonrpc.CodeUpstreamUnreachable || e.Name() != tc.wantName {
+					t.Errorf("RPCError %d %q, want -32000 %q", e.Code, e.Name(), tc.wantName)
 				}
-				if (rep != nil) != (tc.status != 0) || (rep != nil && rep.Status != tc.status) {
-					t.Errorf("reply %+v, want status %d", rep, tc.status)
+				if strings.Contains(err.Error()+e.Message, "xxx") {
+					t.Errorf("the upstream's body leaked into the error: %q", err)
+				}
+				if rep != nil {
+					t.Errorf("reply %+v with a fault", rep)
 				}
 				return
 			}
