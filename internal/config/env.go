@@ -25,6 +25,7 @@ const (
 	EnvAdminToken          = "TOLLGATE_ADMIN_TOKEN"
 	EnvAdminURL            = "TOLLGATE_ADMIN_URL"
 	EnvLogLevel            = "TOLLGATE_LOG_LEVEL"
+	EnvOwnerHashKey        = "TOLLGATE_OWNER_HASH_KEY"
 )
 
 // EnvVar documents one environment variable Tollgate reads.
@@ -52,6 +53,7 @@ var EnvVars = []EnvVar{
 	{EnvAdminToken, "", "Bearer token of a single approver named \"admin\" for the admin API, in addition to approvers[]."},
 	{EnvAdminURL, DefaultAdminURL, "Admin API base URL used by the `tollgate approvals` CLI."},
 	{EnvLogLevel, DefaultLogLevel, "Log level: debug, info, warn or error."},
+	{EnvOwnerHashKey, "", "HMAC key under which a 2026-07-28 caller's Authorization credential owns its tasks (same on every replica); unset = a fixed salt."},
 }
 
 // expand replaces ${VAR} and ${VAR:-default} in s; "$$" is a literal "$" and any

@@ -68,6 +68,18 @@ func (q *questions) take(id string) (question, bool) {
 // tasks/result; the request carries the related-task _meta). Arguments are redacted as for
 // approvers.
 func (g *Gateway) askRequester(t *tasks.Task, owner string, emit func([]byte) bool) {
+	id := g.questions.add(question{taskID: t.ID, owner: owner})
+	q := g.approvalQuestion(t)
+	q["_meta"] = map[string]any{relatedTaskKey: map[string]string{"taskId": t.ID}}
+	params, _ := jsonrpc.Marshal(q)
+	if !emit(jsonrpc.Request(rawString(id), "elicitation/create", params)) {
+		g.questions.take(id) // no stream to ask on; approvers can still decide
+	}
+}
+
+// approvalQuestion is the elicitation/create params (message and requestedSchema) asking the
+// requester to approve t. Arguments are redacted as for approvers.
+func (g *Gateway) approvalQuestion(t *tasks.Task) map[string]any {
 	fields := []string(nil)
 	if wf, ok := g.d.Snapshots.Workflow(t.Workflow); ok {
 		fields = wf.RedactFields
@@ -76,10 +88,8 @@ func (g *Gateway) askRequester(t *tasks.Task, owner string, emit func([]byte) bo
 	if len(args) > 2000 {
 		args = args[:2000] + "…"
 	}
-	msg := fmt.Sprintf("Tollgate holds the call to %q for your approval.\nArguments: %s\nApprove it?", t.Tool, args)
-	id := g.questions.add(question{taskID: t.ID, owner: owner})
-	params, _ := jsonrpc.Marshal(map[string]any{
-		"message": msg,
+	return map[string]any{
+		"message": fmt.Sprintf("Tollgate holds the call to %q for your approval.\nArguments: %s\nApprove it?", t.Tool, args),
 		"requestedSchema": map[string]any{
 			"type": "object",
 			"properties": map[string]any{
@@ -88,10 +98,6 @@ func (g *Gateway) askRequester(t *tasks.Task, owner string, emit func([]byte) bo
 			},
 			"required": []string{"approve"},
 		},
-		"_meta": map[string]any{relatedTaskKey: map[string]string{"taskId": t.ID}},
-	})
-	if !emit(jsonrpc.Request(rawString(id), "elicitation/create", params)) {
-		g.questions.take(id) // no stream to ask on; approvers can still decide
 	}
 }
 
@@ -107,6 +113,15 @@ func (g *Gateway) elicitResponse(ctx context.Context, x *Exchange) Result {
 		g.log.Info("requester could not answer the approval question", "task_id", q.taskID)
 		return Result{Accepted: true}
 	}
+	g.recordAnswer(ctx, q.taskID, x.Msg.Result, false)
+	return Result{Accepted: true}
+}
+
+// recordAnswer applies the requester's ElicitResult to task id: accept with approve: true
+// approves, accept otherwise or decline rejects. cancel (no answer) leaves the task waiting in
+// the legacy era (the next tasks/result asks again); in the modern era it rejects, since the
+// question's key may not be asked again (tasks extension "Task Update Requests").
+func (g *Gateway) recordAnswer(ctx context.Context, id string, result json.RawMessage, cancelRejects bool) {
 	var ans struct {
 		Action  string `json:"action"`
 		Content struct {
@@ -114,22 +129,21 @@ func (g *Gateway) elicitResponse(ctx context.Context, x *Exchange) Result {
 			Reason  string `json:"reason"`
 		} `json:"content"`
 	}
-	_ = json.Unmarshal(x.Msg.Result, &ans)
+	_ = json.Unmarshal(result, &ans)
 	reason := strings.TrimSpace(ans.Content.Reason)
 	var err error
 	switch {
 	case ans.Action == "accept" && ans.Content.Approve != nil && *ans.Content.Approve:
-		_, err = g.d.Tasks.Approve(ctx, q.taskID, Requester, reason)
-	case ans.Action == "accept" || ans.Action == "decline":
+		_, err = g.d.Tasks.Approve(ctx, id, Requester, reason)
+	case ans.Action == "accept" || ans.Action == "decline" || cancelRejects:
 		if reason == "" {
 			reason = "declined by the requester"
 		}
-		_, err = g.d.Tasks.Reject(ctx, q.taskID, Requester, reason)
-	default: // cancel: no answer; the next tasks/result asks again
+		_, err = g.d.Tasks.Reject(ctx, id, Requester, reason)
+	default: // cancel: no answer
 	}
 	var ce *tasks.ConflictError
 	if err != nil && !errors.As(err, &ce) {
-		g.log.Warn("recording the requester's answer failed", "task_id", q.taskID, "error", err.Error())
+		g.log.Warn("recording the requester's answer failed", "task_id", id, "error", err.Error())
 	}
-	return Result{Accepted: true}
 }

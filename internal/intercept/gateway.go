@@ -30,6 +30,9 @@ type Deps struct {
 	Tools      *gwtools.Tools // nil = no tollgate_* tools
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil = no metrics
+	// OwnerKey keys the hash of a modern caller's Authorization credential that owns its
+	// tasks (TOLLGATE_OWNER_HASH_KEY; "" = a fixed salt).
+	OwnerKey string
 }
 
 // Gateway implements the intercepted methods (REQ-CORE-007).
@@ -52,6 +55,8 @@ type Gateway struct {
 	rates limiters  // server.rate_limit per caller
 
 	questions questions // approval questions asked of requesters (elicitation)
+
+	modern modernState // protocol 2026-07-28: upstream era, bridge session, upstream task owners
 }
 
 // NewGateway returns the handlers; call Register to mount them.
@@ -73,6 +78,7 @@ func (g *Gateway) Register(r *Router) {
 		r.Handle(method, g.identified(h))
 	}
 	r.HandleResponses(ElicitIDPrefix, g.identified(g.elicitResponse))
+	g.registerModern(r)
 }
 
 // maxSubjectLen bounds an asserted identity.

@@ -345,6 +345,7 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 	if rep.Msg.Error != nil {
 		return nil, fmt.Errorf("initialize: upstream error %s", rep.Msg.Error)
 	}
+	g.noteLegacyInit(rep.Msg.Result)
 	caps := jsonrpc.Member(rep.Msg.Result, "capabilities")
 	supports := caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks"))
 	g.setUpstreamTasks(supports)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 )
@@ -22,13 +23,17 @@ type Exchange struct {
 	CorrID  string
 	// Subject is the caller's authenticated identity (server.identity_header), "" if unknown.
 	Subject string
+	// Modern is set for a protocol 2026-07-28 request (package era): no session, the era's
+	// handlers serve it.
+	Modern *era.Request
 }
 
 // Result says how the proxy answers an exchange. Exactly one of Reply, Wait or Forward is set.
 type Result struct {
 	// Reply is a complete JSON-RPC message answered locally.
 	Reply []byte
-	// Status is the HTTP status of Reply; 0 means 200.
+	// Status is the HTTP status of Reply; 0 means 200. The modern era answers some errors
+	// with 400 or 404 (era.HTTPStatus).
 	Status int
 	// Wait produces a local answer that may take long (tasks/result, sync_approval block);
 	// the proxy keeps the connection alive meanwhile. It returns the JSON-RPC message to send.
@@ -97,6 +102,8 @@ type Router struct {
 	handlers  map[string]Handler
 	respIDs   []byte // prefix (as JSON, with the opening quote) of ids Tollgate gives its own requests
 	responses Handler
+	modern    map[string]Handler // protocol 2026-07-28 requests by method
+	modernAny Handler            // modern requests of any other method
 }
 
 // HandleResponses routes clients' responses whose string id starts with prefix — answers to
@@ -111,9 +118,31 @@ func NewRouter() *Router { return &Router{handlers: map[string]Handler{}} }
 // Handle registers h for requests with the given method.
 func (r *Router) Handle(method string, h Handler) { r.handlers[method] = h }
 
+// HandleModern registers h for modern-era requests with the given method; method "" is the
+// handler for every other modern request.
+func (r *Router) HandleModern(method string, h Handler) {
+	if method == "" {
+		r.modernAny = h
+		return
+	}
+	if r.modern == nil {
+		r.modern = map[string]Handler{}
+	}
+	r.modern[method] = h
+}
+
 // Route picks the handler for x; other requests, notifications and responses pass through.
 func (r *Router) Route(ctx context.Context, x *Exchange) Result {
 	if r == nil {
+		return Passthrough
+	}
+	if x.Modern != nil && x.Msg.Kind == jsonrpc.KindRequest {
+		if h, ok := r.modern[x.Msg.Method]; ok {
+			return h(ctx, x)
+		}
+		if r.modernAny != nil {
+			return r.modernAny(ctx, x)
+		}
 		return Passthrough
 	}
 	switch x.Msg.Kind {

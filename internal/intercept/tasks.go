@@ -346,6 +346,9 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	if token := t.Headers.Get(promotionHeader); token != "" {
 		return g.prom.await(ctx, token) // the call is already in flight (tasks.promote_after)
 	}
+	if t.Era == tasks.EraModern {
+		return g.executeModern(ctx, t)
+	}
 	params, err := json.Marshal(struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`

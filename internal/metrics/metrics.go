@@ -36,6 +36,7 @@ var knownMethods = []string{
 	"prompts/list", "prompts/get", "completion/complete", "logging/setLevel",
 	"notifications/initialized", "notifications/cancelled", "notifications/progress",
 	"notifications/roots/list_changed", "invalid",
+	"server/discover", "tasks/update", "subscriptions/listen", // protocol 2026-07-28
 }
 
 // New registers the metrics on reg.

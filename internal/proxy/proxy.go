@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/origin"
@@ -94,6 +95,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
+	if r.Method != http.MethodPost && era.IsModern(r.Header.Get(upstream.HeaderProtocolVersion)) {
+		// transports "Earlier Streamable HTTP Revisions": GET and DELETE are not part of the
+		// modern transport; notifications come on subscriptions/listen.
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "GET and DELETE are not part of protocol "+era.Modern+"; use subscriptions/listen", http.StatusMethodNotAllowed)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.post(w, r)
@@ -163,14 +171,17 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.observe("", "invalid", start)
 		return
 	}
-	if e := refuseFutureProtocol(r, msg); e != nil {
-		writeJSON(w, http.StatusOK, jsonrpc.ErrorResponse(msg.ID, e.WithCorrelation(corr)))
-		h.observe(msg.Method, "unsupported_protocol", start)
+	// The era is decided per request (spec 2026-07-28 basic/versioning): a modern request is
+	// checked here (headers against body, version) and never joins a legacy session.
+	modern, rej := era.Classify(r.Header, msg)
+	if rej != nil {
+		writeJSON(w, rej.Status, jsonrpc.ErrorResponse(msg.ID, rej.Err.WithCorrelation(corr)))
+		h.observe(msg.Method, rejectOutcome(rej.Err.Code), start)
 		return
 	}
 	telemetry.Annotate(r.Context(), msg.Method)
-	x := &intercept.Exchange{HTTP: r, Body: body, Msg: msg, CorrID: corr}
-	if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" {
+	x := &intercept.Exchange{HTTP: r, Body: body, Msg: msg, CorrID: corr, Modern: modern}
+	if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" && modern == nil {
 		x.Session = h.o.Sessions.Touch(sid)
 	}
 	res := h.o.Router.Route(r.Context(), x)
@@ -204,19 +215,15 @@ func (h *Handler) observe(method, outcome string, start time.Time) {
 	}
 }
 
-// refuseFutureProtocol implements DESIGN.md §2: requests of protocol 2026-07-28 must not
-// bypass governance while that era is unsupported.
-func refuseFutureProtocol(r *http.Request, m *jsonrpc.Message) *jsonrpc.Error {
-	v := r.Header.Get(upstream.HeaderProtocolVersion)
-	if m.Method == "server/discover" || (v != "" && v >= "2026-07-28") {
-		if v == "" {
-			v = "2026-07-28"
-		}
-		return jsonrpc.NewError(jsonrpc.CodeUnsupportedProtocol, "UnsupportedProtocolVersion",
-			"Tollgate does not support MCP protocol "+v+" yet; use 2025-11-25 or earlier",
-			"supported", []string{"2025-11-25", "2025-06-18", "2025-03-26"})
+// rejectOutcome labels a request refused by the era checks.
+func rejectOutcome(code int) string {
+	switch code {
+	case era.CodeUnsupportedVersion:
+		return "unsupported_protocol"
+	case era.CodeHeaderMismatch:
+		return "header_mismatch"
 	}
-	return nil
+	return "invalid"
 }
 
 // wait answers a locally held request: SSE with keep-alive comments when the client accepts a
@@ -289,6 +296,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	}
 
 	hdr := outboundHeader(r.Header, x.Session)
+	if x.Modern != nil {
+		// transports "Earlier Streamable HTTP Revisions": no sessions, no resumption.
+		hdr.Del(upstream.HeaderSessionID)
+		hdr.Del(upstream.HeaderLastEventID)
+	}
 	if x.Msg.Method != "tools/call" {
 		upstream.MarkReplayable(hdr)
 	}
@@ -318,7 +330,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		return m.Raw
 	}
 	adopt := func() {
-		if x.Msg.Method == "initialize" && isRequest {
+		if x.Msg.Method == "initialize" && isRequest && x.Modern == nil {
 			h.adoptSession(resp.Header, x)
 		}
 	}

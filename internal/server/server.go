@@ -129,6 +129,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 
 	s.gw = intercept.NewGateway(intercept.Deps{
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
+		OwnerKey: ownerKey(o.LookupEnv),
 	})
 	t := cfg.Tasks
 	s.tasks = tasks.NewManager(s.store, s.gw, s.gw.Recheck, tasks.Options{
@@ -418,4 +419,11 @@ func (a *approverTokens) Approver(token string) (string, bool) {
 		return (*auth).Approver(token)
 	}
 	return "", false
+}
+
+// ownerKey is TOLLGATE_OWNER_HASH_KEY: the key of the hash under which a modern caller's
+// Authorization credential owns its tasks. Replicas sharing a store need the same key.
+func ownerKey(lookup func(string) (string, bool)) string {
+	v, _ := lookup(config.EnvOwnerHashKey)
+	return v
 }

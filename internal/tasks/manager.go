@@ -67,6 +67,9 @@ type CreateRequest struct {
 	// DeferStart leaves an accelerated task Approved until Start is called (the caller first
 	// hands the task id to the client).
 	DeferStart bool
+	// Era and Meta: see Task.
+	Era  string
+	Meta json.RawMessage
 }
 
 // Filter selects tasks for List and ListAll. Without States only pending (non-terminal) tasks
@@ -222,7 +225,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated,
 		AskRequester: req.AskRequester && !req.Accelerated,
 		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
-		Replica: m.opts.Replica,
+		Replica: m.opts.Replica, Era: req.Era, Meta: req.Meta,
 	}
 	if keyed {
 		t.IdemKey = IdempotencyKey(t.Owner, t.ArgsHash)
@@ -241,6 +244,9 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 			// spec 2025-11-25 tasks: input_required tells the requestor to call tasks/result,
 			// where the approval question is asked with elicitation/create.
 			t.StatusMessage = fmt.Sprintf("Awaiting your approval (%s): call tasks/result to answer", t.Workflow)
+			if req.Era == EraModern { // tasks extension: the question is in tasks/get inputRequests
+				t.StatusMessage = fmt.Sprintf("Awaiting your approval (%s): answer inputRequests with tasks/update", t.Workflow)
+			}
 		}
 		if wf, ok := m.workflow(t.Workflow); ok && wf.Timeout.D() > 0 {
 			t.ApprovalDeadline = now.Add(wf.Timeout.D())
@@ -441,7 +447,9 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 // shared one only the instance that created it (the others leave it Approved and that
 // instance's poll picks it up), because the caller's upstream session lives there.
 func (m *Manager) executesHere(t *Task) bool {
-	return !m.shared || t.Replica == "" || t.Replica == m.opts.Replica
+	// A modern task has no upstream session tying it to its creator: any replica may run it
+	// (the Approved→Executing compare-and-swap still lets only one).
+	return !m.shared || t.Replica == "" || t.Replica == m.opts.Replica || t.Era == EraModern
 }
 
 // launchApproved starts the Approved tasks this instance created; with a shared store an

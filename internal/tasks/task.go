@@ -67,6 +67,10 @@ type Task struct {
 	Result   json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
 	Error    *jsonrpc.Error  `json:"error,omitempty"`
 	Version  uint64          `json:"-"` // owned by the store
+	// Era is EraModern for a task created by a 2026-07-28 request (no session: executed with
+	// Meta as the request _meta), "" for the legacy era.
+	Era  string          `json:"era,omitempty"`
+	Meta json.RawMessage `json:"meta,omitempty"`
 }
 
 // ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).
@@ -77,6 +81,7 @@ func (t *Task) Clone() *Task {
 	c := *t
 	c.Arguments = slices.Clone(t.Arguments)
 	c.Result = slices.Clone(t.Result)
+	c.Meta = slices.Clone(t.Meta)
 	c.Headers = t.Headers.Clone()
 	if t.Decision != nil {
 		d := *t.Decision

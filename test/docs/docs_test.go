@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
 
@@ -24,6 +25,9 @@ var codes = map[string]int{
 	"CodePolicyChanged": jsonrpc.CodePolicyChanged, "CodeCapacityExceeded": jsonrpc.CodeCapacityExceeded,
 	"CodeUnsupportedProtocol": jsonrpc.CodeUnsupportedProtocol,
 	"CodeTaskCancelled":       jsonrpc.CodeInternalError, // tasks.CodeTaskCancelled
+	"CodeHeaderMismatch":      era.CodeHeaderMismatch,
+	"CodeMissingCapability":   era.CodeMissingCapability,
+	"CodeUnsupportedVersion":  era.CodeUnsupportedVersion,
 }
 
 // errorSite finds `(jsonrpc.)CodeX, "Name"` pairs: every place Tollgate builds an error.

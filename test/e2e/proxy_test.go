@@ -362,8 +362,10 @@ func TestHTTPGuards(t *testing.T) {
 		{"body too large", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 4096) + `"}}`, nil, 413, "-32600"},
 		{"batch", `[` + ping + `]`, nil, 400, "-32600"},
 		{"not json", `{oops`, nil, 400, "-32700"},
-		{"server/discover", `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`, nil, 200, "-32022"},
-		{"2026 header", ping, map[string]string{"MCP-Protocol-Version": "2026-07-28"}, 200, "-32022"},
+		// A 2026-07-28 request without _meta or headers is refused before anything else
+		// (spec 2026-07-28 basic/index "_meta"; test/e2e/modern_test.go covers the era).
+		{"server/discover without _meta", `{"jsonrpc":"2.0","id":1,"method":"server/discover"}`, nil, 400, "-32602"},
+		{"2026 header without _meta", ping, map[string]string{"MCP-Protocol-Version": "2026-07-28"}, 400, "-32602"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

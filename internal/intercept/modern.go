@@ -1,0 +1,462 @@
+package intercept
+
+import (
+	"container/list"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+)
+
+// This file serves protocol 2026-07-28 (the "modern" era) on the same endpoint as the legacy
+// one: server/discover, the header checks' consequences, governance of tools/call, and the
+// tasks extension (SEP-2663) for Tollgate's own tasks. Requests reach it after
+// era.Classify accepted them.
+
+// anonymousOwner owns modern tasks of callers with neither an identity header nor an
+// Authorization credential: the unguessable task id (tg_ + UUIDv4) is then the capability
+// (tasks extension "Security Considerations": task ids MAY be bearer tokens).
+const anonymousOwner = "capability"
+
+// defaultOwnerKey keys the credential hash when TOLLGATE_OWNER_HASH_KEY is not set: the hash is
+// then salted but not secret.
+const defaultOwnerKey = "tollgate owner v1"
+
+// registerModern mounts the modern-era handlers.
+func (g *Gateway) registerModern(r *Router) {
+	for method, h := range map[string]Handler{
+		"server/discover": g.modernDiscover, "tools/list": g.modernToolsList, "tools/call": g.modernToolsCall,
+		"tasks/get": g.modernTasksGet, "tasks/update": g.modernTasksUpdate, "tasks/cancel": g.modernTasksCancel,
+		"tasks/result": g.modernNoMethod, "tasks/list": g.modernNoMethod,
+		"resources/list": g.modernResourcesList, "resources/read": g.modernResourcesRead,
+	} {
+		r.HandleModern(method, g.identified(h))
+	}
+	r.HandleModern("", g.identified(g.modernOther))
+}
+
+// modernOwner is the owner of a modern caller's tasks: the identity from
+// server.identity_header, else a keyed hash of its Authorization credential (the credential
+// itself is never stored or logged), else anonymousOwner.
+func (g *Gateway) modernOwner(x *Exchange) string {
+	if x.Subject != "" {
+		return "user:" + x.Subject
+	}
+	if cred := strings.TrimSpace(x.HTTP.Header.Get("Authorization")); cred != "" {
+		return "auth:" + g.credentialHash(cred)
+	}
+	return anonymousOwner
+}
+
+func (g *Gateway) credentialHash(cred string) string {
+	key := g.d.OwnerKey
+	if key == "" {
+		key = defaultOwnerKey
+	}
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(cred))
+	return hex.EncodeToString(mac.Sum(nil)[:16])
+}
+
+// rateKey is who a modern call counts against for server.rate_limit: the owner, or for
+// anonymous callers their network address (they share one task owner, not one budget).
+func rateKey(x *Exchange, owner string) string {
+	if owner != anonymousOwner {
+		return owner
+	}
+	host, _, err := net.SplitHostPort(x.HTTP.RemoteAddr)
+	if err != nil {
+		host = x.HTTP.RemoteAddr
+	}
+	return "addr:" + host
+}
+
+// modernReply answers with a result Tollgate made, marked resultType "complete" (spec
+// 2026-07-28 schema Result.resultType).
+func modernReply(x *Exchange, result []byte) Result {
+	return ReplyResult(x, withResultType(result))
+}
+
+// modernError answers with an error and the HTTP status the modern transport gives it.
+func modernError(x *Exchange, e *jsonrpc.Error) Result {
+	r := ReplyError(x, e)
+	r.Status = era.HTTPStatus(e.Code)
+	return r
+}
+
+// withResultType adds resultType "complete" to a result object that has none.
+func withResultType(result []byte) []byte {
+	if jsonrpc.Member(result, "resultType") != nil {
+		return result
+	}
+	out, err := jsonrpc.Replace(result, "resultType", []byte(`"complete"`))
+	if err != nil {
+		return result
+	}
+	return out
+}
+
+// modernNoMethod: tasks/result and tasks/list do not exist in the tasks extension (results
+// are inlined in tasks/get; there is no list, so one caller cannot learn of another's tasks).
+func (g *Gateway) modernNoMethod(_ context.Context, x *Exchange) Result {
+	return modernError(x, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "MethodNotFound",
+		"Method not found: "+x.Msg.Method+" is not part of protocol "+era.Modern+" (use tasks/get)"))
+}
+
+// modernOther forwards any other modern request to a modern upstream, or bridges it to a
+// legacy one.
+func (g *Gateway) modernOther(ctx context.Context, x *Exchange) Result {
+	if g.upstreamModern(ctx) {
+		return Passthrough
+	}
+	return g.bridge(x, nil)
+}
+
+// modernState is what the gateway knows about the upstream's era, the session it holds on a
+// legacy upstream for bridged requests, and which caller created which upstream task.
+type modernState struct {
+	mu      sync.Mutex
+	known   bool
+	modern  bool
+	checked time.Time
+	init    []byte // the upstream's last legacy initialize result
+
+	sessMu   sync.Mutex
+	sessID   string // upstream session Tollgate holds for bridged modern requests
+	sessProt string
+
+	upTasks upstreamTaskOwners
+}
+
+// eraRecheck is how long the upstream's era is trusted before it is probed again.
+const eraRecheck = 30 * time.Second
+
+// upstreamModern reports whether the upstream serves protocol 2026-07-28, probing it with
+// server/discover when the last answer is older than eraRecheck (a dual-era client's
+// detection: spec basic/versioning "Backward Compatibility").
+func (g *Gateway) upstreamModern(ctx context.Context) bool {
+	st := &g.modern
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.known && time.Since(st.checked) < eraRecheck {
+		return st.modern
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := g.upstreamDiscover(pctx)
+	modern := err == nil && slices.Contains(supportedVersions(res), era.Modern)
+	if err != nil && ctx.Err() != nil {
+		return st.modern // the caller went away; do not record a verdict
+	}
+	if !st.known || st.modern != modern {
+		g.log.Info("Upstream era: modern=" + fmt.Sprint(modern))
+	}
+	st.known, st.modern, st.checked = true, modern, time.Now()
+	return modern
+}
+
+func supportedVersions(discover []byte) []string {
+	var r struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	_ = json.Unmarshal(discover, &r)
+	return r.SupportedVersions
+}
+
+// modernHeaders are the headers of a modern request Tollgate sends on its own or a caller's
+// behalf (transports "Standard Request Headers").
+func modernHeaders(base http.Header, method, name string) http.Header {
+	h := base.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set(era.HeaderProtocolVersion, era.Modern)
+	h.Set(era.HeaderMethod, method)
+	if name != "" {
+		h.Set(era.HeaderName, era.EncodeHeaderValue(name))
+	}
+	return h
+}
+
+// ownMeta is the _meta of requests Tollgate makes itself.
+var ownMeta = `{"` + era.MetaProtocolVersion + `":"` + era.Modern + `","` + era.MetaClientCapabilities +
+	`":{},"` + era.MetaClientInfo + `":{"name":"tollgate","version":"gateway"}}`
+
+func (g *Gateway) upstreamDiscover(ctx context.Context) ([]byte, error) {
+	body := jsonrpc.Request(json.RawMessage(`"tollgate-discover"`), "server/discover", json.RawMessage(`{"_meta":`+ownMeta+`}`))
+	rep, err := g.d.Upstream.Call(ctx, modernHeaders(nil, "server/discover", ""), body, nil)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Msg.Error != nil {
+		return nil, fmt.Errorf("upstream error %s", rep.Msg.Error)
+	}
+	return rep.Msg.Result, nil
+}
+
+// noteLegacyInit keeps the upstream's initialize result for a synthesised server/discover.
+func (g *Gateway) noteLegacyInit(result []byte) {
+	g.modern.mu.Lock()
+	g.modern.init = slices.Clone(result)
+	g.modern.mu.Unlock()
+}
+
+// modernDiscover answers server/discover (spec 2026-07-28 server/discover): the upstream's
+// own answer when it is modern, else one made from its initialize result; either way with
+// every version Tollgate serves and the tasks extension, which Tollgate always offers.
+func (g *Gateway) modernDiscover(ctx context.Context, x *Exchange) Result {
+	if g.upstreamModern(ctx) {
+		return Result{Forward: &Forward{Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
+			if resp.Result == nil {
+				return nil
+			}
+			out, err := discoverResult(resp.Result)
+			if err != nil {
+				g.log.Warn("server/discover result not rewritten", "error", err.Error())
+				return nil
+			}
+			return resp.WithResult(out)
+		}}}
+	}
+	g.modern.mu.Lock()
+	init := g.modern.init
+	g.modern.mu.Unlock()
+	if init == nil {
+		var err error
+		if init, err = g.legacyInitialize(ctx); err != nil {
+			return modernError(x, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable",
+				"Upstream MCP server did not answer initialize: "+err.Error()))
+		}
+	}
+	out, err := synthesiseDiscover(init)
+	if err != nil {
+		return modernError(x, jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamInvalid",
+			"Upstream initialize result is not usable: "+err.Error()))
+	}
+	return modernReply(x, out)
+}
+
+// discoverResult rewrites a modern upstream's DiscoverResult.
+func discoverResult(result []byte) ([]byte, error) {
+	sv, _ := jsonrpc.Marshal(era.Supported)
+	out, err := jsonrpc.Replace(result, "supportedVersions", sv)
+	if err != nil {
+		return nil, err
+	}
+	caps := jsonrpc.Member(out, "capabilities")
+	nc, err := withTasksExtension(caps)
+	if err != nil {
+		return nil, err
+	}
+	if out, err = jsonrpc.Replace(out, "capabilities", nc); err != nil {
+		return nil, err
+	}
+	return withResultType(out), nil
+}
+
+// withTasksExtension sets capabilities.extensions["io.modelcontextprotocol/tasks"] = {}
+// (tasks extension "Capability Negotiation"), keeping everything else.
+func withTasksExtension(caps []byte) ([]byte, error) {
+	if len(caps) == 0 || string(caps) == "null" {
+		caps = []byte(`{}`)
+	}
+	ext := jsonrpc.Member(caps, "extensions")
+	if len(ext) == 0 || string(ext) == "null" {
+		ext = []byte(`{}`)
+	}
+	ne, err := jsonrpc.Replace(ext, era.TasksExtension, []byte(`{}`))
+	if err != nil {
+		return nil, fmt.Errorf("capabilities.extensions: %w", err)
+	}
+	return jsonrpc.Replace(caps, "extensions", ne)
+}
+
+// synthesiseDiscover makes a DiscoverResult from a legacy InitializeResult: its capabilities
+// (less the 2025-11-25 tasks capability, which the extension replaces), serverInfo in the
+// result _meta, its instructions.
+func synthesiseDiscover(init []byte) ([]byte, error) {
+	var in struct {
+		Capabilities map[string]json.RawMessage `json:"capabilities"`
+		ServerInfo   json.RawMessage            `json:"serverInfo"`
+		Instructions *string                    `json:"instructions"`
+	}
+	if err := json.Unmarshal(init, &in); err != nil {
+		return nil, err
+	}
+	delete(in.Capabilities, "tasks")
+	if in.Capabilities == nil {
+		in.Capabilities = map[string]json.RawMessage{}
+	}
+	caps, err := jsonrpc.Marshal(in.Capabilities)
+	if err != nil {
+		return nil, err
+	}
+	if caps, err = withTasksExtension(caps); err != nil {
+		return nil, err
+	}
+	out := map[string]any{
+		"resultType": "complete", "supportedVersions": era.Supported, "capabilities": json.RawMessage(caps),
+	}
+	if len(in.ServerInfo) > 0 && string(in.ServerInfo) != "null" {
+		out["_meta"] = map[string]any{era.MetaServerInfo: in.ServerInfo}
+	}
+	if in.Instructions != nil {
+		out["instructions"] = *in.Instructions
+	}
+	return jsonrpc.Marshal(out)
+}
+
+// modernToolsList forwards tools/list and appends Tollgate's own tools to the last page. The
+// list is the same for every caller (governance decides per call, not per listing), so the
+// upstream's ttlMs and cacheScope stay as they are (spec 2026-07-28 caching).
+func (g *Gateway) modernToolsList(ctx context.Context, x *Exchange) Result {
+	transform := func(result []byte) []byte {
+		out, err := g.appendOwnTools(result)
+		if err != nil {
+			g.log.Warn("tools/list result not rewritten", "error", err.Error())
+			return result
+		}
+		return out
+	}
+	if !g.upstreamModern(ctx) {
+		return g.bridge(x, transform)
+	}
+	return Result{Forward: &Forward{Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
+		if resp.Result == nil {
+			return nil
+		}
+		return resp.WithResult(transform(resp.Result))
+	}}}
+}
+
+// appendOwnTools drops upstream tools shadowed by Tollgate's own names and appends Tollgate's
+// tools on the last page.
+func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
+	elems, err := jsonrpc.Elements(jsonrpc.Member(result, "tools"))
+	if err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	kept := elems[:0]
+	learned := make(map[string]toolInfo, len(elems))
+	for _, t := range elems {
+		name, info, err := toolNameAndInfo(t)
+		if err == nil && g.d.Tools != nil && g.d.Tools.Has(name) {
+			g.log.Warn("upstream tool shadowed by Tollgate's own tool of the same name", "tool", name)
+			continue
+		}
+		if err == nil {
+			learned[name] = info // annotations feed rules (match_annotations) and Cedar
+		}
+		kept = append(kept, t)
+	}
+	g.learn(learned, false)
+	if lastPage(result) && g.d.Tools != nil {
+		for _, d := range g.d.Tools.Definitions() {
+			kept = append(kept, d)
+		}
+	}
+	return jsonrpc.Replace(result, "tools", jsonrpc.AppendArray(nil, kept))
+}
+
+// modernResourcesList and modernResourcesRead add Tollgate's diagrams resource as in the
+// legacy era.
+func (g *Gateway) modernResourcesList(ctx context.Context, x *Exchange) Result {
+	r := g.resourcesList(ctx, x)
+	if !g.upstreamModern(ctx) {
+		return g.bridge(x, func(b []byte) []byte {
+			m, err := jsonrpc.Parse(jsonrpc.ResultResponse(x.Msg.ID, b))
+			if err != nil {
+				return b
+			}
+			if out := r.Forward.Transform(x, m); out != nil {
+				if m2, err := jsonrpc.Parse(out); err == nil {
+					return m2.Result
+				}
+			}
+			return b
+		})
+	}
+	return r
+}
+
+func (g *Gateway) modernResourcesRead(ctx context.Context, x *Exchange) Result {
+	r := g.resourcesRead(ctx, x)
+	if r.Reply != nil {
+		m, err := jsonrpc.Parse(r.Reply)
+		if err == nil && m.Result != nil {
+			return modernReply(x, m.Result)
+		}
+		return r
+	}
+	return g.modernOther(ctx, x)
+}
+
+// upstreamTaskOwners remembers which owner created each upstream task id seen through a
+// modern tools/call (bounded, oldest forgotten first).
+type upstreamTaskOwners struct {
+	mu    sync.Mutex
+	owner map[string]*list.Element
+	order list.List // of upstreamTask, newest at the front
+}
+
+type upstreamTask struct{ id, owner string }
+
+const maxUpstreamTasks = 100000
+
+func (u *upstreamTaskOwners) bind(id, owner string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.owner == nil {
+		u.owner = map[string]*list.Element{}
+	}
+	if e, ok := u.owner[id]; ok {
+		u.order.MoveToFront(e)
+		return // first creator keeps it: an id is never rebound to another caller
+	}
+	u.owner[id] = u.order.PushFront(upstreamTask{id, owner})
+	if u.order.Len() > maxUpstreamTasks {
+		last := u.order.Back()
+		u.order.Remove(last)
+		delete(u.owner, last.Value.(upstreamTask).id)
+	}
+}
+
+func (u *upstreamTaskOwners) lookup(id string) (string, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	e, ok := u.owner[id]
+	if !ok {
+		return "", false
+	}
+	return e.Value.(upstreamTask).owner, true
+}
+
+// bindUpstreamTask is the Transform that binds the task id of an upstream CreateTaskResult
+// (resultType "task") to the caller.
+func (g *Gateway) bindUpstreamTask(owner string) func(*Exchange, *jsonrpc.Message) []byte {
+	return func(_ *Exchange, resp *jsonrpc.Message) []byte {
+		if resp.Result == nil {
+			return nil
+		}
+		var r struct {
+			ResultType string `json:"resultType"`
+			TaskID     string `json:"taskId"`
+		}
+		if json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "task" && r.TaskID != "" {
+			g.modern.upTasks.bind(r.TaskID, owner)
+		}
+		return nil
+	}
+}
