@@ -26,6 +26,7 @@ const (
 	EnvAdminURL            = "TOLLGATE_ADMIN_URL"
 	EnvLogLevel            = "TOLLGATE_LOG_LEVEL"
 	EnvOwnerHashKey        = "TOLLGATE_OWNER_HASH_KEY"
+	EnvArgumentHashKey     = "TOLLGATE_ARGUMENT_HASH_KEY"
 )
 
 // EnvVar documents one environment variable Tollgate reads.
@@ -54,6 +55,7 @@ var EnvVars = []EnvVar{
 	{EnvAdminURL, DefaultAdminURL, "Admin API base URL used by the `tollgate approvals` CLI."},
 	{EnvLogLevel, DefaultLogLevel, "Log level: debug, info, warn or error."},
 	{EnvOwnerHashKey, "", "HMAC key under which a 2026-07-28 caller's Authorization credential owns its tasks (same on every replica); unset = a fixed salt."},
+	{EnvArgumentHashKey, "", "Secret (at least 32 bytes) keying the HMAC that binds an approval to the call's arguments. Required with tasks.store.type redis (the same value on every replica); the file store otherwise keeps a random key in <store path>.key; the memory store draws one per process."},
 }
 
 // expand replaces ${VAR} and ${VAR:-default} in s; "$$" is a literal "$" and any

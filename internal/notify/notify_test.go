@@ -167,7 +167,7 @@ var created = time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC)
 func task(wf string, s tasks.State) *tasks.Task {
 	t := &tasks.Task{
 		ID: "tg_0b5e1f7e-2d0c-4c53-9a55-6a3f2b1c0d9e", Owner: "session-abc", SessionID: "session-abc",
-		RequestedBy: "carol", Tool: "delete_file", Arguments: args, ArgsHash: tasks.CanonicalHash("delete_file", args),
+		RequestedBy: "carol", Tool: "delete_file", Arguments: args, ArgsHash: tasks.CanonicalHash([]byte("notify-test-key"), "delete_file", args),
 		Workflow: wf, State: s, StatusMessage: "Awaiting approval (" + wf + ")",
 		CreatedAt: created, UpdatedAt: created, TTL: time.Hour, ApprovalDeadline: created.Add(10 * time.Minute),
 	}

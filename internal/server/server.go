@@ -120,6 +120,11 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if s.store, err = openStore(cfg); err != nil {
 		return nil, err
 	}
+	hashKey, err := argumentHashKey(cfg, o.LookupEnv)
+	if err != nil {
+		s.store.Close()
+		return nil, err
+	}
 	if s.audit, err = audit.Open(auditPath(cfg)); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
@@ -135,6 +140,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.tasks = tasks.NewManager(s.store, s.gw, s.gw.Recheck, tasks.Options{
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
 		Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
+		ArgumentHashKey: hashKey,
 	})
 	s.tools = gwtools.New(s.tasks, s.hub, s.gw, gwtools.Options{Logger: s.log})
 	s.gw.Use(s.tasks, s.tools)

@@ -90,7 +90,7 @@ func interruptedError(t *Task) *jsonrpc.Error {
 }
 
 func argsChangedError(t *Task) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged",
-		fmt.Sprintf("PolicyChanged: the stored call to tool %q no longer matches the approved arguments hash", t.Tool),
+	return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "ArgumentsChanged",
+		fmt.Sprintf("ArgumentsChanged: the stored call to tool %q no longer matches the approved arguments hash", t.Tool),
 		"task_id", t.ID, "tool", t.Tool)
 }

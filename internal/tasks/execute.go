@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +41,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	// DESIGN.md §3: approval is bound to the canonical hash of (tool, arguments), and the
 	// rule/policy is re-checked right before execution.
 	var denied *jsonrpc.Error
-	if CanonicalHash(t.Tool, t.Arguments) != t.ArgsHash {
+	if !hmac.Equal([]byte(m.argsHash(t.Tool, t.Arguments)), []byte(t.ArgsHash)) {
 		denied = argsChangedError(t)
 	} else if m.recheck != nil {
 		denied = m.recheck(ctx, t.Clone())

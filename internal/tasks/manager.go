@@ -6,6 +6,7 @@ package tasks
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,10 @@ type Options struct {
 	Registerer                                  prometheus.Registerer // nil = no metrics
 	// Replica names this instance among several sharing a store ("" = a random id).
 	Replica string
+	// ArgumentHashKey keys each task's arguments hash (CanonicalHash). Empty means a random
+	// key for this process, which suits only a memory store: tasks in a file or shared store
+	// outlive the process, so the server passes a persistent key for those.
+	ArgumentHashKey []byte
 }
 
 // Defaults (DESIGN.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
@@ -130,6 +135,10 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 	}
 	if opts.Retention < 0 {
 		opts.Retention = 0
+	}
+	if len(opts.ArgumentHashKey) == 0 {
+		opts.ArgumentHashKey = make([]byte, 32)
+		_, _ = rand.Read(opts.ArgumentHashKey) // crypto/rand.Read never fails (Go 1.24)
 	}
 	m := &Manager{
 		st: st, exec: exec, recheck: recheck, opts: opts,
@@ -221,7 +230,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	ttl = min(ttl, m.opts.MaxTTL)
 	t := &Task{
 		ID: NewID(), Owner: req.Owner, SessionID: req.SessionID, RequestedBy: req.RequestedBy,
-		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: CanonicalHash(req.Tool, req.Arguments),
+		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: m.argsHash(req.Tool, req.Arguments),
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated,
 		AskRequester: req.AskRequester && !req.Accelerated,
 		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
@@ -757,4 +766,9 @@ func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
 // own call.
 func SameIdentity(a, b string) bool {
 	return strings.EqualFold(norm.NFKC.String(strings.TrimSpace(a)), norm.NFKC.String(strings.TrimSpace(b)))
+}
+
+// argsHash is the keyed hash an approval is bound to.
+func (m *Manager) argsHash(tool string, args json.RawMessage) string {
+	return CanonicalHash(m.opts.ArgumentHashKey, tool, args)
 }

@@ -48,7 +48,7 @@ func TestCreate(t *testing.T) {
 			if tk.TTL != tc.wantTTL || tk.State != tc.wantState || tk.StatusMessage != tc.wantMessage {
 				t.Errorf("got ttl %s state %s message %q", tk.TTL, tk.State, tk.StatusMessage)
 			}
-			if !strings.HasPrefix(tk.ID, IDPrefix) || tk.ArgsHash != CanonicalHash("delete_file", req.Arguments) ||
+			if !strings.HasPrefix(tk.ID, IDPrefix) || tk.ArgsHash != e.m.argsHash("delete_file", req.Arguments) ||
 				tk.Version != 1 || tk.PollInterval != 2*time.Second || tk.State.Wire() != "working" {
 				t.Errorf("unexpected task %+v", tk)
 			}
@@ -625,7 +625,7 @@ func TestRestartRecovery(t *testing.T) {
 	put := func(state State) string {
 		tk := &Task{ID: NewID(), Owner: "alice", Tool: "delete_file", Arguments: json.RawMessage(`{}`),
 			State: state, CreatedAt: now, UpdatedAt: now, TTL: time.Hour}
-		tk.ArgsHash = CanonicalHash(tk.Tool, tk.Arguments)
+		tk.ArgsHash = CanonicalHash(testKey, tk.Tool, tk.Arguments)
 		rec, _ := encodeTask(tk)
 		if _, err := st.Create(bg, rec, store.Limits{}); err != nil {
 			t.Fatal(err)
@@ -643,7 +643,7 @@ func TestRestartRecovery(t *testing.T) {
 	}
 	defer st.Close()
 	exec := &fakeExec{result: json.RawMessage(okResult)}
-	m := NewManager(st, exec, nil, Options{})
+	m := NewManager(st, exec, nil, Options{ArgumentHashKey: testKey})
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()

@@ -109,8 +109,10 @@ func TestNewID(t *testing.T) {
 	}
 }
 
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
 func TestCanonicalHash(t *testing.T) {
-	base := CanonicalHash("t", json.RawMessage(`{"a":1,"b":{"c":[1,2],"d":"x"}}`))
+	base := CanonicalHash(testKey, "t", json.RawMessage(`{"a":1,"b":{"c":[1,2],"d":"x"}}`))
 	tests := []struct {
 		name string
 		tool string
@@ -124,21 +126,24 @@ func TestCanonicalHash(t *testing.T) {
 		{"other tool", "u", `{"a":1,"b":{"c":[1,2],"d":"x"}}`, false},
 	}
 	for _, tc := range tests {
-		got := CanonicalHash(tc.tool, json.RawMessage(tc.args))
+		got := CanonicalHash(testKey, tc.tool, json.RawMessage(tc.args))
 		if (got == base) != tc.same {
 			t.Errorf("%s: same = %v, want %v", tc.name, got == base, tc.same)
 		}
 	}
-	empty := CanonicalHash("t", nil)
+	empty := CanonicalHash(testKey, "t", nil)
 	for _, a := range []string{"", "null", " {} "} {
-		if CanonicalHash("t", json.RawMessage(a)) != empty {
+		if CanonicalHash(testKey, "t", json.RawMessage(a)) != empty {
 			t.Errorf("args %q should hash like absent", a)
 		}
 	}
 	if len(base) != 64 {
 		t.Errorf("hash %q is not hex sha256", base)
 	}
-	if CanonicalHash("t", json.RawMessage(`{"s":"<&>"}`)) != CanonicalHash("t", json.RawMessage(`{"s":"\u003c&>"}`)) {
+	if CanonicalHash([]byte("another key"), "t", json.RawMessage(`{"a":1,"b":{"c":[1,2],"d":"x"}}`)) == base {
+		t.Error("the hash does not depend on the key")
+	}
+	if CanonicalHash(testKey, "t", json.RawMessage(`{"s":"<&>"}`)) != CanonicalHash(testKey, "t", json.RawMessage(`{"s":"\u003c&>"}`)) {
 		t.Error("escaped and literal forms of the same string should hash alike")
 	}
 }

@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -137,10 +138,20 @@ func (t *Task) WireStatus() string {
 	return t.State.Wire()
 }
 
-// CanonicalHash is the hex SHA-256 of the canonical JSON of {"arguments":…,"tool":…}: object
-// keys sorted, insignificant whitespace dropped, numbers kept as written, no HTML escaping.
-// An approval is bound to this hash (DESIGN.md §3). Absent or null arguments hash like {}.
-func CanonicalHash(tool string, args json.RawMessage) string {
+// CanonicalHash is the hex HMAC-SHA256 under key of the canonical JSON of
+// {"arguments":…,"tool":…}: object keys sorted, insignificant whitespace dropped, numbers kept
+// as written, no HTML escaping. An approval is bound to this hash (DESIGN.md §3) and it is
+// checked again right before execution. The key makes it unforgeable for whoever can write
+// the task store but not read Tollgate's key: swapping a stored task's arguments and
+// recomputing a plain digest no longer goes unnoticed. Absent or null arguments hash like {}.
+func CanonicalHash(key []byte, tool string, args json.RawMessage) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(canonicalCall(tool, args))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// canonicalCall is the canonical JSON CanonicalHash authenticates.
+func canonicalCall(tool string, args json.RawMessage) []byte {
 	var v any = map[string]any{}
 	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
@@ -154,8 +165,7 @@ func CanonicalHash(tool string, args json.RawMessage) string {
 	if err != nil {
 		b = append([]byte(tool+"\x00"), args...)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return b
 }
 
 // IdempotencyKey names a plain call for CreateOrAttach: the same owner calling the same tool

@@ -31,7 +31,9 @@ approvers:
   - {name: bob, token_env: BOB_TOKEN}
 `
 
-var approverEnv = map[string]string{"ALICE_TOKEN": "alice-secret-token", "BOB_TOKEN": "bob-secret-token"}
+var approverEnv = map[string]string{"ALICE_TOKEN": "alice-secret-token", "BOB_TOKEN": "bob-secret-token",
+	// Replicas sharing a Redis store must share the arguments hash key.
+	"TOLLGATE_ARGUMENT_HASH_KEY": "e2e-argument-hash-key-0123456789abcdef"}
 
 // TestApprovalLifecycle: a held call waits, is not executed until approved, runs exactly once
 // on approval, and tasks/result returns exactly the upstream's result with the related-task
