@@ -1,0 +1,320 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// modernExchange builds a 2026-07-28 exchange as the proxy would: headers mirrored from the
+// body, era.Classify applied. caps is the clientCapabilities JSON; hdr adds headers.
+func modernExchange(t testing.TB, method, params, caps string, hdr ...string) *Exchange {
+	t.Helper()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `}`
+	if params == "" {
+		params = "{" + meta + "}"
+	} else {
+		params = strings.TrimSuffix(params, "}") + "," + meta + "}"
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+	m, err := jsonrpc.Parse([]byte(body))
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	r.Header.Set(era.HeaderProtocolVersion, era.Modern)
+	r.Header.Set(era.HeaderMethod, method)
+	for _, k := range []string{"name", "uri", "taskId"} {
+		var p map[string]any
+		_ = json.Unmarshal(m.Params, &p)
+		if v, ok := p[k].(string); ok {
+			r.Header.Set(era.HeaderName, era.EncodeHeaderValue(v))
+		}
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	req, rej := era.Classify(r.Header, m)
+	if rej != nil {
+		t.Fatalf("%s refused: %s", body, rej.Err.Message)
+	}
+	return &Exchange{HTTP: r, Body: []byte(body), Msg: m, Modern: req}
+}
+
+const (
+	tasksCaps = `{"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+	noCaps    = `{}`
+)
+
+// modernUpstream makes the gateway believe the upstream serves 2026-07-28 (no probe).
+func (h *gwHarness) modernUpstream() {
+	h.gw.modern.mu.Lock()
+	h.gw.modern.known, h.gw.modern.modern, h.gw.modern.checked = true, true, time.Now()
+	h.gw.modern.mu.Unlock()
+}
+
+func (h *gwHarness) routeModern(x *Exchange) Result {
+	return h.router.Route(context.Background(), x)
+}
+
+// TestModernToolsCallGovernance pins governance of a modern tools/call per the tasks
+// extension ("Capability Negotiation": MUST NOT return CreateTaskResult to a client that did
+// not declare the extension; -32021 with requiredCapabilities when a task is needed) and
+// DESIGN.md §3 (deny never reaches the upstream).
+func TestModernToolsCallGovernance(t *testing.T) {
+	cases := []struct {
+		name, tool, caps, sync string
+		want                   string // forward | deny | missing | task | promoted
+	}{
+		{"forward rule passes through", "read_file", tasksCaps, "error", "forward"},
+		{"forward without the extension passes too", "read_file", noCaps, "error", "forward"},
+		{"deny rule is -32003 whatever the caps", "drop_table", tasksCaps, "error", "deny"},
+		{"approve with the extension is a tg_ task", "delete_user", tasksCaps, "error", "task"},
+		{"approve without the extension is -32021", "delete_user", noCaps, "error", "missing"},
+		{"approve without the extension, sync_approval promote", "delete_user", noCaps, "promote", "promoted"},
+		{"force_required with the extension is a tg_ task", "audit_log", tasksCaps, "error", "task"},
+		{"force_required without the extension is -32021", "audit_log", noCaps, "error", "missing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, strings.Replace(unitConfig, "max_ttl: 1h}", "max_ttl: 1h, sync_approval: "+tc.sync+"}", 1))
+			h.modernUpstream()
+			x := modernExchange(t, "tools/call", `{"name":"`+tc.tool+`","arguments":{"id":1}}`, tc.caps)
+			res := h.routeModern(x)
+			switch tc.want {
+			case "forward":
+				if res.Forward == nil {
+					t.Fatalf("not forwarded: %s", res.Reply)
+				}
+			case "deny", "missing":
+				e := replyError(t, res)
+				want, status := -32003, 200
+				if tc.want == "missing" {
+					want, status = -32021, 400
+					if _, ok := e.Data["requiredCapabilities"].(map[string]any)["extensions"].(map[string]any)[era.TasksExtension]; !ok {
+						t.Errorf("requiredCapabilities = %v", e.Data["requiredCapabilities"])
+					}
+				}
+				if e.Code != want || statusOf(res) != status {
+					t.Fatalf("code %d HTTP %d, want %d %d", e.Code, statusOf(res), want, status)
+				}
+			case "task":
+				var r map[string]any
+				_ = json.Unmarshal(replyResult(t, res.Reply), &r)
+				if r["resultType"] != "task" || !strings.HasPrefix(r["taskId"].(string), tasks.IDPrefix) || r["task"] != nil ||
+					r["ttlMs"] == nil || r["pollIntervalMs"] == nil || r["inputRequests"] != nil || r["result"] != nil {
+					t.Fatalf("CreateTaskResult = %v", r)
+				}
+				if res.After != nil {
+					res.After()
+				}
+			case "promoted":
+				var r map[string]any
+				_ = json.Unmarshal(replyResult(t, res.Reply), &r)
+				if r["resultType"] != "complete" || r["content"] == nil {
+					t.Fatalf("promoted result = %v", r)
+				}
+			}
+			if tc.want != "forward" {
+				for _, m := range h.up.methods() {
+					if m == "tools/call" && tc.want != "task" {
+						t.Fatalf("upstream saw tools/call")
+					}
+				}
+			}
+		})
+	}
+}
+
+func statusOf(r Result) int {
+	if r.Status == 0 {
+		return 200
+	}
+	return r.Status
+}
+
+// TestModernTasksMethods: tasks extension "Supported Methods", "Error Handling",
+// "Reservations": tasks/result and tasks/list are gone (-32601, HTTP 404), tasks/* need the
+// extension declared (-32021), unknown ids are -32602, acks carry resultType "complete", and
+// tasks/get inlines the outcome.
+func TestModernTasksMethods(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	h.modernUpstream()
+	for _, m := range []string{"tasks/result", "tasks/list"} {
+		res := h.routeModern(modernExchange(t, m, `{"taskId":"tg_x"}`, tasksCaps))
+		if e := replyError(t, res); e.Code != -32601 || statusOf(res) != 404 {
+			t.Errorf("%s: code %d HTTP %d", m, e.Code, statusOf(res))
+		}
+	}
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		res := h.routeModern(modernExchange(t, m, `{"taskId":"tg_x"}`, noCaps))
+		if e := replyError(t, res); e.Code != -32021 || statusOf(res) != 400 {
+			t.Errorf("%s without the extension: code %d HTTP %d", m, e.Code, statusOf(res))
+		}
+		res = h.routeModern(modernExchange(t, m, `{"taskId":"tg_00000000-0000-4000-8000-000000000000"}`, tasksCaps))
+		if e := replyError(t, res); e.Code != -32602 {
+			t.Errorf("%s of an unknown task: code %d", m, e.Code)
+		}
+	}
+
+	// A task created, read, cancelled.
+	x := modernExchange(t, "tools/call", `{"name":"delete_user","arguments":{}}`, tasksCaps)
+	var created map[string]any
+	_ = json.Unmarshal(replyResult(t, h.routeModern(x).Reply), &created)
+	id := created["taskId"].(string)
+	var got map[string]any
+	_ = json.Unmarshal(replyResult(t, h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"`+id+`"}`, tasksCaps)).Reply), &got)
+	if got["resultType"] != "complete" || got["status"] != "working" || got["statusMessage"] != "Awaiting approval (default)" {
+		t.Fatalf("tasks/get = %v", got)
+	}
+	for _, m := range []string{"tasks/update", "tasks/cancel", "tasks/cancel"} { // a second cancel acks too
+		var ack map[string]any
+		_ = json.Unmarshal(replyResult(t, h.routeModern(modernExchange(t, m, `{"taskId":"`+id+`","inputResponses":{}}`, tasksCaps)).Reply), &ack)
+		if ack["resultType"] != "complete" || len(ack) != 1 {
+			t.Fatalf("%s ack = %v", m, ack)
+		}
+	}
+	_ = json.Unmarshal(replyResult(t, h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"`+id+`"}`, tasksCaps)).Reply), &got)
+	if got["status"] != "cancelled" {
+		t.Fatalf("after cancel: %v", got)
+	}
+}
+
+// TestModernOwner: ownership without sessions — identity header, else a keyed hash of the
+// Authorization credential (never the credential itself), else the id is the capability.
+func TestModernOwner(t *testing.T) {
+	h := newHarness(t, unitConfig+"server: {identity_header: X-User}\n")
+	owner := func(hdr ...string) string {
+		x := modernExchange(t, "tools/list", "", noCaps, hdr...)
+		var got string
+		g := h.gw
+		g.identified(func(_ context.Context, x *Exchange) Result { got = g.modernOwner(x); return Result{} })(context.Background(), x)
+		return got
+	}
+	if got := owner("X-User", "alice", "Authorization", "Bearer s3cret"); got != "user:alice" {
+		t.Errorf("identity: %q", got)
+	}
+	a := owner("Authorization", "Bearer s3cret")
+	if !strings.HasPrefix(a, "auth:") || strings.Contains(a, "s3cret") || a != owner("Authorization", "Bearer s3cret") {
+		t.Errorf("credential owner %q: want a stable hash without the secret", a)
+	}
+	if a == owner("Authorization", "Bearer other") {
+		t.Error("two credentials share an owner")
+	}
+	h.gw.d.OwnerKey = "another key"
+	if a == owner("Authorization", "Bearer s3cret") {
+		t.Error("TOLLGATE_OWNER_HASH_KEY does not key the hash")
+	}
+	if got := owner(); got != anonymousOwner {
+		t.Errorf("anonymous: %q", got)
+	}
+}
+
+// TestModernUpstreamTaskBinding: an upstream task id is routable only for the caller whose
+// tools/call created it; a tg_-looking upstream id stays the upstream's.
+func TestModernUpstreamTaskBinding(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	h.modernUpstream()
+	call := modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", "Bearer a")
+	res := h.routeModern(call)
+	for _, id := range []string{"up-1", "tg_upstream"} {
+		applyTransform(t, res.Forward, call, `{"jsonrpc":"2.0","id":7,"result":{"resultType":"task","taskId":"`+id+`","status":"working","createdAt":"x","lastUpdatedAt":"x","ttlMs":1}}`)
+		if r := h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"`+id+`"}`, tasksCaps, "Authorization", "Bearer a")); r.Forward == nil {
+			t.Errorf("%s: creator not forwarded: %s", id, r.Reply)
+		}
+		for _, other := range [][]string{{"Authorization", "Bearer b"}, nil} {
+			if e := replyError(t, h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"`+id+`"}`, tasksCaps, other...))); e.Code != -32602 {
+				t.Errorf("%s: other caller %v got code %d", id, other, e.Code)
+			}
+		}
+	}
+	// An id nobody bound: identified callers get not-found, an anonymous one is passed on
+	// (the id is its capability; the upstream decides).
+	if e := replyError(t, h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"up-unknown"}`, tasksCaps, "Authorization", "Bearer a"))); e.Code != -32602 {
+		t.Errorf("unbound id for an identified caller: %d", e.Code)
+	}
+	if r := h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"up-unknown"}`, tasksCaps)); r.Forward == nil {
+		t.Errorf("unbound id for an anonymous caller was not forwarded")
+	}
+}
+
+// TestDiscoverRewrite: server/discover lists both eras and adds the tasks extension, keeping
+// everything else (spec 2026-07-28 server/discover; tasks extension "Capability Negotiation").
+func TestDiscoverRewrite(t *testing.T) {
+	out, err := discoverResult([]byte(`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true},"extensions":{"x/y":{"a":1}}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up","version":"1"}},"ttlMs":5,"cacheScope":"public"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	_ = json.Unmarshal(out, &r)
+	caps := r["capabilities"].(map[string]any)
+	ext := caps["extensions"].(map[string]any)
+	if ext[era.TasksExtension] == nil || ext["x/y"] == nil || caps["tools"] == nil || r["ttlMs"] != float64(5) || r["cacheScope"] != "public" ||
+		len(r["supportedVersions"].([]any)) != len(era.Supported) || r["_meta"] == nil {
+		t.Fatalf("rewritten: %s", out)
+	}
+
+	syn, err := synthesiseDiscover([]byte(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"list":{}}},"serverInfo":{"name":"old","version":"2"},"instructions":"hi"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(syn, &r)
+	caps = r["capabilities"].(map[string]any)
+	if caps["tasks"] != nil || caps["tools"] == nil || caps["extensions"].(map[string]any)[era.TasksExtension] == nil ||
+		r["resultType"] != "complete" || r["instructions"] != "hi" || r["_meta"].(map[string]any)[era.MetaServerInfo] == nil || r["protocolVersion"] != nil {
+		t.Fatalf("synthesised: %s", syn)
+	}
+}
+
+// TestExecutionMeta: an approved call runs with the caller's _meta less the tasks extension,
+// so the upstream answers it instead of creating a task of its own.
+func TestExecutionMeta(t *testing.T) {
+	got := executionMeta(json.RawMessage(`{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{},"x/y":{}}},"k":1}`))
+	var m map[string]any
+	if err := json.Unmarshal(got, &m); err != nil {
+		t.Fatal(err)
+	}
+	caps := m[era.MetaClientCapabilities].(map[string]any)
+	if caps["elicitation"] == nil || caps["extensions"].(map[string]any)["x/y"] == nil || caps["extensions"].(map[string]any)[era.TasksExtension] != nil || m["k"] == nil {
+		t.Fatalf("executionMeta = %s", got)
+	}
+	if string(executionMeta(nil)) != ownMeta {
+		t.Fatalf("no _meta: %s", executionMeta(nil))
+	}
+}
+
+// TestLegacyBody: a bridged request loses exactly the modern _meta keys.
+func TestLegacyBody(t *testing.T) {
+	m, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":3}}}`))
+	out, err := jsonrpc.Parse(legacyBody(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out.ID) != `"a"` || out.Method != "tools/call" || strings.Contains(string(out.Params), "protocolVersion") || !strings.Contains(string(out.Params), `"progressToken":3`) {
+		t.Fatalf("legacyBody = %s", out.Raw)
+	}
+}
+
+// TestWithResultType: results Tollgate makes carry resultType "complete"; one already set is
+// kept (spec 2026-07-28 schema Result).
+func TestWithResultType(t *testing.T) {
+	for in, want := range map[string]string{
+		`{}`:                              `complete`,
+		`{"content":[]}`:                  `complete`,
+		`{"resultType":"input_required"}`: `input_required`,
+	} {
+		var r map[string]any
+		_ = json.Unmarshal(withResultType([]byte(in)), &r)
+		if r["resultType"] != want {
+			t.Errorf("%s → %v", in, r)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/tollgate-mcp/tollgate/test/fixture/modern"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
+)
+
+// startFixture serves the modern fixture upstream (mcp-go v1.2.1 with the tasks extension) on
+// loopback.
+func startFixture(t *testing.T) string {
+	t.Helper()
+	h, stop := modern.NewHandler(modern.Options{FailDelay: -1})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() {
+		ts.Close()
+		stop()
+	})
+	return ts.URL + "/mcp"
+}
+
+// TestModernUpstreamTasks: SEP-2663 tasks the upstream creates pass through Tollgate bound to
+// the caller that created them; their lifecycle (inlined result, JSON-RPC failure, isError,
+// input_required answered with tasks/update) is the upstream's, unchanged.
+func TestModernUpstreamTasks(t *testing.T) {
+	g := testkit.StartGateway(t, testkit.BasicConfig(startFixture(t), "governance:\n  defaults: {action: forward}\n"), nil, nil)
+	g.WaitReady(t)
+	owner := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer one"}}}
+	other := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer two"}}}
+
+	t.Run("completed, bound to its creator", func(t *testing.T) {
+		owner.t, other.t = t, t
+		m := owner.call(1, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0, "label": "a"}})
+		tid, _ := testkit.Dig(m, "result", "taskId").(string)
+		if testkit.Dig(m, "result", "resultType") != "task" || tid == "" || strings.HasPrefix(tid, "tg_") {
+			t.Fatalf("upstream CreateTaskResult: %v", m)
+		}
+		if code, _ := testkit.ErrorOf(other.call(2, "tasks/get", map[string]any{"taskId": tid})); code != -32602 {
+			t.Fatalf("another caller reached the upstream task: %v", code)
+		}
+		done := owner.waitTask(tid)
+		if testkit.Dig(done, "result", "status") != "completed" || !strings.Contains(testkit.Dig(done, "result", "result", "content").([]any)[0].(map[string]any)["text"].(string), "slow_compute(a)") {
+			t.Fatalf("completed upstream task: %v", done)
+		}
+	})
+	t.Run("failed with the JSON-RPC error", func(t *testing.T) {
+		owner.t = t
+		m := owner.call(3, "tools/call", map[string]any{"name": "protocol_error_job", "arguments": map[string]any{}})
+		tid, _ := testkit.Dig(m, "result", "taskId").(string)
+		done := owner.waitTask(tid)
+		if testkit.Dig(done, "result", "status") != "failed" || testkit.Dig(done, "result", "error", "code") == nil {
+			t.Fatalf("protocol_error_job: %v", done)
+		}
+	})
+	t.Run("isError is completed", func(t *testing.T) {
+		owner.t = t
+		m := owner.call(4, "tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}})
+		tid, _ := testkit.Dig(m, "result", "taskId").(string)
+		done := owner.waitTask(tid)
+		if testkit.Dig(done, "result", "status") != "completed" || testkit.Dig(done, "result", "result", "isError") != true {
+			t.Fatalf("failing_job: %v", done)
+		}
+	})
+	t.Run("required task without the extension is the upstream's -32021", func(t *testing.T) {
+		plain := &modernClient{t: t, url: g.MCP}
+		r := plain.do(5, "tools/call", map[string]any{"name": "failing_job", "arguments": map[string]any{}}, nil)
+		if code, _ := testkit.ErrorOf(r.Message(t)); code != -32021 || r.Status != 400 {
+			t.Fatalf("HTTP %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("input_required answered through tasks/update", func(t *testing.T) {
+		owner.t = t
+		m := owner.call(6, "tools/call", map[string]any{"name": "confirm_delete", "arguments": map[string]any{"filename": "x.txt"}})
+		tid, _ := testkit.Dig(m, "result", "taskId").(string)
+		got := owner.waitTask(tid)
+		reqs, _ := testkit.Dig(got, "result", "inputRequests").(map[string]any)
+		if testkit.Dig(got, "result", "status") != "input_required" || len(reqs) != 1 {
+			t.Fatalf("confirm_delete: %v", got)
+		}
+		answers := map[string]any{}
+		for k := range reqs {
+			answers[k] = map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
+		}
+		if ack := owner.call(7, "tasks/update", map[string]any{"taskId": tid, "inputResponses": answers}); testkit.Dig(ack, "result", "resultType") != "complete" {
+			t.Fatalf("update: %v", ack)
+		}
+		for i := 0; i < 500; i++ {
+			got = owner.call(8, "tasks/get", map[string]any{"taskId": tid})
+			if s := testkit.Dig(got, "result", "status"); s != "working" && s != "input_required" {
+				break
+			}
+		}
+		if testkit.Dig(got, "result", "status") != "completed" {
+			t.Fatalf("after update: %v", got)
+		}
+	})
+}
+
+// legacyOnlyUpstream is an mcp-go v1.2.1 server that serves 2025-11-25 only: modern requests
+// get -32022, so Tollgate must hold a legacy session for them.
+func legacyOnlyUpstream(t *testing.T) (string, *atomic.Int32) {
+	t.Helper()
+	s := server.NewMCPServer("legacy-only", "0.9.0", server.WithToolCapabilities(true), server.WithInstructions("old server"))
+	calls := new(atomic.Int32)
+	s.AddTool(mcp.NewTool("delete_note", mcp.WithString("id", mcp.Required())), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		calls.Add(1)
+		return mcp.NewToolResultText("deleted " + r.GetString("id", "")), nil
+	})
+	s.AddTool(mcp.NewTool("echo", mcp.WithString("text")), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return mcp.NewToolResultText(r.GetString("text", "")), nil
+	})
+	ts := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions("2025-11-25", "2025-06-18", "2025-03-26")))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp", calls
+}
+
+// TestModernBridgeToLegacyUpstream: a 2026-07-28 client in front of a legacy-only upstream:
+// server/discover is made from the upstream's initialize, plain requests and approved calls
+// travel on the session Tollgate holds (spec basic/versioning compatibility matrix: modern
+// client + legacy server fails without a gateway).
+func TestModernBridgeToLegacyUpstream(t *testing.T) {
+	upURL, calls := legacyOnlyUpstream(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"delete_*\", action: approve}\n"), nil, nil)
+	g.WaitReady(t)
+	c := &modernClient{t: t, url: g.MCP, tasks: true}
+
+	d := c.call(1, "server/discover", nil)
+	if testkit.Dig(d, "result", "_meta", "io.modelcontextprotocol/serverInfo", "name") != "legacy-only" ||
+		testkit.Dig(d, "result", "instructions") != "old server" ||
+		testkit.Dig(d, "result", "capabilities", "extensions", "io.modelcontextprotocol/tasks") == nil ||
+		testkit.Dig(d, "result", "resultType") != "complete" {
+		t.Fatalf("synthesised discover: %v", d)
+	}
+	l := c.call(2, "tools/list", nil)
+	names := []string{}
+	for _, tl := range testkit.Dig(l, "result", "tools").([]any) {
+		names = append(names, tl.(map[string]any)["name"].(string))
+	}
+	if j := strings.Join(names, ","); !strings.Contains(j, "echo") || !strings.Contains(j, "tollgate_await_activity") || testkit.Dig(l, "result", "resultType") != "complete" {
+		t.Fatalf("bridged tools/list: %v", names)
+	}
+	e := c.call(3, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
+	if testkit.Dig(e, "result", "resultType") != "complete" || testkit.Dig(e, "result", "content").([]any)[0].(map[string]any)["text"] != "hi" {
+		t.Fatalf("bridged call: %v", e)
+	}
+	m := c.call(4, "tools/call", map[string]any{"name": "delete_note", "arguments": map[string]any{"id": "n1"}})
+	tid, _ := testkit.Dig(m, "result", "taskId").(string)
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", testkit.AdminToken, `{}`); st != 200 {
+		t.Fatalf("approve: %d (%v)", st, m)
+	}
+	done := c.waitTask(tid)
+	if testkit.Dig(done, "result", "status") != "completed" || calls.Load() != 1 {
+		t.Fatalf("approved bridged call: %v (calls %d)", done, calls.Load())
+	}
+}
