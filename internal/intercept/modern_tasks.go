@@ -36,6 +36,9 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
 	}
 	own := g.modernOwner(x)
+	if e := g.unknownOwnTool(p.Name); e != nil {
+		return modernError(x, e)
+	}
 	if g.isOwnTool(p.Name) {
 		return g.modernOwnTool(x, p, own)
 	}

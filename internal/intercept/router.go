@@ -151,7 +151,8 @@ func (r *Router) Route(ctx context.Context, x *Exchange) Result {
 			return h(ctx, x)
 		}
 	case jsonrpc.KindNotification:
-		if _, ok := r.handlers[x.Msg.Method]; ok {
+		_, legacy := r.handlers[x.Msg.Method]
+		if _, modern := r.modern[x.Msg.Method]; legacy || modern {
 			return refuseNotification(x)
 		}
 	case jsonrpc.KindResponse:

@@ -66,6 +66,16 @@ func (g *Gateway) taskTTL(s *governance.Snapshot, raw json.RawMessage, tool stri
 	return time.Duration(ms) * time.Millisecond, true, nil
 }
 
+// unknownOwnTool refuses a tollgate_* name that is not one of Tollgate's tools. The prefix is
+// reserved: such a call is never forwarded, so a client cannot reach an upstream tool that
+// Tollgate hides from tools/list.
+func (g *Gateway) unknownOwnTool(name string) *jsonrpc.Error {
+	if strings.HasPrefix(name, gwtools.Prefix) && !g.isOwnTool(name) {
+		return gwtools.UnknownTool(name)
+	}
+	return nil
+}
+
 // toolsCall validates and routes a tool call (REQ-CORE-007 F-004, F-005).
 func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 	if err := jsonrpc.CheckParams(x.Msg.Params, "name", "arguments", "task", "_meta"); err != nil {
@@ -76,12 +86,10 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
 			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
 	}
-	if strings.HasPrefix(p.Name, gwtools.Prefix) {
-		// The prefix is reserved: an unknown tollgate_* name is never forwarded, so a client
-		// cannot reach an upstream tool that Tollgate hides from tools/list.
-		if !g.isOwnTool(p.Name) {
-			return ReplyError(x, gwtools.UnknownTool(p.Name))
-		}
+	if e := g.unknownOwnTool(p.Name); e != nil {
+		return ReplyError(x, e)
+	}
+	if g.isOwnTool(p.Name) {
 		if p.Task != nil && string(p.Task) != "null" {
 			// Tollgate's tools advertise taskSupport forbidden (spec 2025-11-25 tasks:
 			// tool-level negotiation → -32601).

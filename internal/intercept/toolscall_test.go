@@ -3,6 +3,7 @@ package intercept
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -357,7 +358,9 @@ func TestToolsCall_OwnToolWithTask(t *testing.T) {
 // ungoverned notifications still pass through.
 func TestRoute_GovernedNotifications(t *testing.T) {
 	h := newHarness(t, unitConfig)
-	for method := range h.router.handlers {
+	governed := maps.Clone(h.router.handlers)
+	maps.Copy(governed, h.router.modern) // 2026-07-28 methods (tasks/update, server/discover…)
+	for method := range governed {
 		for _, id := range []string{``, `"id":null,`} {
 			res := h.route(t, &session.Session{ID: "s1"}, `{"jsonrpc":"2.0",`+id+`"method":"`+method+`","params":{"name":"drop_x","taskId":"tg_x"}}`)
 			if res.Forward != nil || res.Status != http.StatusBadRequest {
@@ -372,8 +375,8 @@ func TestRoute_GovernedNotifications(t *testing.T) {
 			}
 		}
 	}
-	if len(h.router.handlers) < 9 {
-		t.Errorf("only %d governed methods registered", len(h.router.handlers))
+	if len(governed) < 11 || governed["tasks/update"] == nil || governed["tools/call"] == nil {
+		t.Errorf("only %d governed methods registered", len(governed))
 	}
 	if res := h.route(t, nil, `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`); res.Forward == nil {
 		t.Errorf("ungoverned notification not forwarded: %+v", res)
