@@ -29,29 +29,22 @@ type expectation struct {
 	match           string
 }
 
-// The 2026-07-28 era is being built in Tollgate step by step; until a step lands, 2026-07-28
-// requests get -32022 UnsupportedProtocolVersion and every scenario fails through Tollgate.
-const (
-	whyNoModernEra = "Tollgate refuses 2026-07-28 requests (-32022) until era detection lands (issue 11)"
-	matchNoModern  = "-32022"
-)
-
 // modernExpected is the visible record of the 2026-07-28 scenarios through Tollgate. The test
 // fails when a scenario does anything else — including an expected failure that now passes:
-// then this table is out of date and must be updated with the change that fixed it.
+// then this table is out of date and must be updated with the change that fixed it. With
+// Tollgate's 2026-07-28 era in place (era per request, server/discover, header checks, tasks
+// routed to the upstream) every scenario behaves through Tollgate as it does directly.
 var modernExpected = map[string]expectation{
-	"server-stateless":            {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-lifecycle":             {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-wire-fields":           {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-request-state-removal": {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-mrtr-input":            {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-request-headers":       {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-dispatch-and-envelope": {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-required-task-error":   {pass, fail, whyNoModernEra, matchNoModern},
-	"tasks-mrtr-composition":      {pass, fail, whyNoModernEra, matchNoModern},
-	// server/discover is called outside the scenario's error handling: its -32022 crashes the
-	// scenario before it writes a result.
-	"tasks-capability-negotiation": {pass, missing, whyNoModernEra, matchNoModern},
+	"server-stateless":             {pass, pass, "", ""},
+	"tasks-lifecycle":              {pass, pass, "", ""},
+	"tasks-capability-negotiation": {pass, pass, "", ""},
+	"tasks-wire-fields":            {pass, pass, "", ""},
+	"tasks-request-state-removal":  {pass, pass, "", ""},
+	"tasks-mrtr-input":             {pass, pass, "", ""},
+	"tasks-request-headers":        {pass, pass, "", ""},
+	"tasks-dispatch-and-envelope":  {pass, pass, "", ""},
+	"tasks-required-task-error":    {pass, pass, "", ""},
+	"tasks-mrtr-composition":       {pass, pass, "", ""},
 	// The suite only reports SKIPPED here: status notifications move to subscriptions/listen
 	// and the scenario awaits its rewrite upstream.
 	"tasks-status-notifications": {noCheck, noCheck, "", ""},
