@@ -171,7 +171,7 @@ func TestDefaults(t *testing.T) {
 		}},
 		Tasks: Tasks{
 			DefaultTTL: Duration(10 * time.Minute), MaxTTL: Duration(24 * time.Hour), PollInterval: Duration(2 * time.Second),
-			SyncApproval: "error", Store: Store{Type: "memory"},
+			ExecutionTimeout: Duration(5 * time.Minute), SyncApproval: "error", Store: Store{Type: "memory"},
 			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingTotal: 10000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
 		},
 		Server: Server{
@@ -331,6 +331,10 @@ func TestEnvOverrides(t *testing.T) {
 		{name: "invalid overridden values name the variable", env: map[string]string{EnvListen: "nope", EnvUpstreamURL: "not a url"},
 			err: []string{"server.listen: must be host:port like \"127.0.0.1:7467\", got \"nope\" (set by $TOLLGATE_LISTEN)",
 				"sources[0].url: must be an absolute http:// or https:// URL (set by $TOLLGATE_UPSTREAM_URL)"}},
+		{name: "execution timeout default clamped to a short max ttl", yaml: minimal + "tasks: {max_ttl: 1m, default_ttl: 30s}\n",
+			check: func(c *Config) bool { return c.Tasks.ExecutionTimeout.D() == time.Minute }},
+		{name: "execution timeout default clamped to max ttl from env", env: map[string]string{EnvTaskMaxTTLMS: "120000", EnvTaskDefaultTTLMS: "60000"},
+			check: func(c *Config) bool { return c.Tasks.ExecutionTimeout.D() == 2*time.Minute }},
 		{name: "ttl env below file max", yaml: minimal + "tasks: {max_ttl: 1m}\n", env: map[string]string{EnvTaskDefaultTTLMS: "120000"},
 			err: []string{"tasks.default_ttl: must not exceed tasks.max_ttl (2m > 1m) (set by $TOLLGATE_TASK_DEFAULT_TTL_MS)"}},
 	}

@@ -28,8 +28,11 @@ const (
 	DefaultTaskTTL      = 10 * time.Minute // REQ-CORE-007 §5.2: 600000 ms
 	DefaultTaskMaxTTL   = 24 * time.Hour   // REQ-CORE-007 §5.2: 86400000 ms
 	DefaultPollInterval = 2 * time.Second
-	DefaultSyncApproval = SyncApprovalError
-	DefaultStoreType    = StoreMemory
+	// DefaultExecutionTimeout bounds a task's upstream call so a hung upstream cannot hold it
+	// for the whole TTL (clamped to tasks.max_ttl when that is shorter).
+	DefaultExecutionTimeout = 5 * time.Minute
+	DefaultSyncApproval     = SyncApprovalError
+	DefaultStoreType        = StoreMemory
 
 	DefaultMaxPendingPerOwner       = 100
 	DefaultMaxPendingTotal          = 10000
@@ -130,6 +133,11 @@ func (c *Config) applyDefaults(present map[string]int) {
 	dur(&t.DefaultTTL, "tasks.default_ttl", DefaultTaskTTL)
 	dur(&t.MaxTTL, "tasks.max_ttl", DefaultTaskMaxTTL)
 	dur(&t.PollInterval, "tasks.poll_interval", DefaultPollInterval)
+	if t.MaxTTL > 0 {
+		dur(&t.ExecutionTimeout, "tasks.execution_timeout", min(DefaultExecutionTimeout, t.MaxTTL.D()))
+	} else {
+		dur(&t.ExecutionTimeout, "tasks.execution_timeout", DefaultExecutionTimeout)
+	}
 	str(&t.SyncApproval, "tasks.sync_approval", DefaultSyncApproval)
 	str(&t.Store.Type, "tasks.store.type", DefaultStoreType)
 	num(&t.Quotas.MaxPendingPerOwner, "tasks.quotas.max_pending_per_owner", DefaultMaxPendingPerOwner)

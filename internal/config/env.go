@@ -159,6 +159,9 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool), m *meta) []erro
 
 	durEnv(EnvTaskDefaultTTLMS, "tasks.default_ttl", time.Millisecond, "milliseconds", &c.Tasks.DefaultTTL)
 	durEnv(EnvTaskMaxTTLMS, "tasks.max_ttl", time.Millisecond, "milliseconds", &c.Tasks.MaxTTL)
+	if _, inFile := m.lines["tasks.execution_timeout"]; !inFile && c.Tasks.MaxTTL > 0 && c.Tasks.ExecutionTimeout > c.Tasks.MaxTTL {
+		c.Tasks.ExecutionTimeout = c.Tasks.MaxTTL // the default is clamped to a max_ttl set here too
+	}
 	durEnv(EnvSyncForwardSecs, "server.sync_forward_timeout", time.Second, "seconds", &c.Server.SyncForwardTimeout)
 	durEnv(EnvToolsFetchTimeoutMS, "server.tools_fetch_timeout", time.Millisecond, "milliseconds", &c.Server.ToolsFetchTimeout)
 	if n, ok := positive(EnvToolsMaxPages, "server.tools_max_pages", "pages"); ok {

@@ -127,9 +127,12 @@ type Tasks struct {
 	PollInterval Duration `yaml:"poll_interval"` // advertised pollInterval, default 2s
 	SyncApproval string   `yaml:"sync_approval"` // error (default) | promote | block
 	PromoteAfter Duration `yaml:"promote_after"` // 0 = off
-	Retention    Duration `yaml:"retention"`     // keep finished tasks at least this long past TTL end; default 0
-	Store        Store    `yaml:"store"`
-	Quotas       Quotas   `yaml:"quotas"`
+	// ExecutionTimeout bounds how long a task's call (approved, accelerated or promoted) may
+	// run upstream; default 5m, at most max_ttl.
+	ExecutionTimeout Duration `yaml:"execution_timeout"`
+	Retention        Duration `yaml:"retention"` // keep finished tasks at least this long past TTL end; default 0
+	Store            Store    `yaml:"store"`
+	Quotas           Quotas   `yaml:"quotas"`
 }
 
 // Store selects the task store backend.

@@ -286,6 +286,11 @@ func (v *validator) tasks() {
 	if t.PollInterval <= 0 {
 		v.add("tasks.poll_interval", "must be > 0")
 	}
+	if t.ExecutionTimeout <= 0 {
+		v.add("tasks.execution_timeout", "must be > 0")
+	} else if t.MaxTTL > 0 && t.ExecutionTimeout > t.MaxTTL {
+		v.add("tasks.execution_timeout", "must not exceed tasks.max_ttl (%s > %s)", t.ExecutionTimeout, t.MaxTTL)
+	}
 	switch t.SyncApproval {
 	case SyncApprovalError, SyncApprovalPromote, SyncApprovalBlock:
 	default:

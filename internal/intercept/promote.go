@@ -45,9 +45,14 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-// promotion builds the Promotion of a plain forwarded tools/call.
-func (g *Gateway) promotion(after, ttl time.Duration, p callParams) *Promotion {
-	return &Promotion{After: after, Bound: ttl, Start: func(x *Exchange) ([]byte, PromotedSink) {
+// promotion builds the Promotion of a plain forwarded tools/call. After promotion the call may
+// run for the task's TTL, but no longer than tasks.execution_timeout, as any task's call.
+func (g *Gateway) promotion(after, ttl, execLimit time.Duration, p callParams) *Promotion {
+	bound := ttl
+	if execLimit > 0 {
+		bound = min(ttl, execLimit)
+	}
+	return &Promotion{After: after, Bound: bound, Start: func(x *Exchange) ([]byte, PromotedSink) {
 		token := newToken()
 		ch := make(chan promotedOutcome, 1)
 		g.prom.mu.Lock()
@@ -99,7 +104,7 @@ func (p *promotions) await(ctx context.Context, token string) (json.RawMessage, 
 		return o.result, o.err
 	case <-ctx.Done():
 		return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
-			"The promoted call did not finish within the task's TTL")
+			"The promoted call did not finish within the task's TTL or tasks.execution_timeout")
 	}
 }
 

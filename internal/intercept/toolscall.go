@@ -141,7 +141,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		if !hasTask {
 			f := &Forward{Timeout: s.Config.Server.SyncForwardTimeout.D()}
 			if after := s.Config.Tasks.PromoteAfter.D(); after > 0 && x.Session != nil {
-				f.Promote = g.promotion(after, s.Config.Tasks.DefaultTTL.D(), p)
+				f.Promote = g.promotion(after, s.Config.Tasks.DefaultTTL.D(), s.Config.Tasks.ExecutionTimeout.D(), p)
 			}
 			return Result{Forward: f}
 		}

@@ -244,7 +244,7 @@ func collect(items <-chan upstreamItem, sink intercept.PromotedSink, reqID json.
 			return
 		}
 	}
-	fail(&upstream.Error{Timeout: true, Err: errors.New("no answer within the task's TTL")})
+	fail(&upstream.Error{Timeout: true, Err: errors.New("no answer within the task's TTL or tasks.execution_timeout")})
 }
 
 // drain discards the remaining items in the background so the reader can finish.

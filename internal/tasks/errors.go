@@ -57,6 +57,14 @@ func capacityError(qe *store.QuotaError) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "CapacityExceeded", msg, "limit", qe.Limit, "max", qe.Max)
 }
 
+// executionTimeoutError fails a task whose call got no answer within tasks.execution_timeout;
+// the upstream request has been cancelled and is never sent again (at most once).
+func executionTimeoutError(t *Task, limit time.Duration) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "ExecutionTimeout",
+		fmt.Sprintf("The upstream did not answer the call within tasks.execution_timeout (%s); it was cancelled and will not be retried", limit),
+		"taskId", t.ID, "tool", t.Tool)
+}
+
 func rejectedError(t *Task, by, reason string) *jsonrpc.Error {
 	msg := fmt.Sprintf("ApprovalRejected: the call to tool %q was rejected by %s", t.Tool, by)
 	if reason != "" {

@@ -74,8 +74,15 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		return
 	}
 
-	// The call may run until the task's TTL ends; after that its result would be discarded.
-	execCtx, stop := context.WithTimeout(ctx, t.ExpiresAt().Sub(m.now()))
+	// The call may run until the task's TTL ends (its result would be discarded after that),
+	// and no longer than tasks.execution_timeout: a hung upstream must not hold the task, its
+	// quota slot and an upstream connection for the whole TTL.
+	budget, limit := t.ExpiresAt().Sub(m.now()), m.opts.ExecutionTimeout
+	byLimit := limit > 0 && limit < budget
+	if byLimit {
+		budget = limit
+	}
+	execCtx, stop := context.WithTimeout(ctx, budget)
 	defer stop()
 	m.mu.Lock()
 	m.running[id] = stop
@@ -91,6 +98,9 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	}
 
 	res, rpcErr := m.call(execCtx, t)
+	if rpcErr != nil && byLimit && errors.Is(execCtx.Err(), context.DeadlineExceeded) {
+		rpcErr = executionTimeoutError(t, limit) // ctx's end cancelled the upstream request
+	}
 	outcome := "completed"
 	if rpcErr != nil || isErrorResult(res) {
 		outcome = "failed"

@@ -39,11 +39,14 @@ type Recheck func(ctx context.Context, t *Task) *jsonrpc.Error
 // Options configure a Manager; zero durations take the config defaults.
 type Options struct {
 	DefaultTTL, MaxTTL, PollInterval, Retention time.Duration
-	Quotas                                      config.Quotas
-	Workflow                                    func(name string) (config.Workflow, bool) // current snapshot's workflows (reload-safe)
-	Now                                         func() time.Time                          // nil = time.Now
-	Logger                                      *slog.Logger
-	Registerer                                  prometheus.Registerer // nil = no metrics
+	// ExecutionTimeout bounds one execution's upstream call (tasks.execution_timeout);
+	// 0 = only the task's TTL bounds it.
+	ExecutionTimeout time.Duration
+	Quotas           config.Quotas
+	Workflow         func(name string) (config.Workflow, bool) // current snapshot's workflows (reload-safe)
+	Now              func() time.Time                          // nil = time.Now
+	Logger           *slog.Logger
+	Registerer       prometheus.Registerer // nil = no metrics
 	// Replica names this instance among several sharing a store ("" = a random id).
 	Replica string
 	// ArgumentHashKey keys each task's arguments hash (CanonicalHash). Empty means a random

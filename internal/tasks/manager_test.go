@@ -91,6 +91,33 @@ func TestApproveExecutesOnce(t *testing.T) {
 	}
 }
 
+// TestExecutionTimeout: an execution that outlives Options.ExecutionTimeout has its context
+// cancelled and fails with -32001 ExecutionTimeout, well before the TTL; it is not run again.
+func TestExecutionTimeout(t *testing.T) {
+	e := newEnv(t, nil, func(o *Options, f *fakeExec) {
+		o.ExecutionTimeout = 50 * time.Millisecond
+		f.block = make(chan struct{}) // never closed: a hung upstream
+	})
+	tk := e.create(t, "alice", func(r *CreateRequest) { r.TTL = time.Hour })
+	if _, err := e.m.Approve(bg, tk.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, rpcErr := e.result(t, "alice", tk.ID)
+	if rpcErr == nil || rpcErr.Code != jsonrpc.CodeUpstreamTimeout || rpcErr.Name() != "ExecutionTimeout" {
+		t.Fatalf("Result error = %+v, want -32001 ExecutionTimeout", rpcErr)
+	}
+	if err, _ := e.exec.ctxErr.Load().(error); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the execution's context ended with %v, want its deadline", err)
+	}
+	if s := e.state(t, tk.ID); s != Failed {
+		t.Errorf("state %s, want failed", s)
+	}
+	e.m.launchApproved(bg) // a restart-like rescan finds nothing to run
+	if n := e.exec.calls.Load(); n != 1 {
+		t.Errorf("Execute called %d times, want 1", n)
+	}
+}
+
 func TestDecisions(t *testing.T) {
 	tests := []struct {
 		name      string

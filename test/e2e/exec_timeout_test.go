@@ -1,0 +1,65 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
+)
+
+// TestExecutionTimeout: an approved call to an upstream that never answers fails after
+// tasks.execution_timeout with -32001 ExecutionTimeout, long before the task's TTL; the
+// upstream request is cancelled and the call is not sent again.
+func TestExecutionTimeout(t *testing.T) {
+	var calls atomic.Int32
+	cancelled := make(chan struct{}, 1)
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		switch {
+		case handshake(w, body):
+		case m.Method == "tools/list":
+			replyJSON(200, `{"jsonrpc":"2.0","id":ID,"result":{"tools":[{"name":"delete_hung","inputSchema":{"type":"object"}}]}}`)(w, m.ID)
+		case m.Method == "tools/call":
+			calls.Add(1)
+			<-r.Context().Done() // hung: only Tollgate giving up ends this
+			cancelled <- struct{}{}
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	})
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  execution_timeout: 300ms\n"), approverEnv, nil)
+	g.WaitReady(t)
+	c := g.NewClient(t)
+	tid := c.CallTask(1, "delete_hung", `{}`) // task TTL 60 s
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream request was not cancelled within 10 s of approval (the task TTL is 60 s)")
+	}
+	m := c.TaskRPC(2, "tasks/result", tid).Message(t)
+	code, name := testkit.ErrorOf(m)
+	msg, _ := testkit.Dig(m, "error", "message").(string)
+	if code != -32001 || name != "ExecutionTimeout" || !strings.Contains(msg, "tasks.execution_timeout") {
+		t.Fatalf("tasks/result: %v", m)
+	}
+	if st := testkit.Dig(c.TaskRPC(3, "tasks/get", tid).Message(t), "result", "status"); st != "failed" {
+		t.Errorf("task status %v, want failed", st)
+	}
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != http.StatusConflict {
+		t.Errorf("second approve: HTTP %d, want 409", st)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the upstream received the call %d times, want 1", n)
+	}
+}
