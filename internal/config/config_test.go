@@ -171,7 +171,9 @@ func TestDefaults(t *testing.T) {
 		}},
 		Tasks: Tasks{
 			DefaultTTL: Duration(10 * time.Minute), MaxTTL: Duration(24 * time.Hour), PollInterval: Duration(2 * time.Second),
-			ExecutionTimeout: Duration(5 * time.Minute), SyncApproval: "error", Store: Store{Type: "memory"},
+			ExecutionTimeout: Duration(5 * time.Minute),
+			SyncApproval:     "hold", HoldBudget: Duration(50 * time.Second), ReplayWindow: Duration(10 * time.Minute),
+			Store:  Store{Type: "memory"},
 			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingTotal: 10000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
 		},
 		Server: Server{
@@ -390,7 +392,7 @@ server: {listen: bad}
 		"governance.rules[0].color: unknown key \"color\" (line 5)",
 		"tasks.max_ttl: must be a duration like \"10m\" or \"250ms\", got \"forever\" (line 6)",
 		"governance.rules[0].match: invalid glob \"[x\"",
-		"tasks.sync_approval: must be error, promote or block, got \"maybe\" (line 6)",
+		"tasks.sync_approval: must be hold, error, promote or block, got \"maybe\" (line 6)",
 		"server.listen: must be host:port like \"127.0.0.1:7467\", got \"bad\" (line 7)",
 	})
 }

@@ -31,8 +31,12 @@ const (
 	// DefaultExecutionTimeout bounds a task's upstream call so a hung upstream cannot hold it
 	// for the whole TTL (clamped to tasks.max_ttl when that is shorter).
 	DefaultExecutionTimeout = 5 * time.Minute
-	DefaultSyncApproval     = SyncApprovalError
-	DefaultStoreType        = StoreMemory
+	DefaultSyncApproval     = SyncApprovalHold
+	// DefaultHoldBudget stays below the ~60 s request timeout of common MCP clients (the
+	// TypeScript SDK's default), so a held call is answered before the client gives up.
+	DefaultHoldBudget   = 50 * time.Second
+	DefaultReplayWindow = 10 * time.Minute
+	DefaultStoreType    = StoreMemory
 
 	DefaultMaxPendingPerOwner       = 100
 	DefaultMaxPendingTotal          = 10000
@@ -139,6 +143,8 @@ func (c *Config) applyDefaults(present map[string]int) {
 		dur(&t.ExecutionTimeout, "tasks.execution_timeout", DefaultExecutionTimeout)
 	}
 	str(&t.SyncApproval, "tasks.sync_approval", DefaultSyncApproval)
+	dur(&t.HoldBudget, "tasks.hold_budget", DefaultHoldBudget)
+	dur(&t.ReplayWindow, "tasks.replay_window", DefaultReplayWindow)
 	str(&t.Store.Type, "tasks.store.type", DefaultStoreType)
 	num(&t.Quotas.MaxPendingPerOwner, "tasks.quotas.max_pending_per_owner", DefaultMaxPendingPerOwner)
 	num(&t.Quotas.MaxPendingTotal, "tasks.quotas.max_pending_total", DefaultMaxPendingTotal)

@@ -10,7 +10,7 @@ import (
 var liveKeys = map[string]bool{
 	"server.sync_forward_timeout": true, "server.identity_header": true, "server.rate_limit": true,
 	"server.tools_fetch_timeout": true, "server.tools_max_pages": true,
-	"tasks.sync_approval": true, "tasks.promote_after": true,
+	"tasks.sync_approval": true, "tasks.promote_after": true, "tasks.hold_budget": true, "tasks.replay_window": true,
 	"tasks.store": true, // listed per key below
 }
 

@@ -21,6 +21,7 @@ const (
 	SyncApprovalError   = "error"
 	SyncApprovalPromote = "promote"
 	SyncApprovalBlock   = "block"
+	SyncApprovalHold    = "hold"
 )
 
 // Config is the whole configuration file, schema 1.
@@ -125,7 +126,9 @@ type Tasks struct {
 	DefaultTTL   Duration `yaml:"default_ttl"`   // default 10m (TOLLGATE_TASK_DEFAULT_TTL_MS)
 	MaxTTL       Duration `yaml:"max_ttl"`       // default 24h (TOLLGATE_TASK_MAX_TTL_MS)
 	PollInterval Duration `yaml:"poll_interval"` // advertised pollInterval, default 2s
-	SyncApproval string   `yaml:"sync_approval"` // error (default) | promote | block
+	SyncApproval string   `yaml:"sync_approval"` // hold (default) | error | promote | block
+	HoldBudget   Duration `yaml:"hold_budget"`   // hold: longest a plain call is held, default 50s
+	ReplayWindow Duration `yaml:"replay_window"` // a held call's task outlives its approval timeout by this, default 10m
 	PromoteAfter Duration `yaml:"promote_after"` // 0 = off
 	// ExecutionTimeout bounds how long a task's call (approved, accelerated or promoted) may
 	// run upstream; default 5m, at most max_ttl.

@@ -292,9 +292,15 @@ func (v *validator) tasks() {
 		v.add("tasks.execution_timeout", "must not exceed tasks.max_ttl (%s > %s)", t.ExecutionTimeout, t.MaxTTL)
 	}
 	switch t.SyncApproval {
-	case SyncApprovalError, SyncApprovalPromote, SyncApprovalBlock:
+	case SyncApprovalError, SyncApprovalPromote, SyncApprovalBlock, SyncApprovalHold:
 	default:
-		v.add("tasks.sync_approval", "must be error, promote or block, got %q", t.SyncApproval)
+		v.add("tasks.sync_approval", "must be hold, error, promote or block, got %q", t.SyncApproval)
+	}
+	if t.HoldBudget <= 0 {
+		v.add("tasks.hold_budget", "must be > 0")
+	}
+	if t.ReplayWindow < 0 {
+		v.add("tasks.replay_window", "must not be negative")
 	}
 	if t.PromoteAfter < 0 {
 		v.add("tasks.promote_after", "must not be negative")

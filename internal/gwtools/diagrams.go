@@ -22,6 +22,8 @@ var approvalFlow = []edge{
 	{"held", "task_required_error", "plain call, sync_approval error (-32601 TaskRequired)"},
 	{"held", "task_created", "plain call, sync_approval promote (result names the task)"},
 	{"held", "task_created", "plain call, sync_approval block (call waits for the decision)"},
+	{"held", "task_created", "plain call, sync_approval hold (waits up to hold_budget, then a result naming the task)"},
+	{"held", "task_created", "same plain call again (same owner, tool, arguments): attaches to the existing task"},
 	{"task_required_error", "", ""},
 	{"task_created", "notified", "workflow destination: console, webhook, slack or elicitation"},
 	{"notified", "notified", "requester tries to decide own request (refused)"},

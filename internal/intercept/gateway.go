@@ -33,6 +33,9 @@ type Deps struct {
 	// OwnerKey keys the hash of a modern caller's Authorization credential that owns its
 	// tasks (TOLLGATE_OWNER_HASH_KEY; "" = a fixed salt).
 	OwnerKey string
+	// ConsoleURL is the approvals console, named in the answer to a held call ("" = none).
+	// The server knows it once the admin listener is bound: SetConsoleURL.
+	ConsoleURL string
 }
 
 // Gateway implements the intercepted methods (REQ-CORE-007).
@@ -177,6 +180,9 @@ func rawString(s string) json.RawMessage {
 	b, _ := jsonrpc.Marshal(s)
 	return b
 }
+
+// SetConsoleURL sets Deps.ConsoleURL; call it before serving.
+func (g *Gateway) SetConsoleURL(u string) { g.d.ConsoleURL = u }
 
 // Use completes construction: the task manager needs the gateway as its executor, so both are
 // built first and joined here.

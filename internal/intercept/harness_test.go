@@ -42,7 +42,7 @@ governance:
     - {match: "transfer_*", action: policy, policy_id: financial}
 cedar: {policies: [financial.cedar]}
 task_annotation_overrides: {force_required: [audit_log]}
-tasks: {default_ttl: 10m, max_ttl: 1h}
+tasks: {default_ttl: 10m, max_ttl: 1h, sync_approval: error}
 `
 
 // stubUpstream is a loopback MCP endpoint for the paths where the gateway itself talks to the

@@ -158,12 +158,12 @@ func TestAnnotationRows(t *testing.T) {
 	}
 }
 
-// TestSyncApprovalAnnotations: promote and block serve task-less clients, so approval tools are
-// advertised optional instead of required (DESIGN.md §3).
+// TestSyncApprovalAnnotations: hold, promote and block serve task-less clients, so approval
+// tools are advertised optional instead of required (DESIGN.md §3).
 func TestSyncApprovalAnnotations(t *testing.T) {
-	for _, mode := range []string{"error", "promote", "block"} {
+	for _, mode := range []string{"error", "promote", "block", "hold"} {
 		t.Run(mode, func(t *testing.T) {
-			cfg := strings.Replace(unitConfig, "tasks: {default_ttl: 10m, max_ttl: 1h}",
+			cfg := strings.Replace(unitConfig, "tasks: {default_ttl: 10m, max_ttl: 1h, sync_approval: error}",
 				"tasks: {default_ttl: 10m, max_ttl: 1h, sync_approval: "+mode+"}", 1)
 			h := newHarness(t, cfg)
 			out := string(h.listTools(t, `[{"name":"delete_x"}],"nextCursor":"n"`))

@@ -110,21 +110,7 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 		if t.AskRequester && t.State == tasks.AwaitingApproval {
 			g.askRequester(t, own, emit) // input_required: the question travels on this stream
 		}
-		res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
-		switch {
-		case errors.Is(err, tasks.ErrNotFound):
-			return jsonrpc.ErrorResponse(x.Msg.ID, notFound(id).WithCorrelation(x.CorrID))
-		case err != nil:
-			return nil // the client went away; the task goes on
-		case rpcErr != nil:
-			e := rpcErr.WithCorrelation(x.CorrID)
-			if e.Data == nil {
-				e.Data = map[string]any{}
-			}
-			e.Data["taskId"] = id
-			return jsonrpc.ErrorResponse(x.Msg.ID, e)
-		}
-		return jsonrpc.ResultResponse(x.Msg.ID, withRelatedTask(res, id))
+		return g.outcomeResponse(ctx, x, own, id)
 	}}
 }
 

@@ -200,7 +200,7 @@ func (g *Gateway) forwardWithTask(x *Exchange) Result {
 
 // createTask makes a Tollgate task and answers with CreateTaskResult (spec: nested "task").
 func (g *Gateway) createTask(ctx context.Context, x *Exchange, p callParams, ttl time.Duration, workflow string, accelerated bool) Result {
-	t, err := g.newTask(ctx, x, p, ttl, workflow, accelerated)
+	t, _, err := g.newTask(ctx, x, p, ttl, workflow, accelerated, false)
 	if err != nil {
 		return ReplyError(x, err)
 	}
@@ -213,28 +213,38 @@ func (g *Gateway) createTask(ctx context.Context, x *Exchange, p callParams, ttl
 	return r
 }
 
-func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl time.Duration, workflow string, accelerated bool) (*tasks.Task, *jsonrpc.Error) {
+// newTask creates the task of a held or accelerated call. retry=true (a plain call a client
+// may send again) attaches to the task the same call already made, when there is one.
+func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl time.Duration, workflow string, accelerated, retry bool) (*tasks.Task, bool, *jsonrpc.Error) {
 	if x.Session == nil {
-		return nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionRequired",
+		return nil, false, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionRequired",
 			"Task-augmented calls need an MCP session (send Mcp-Session-Id from initialize)")
 	}
 	ask := false
 	if wf, ok := g.d.Snapshots.Workflow(workflow); ok && !accelerated {
 		ask = wf.Destination.Type == config.DestinationElicitation
 	}
-	t, err := g.d.Tasks.Create(ctx, tasks.CreateRequest{
+	req := tasks.CreateRequest{
 		Owner: owner(x), SessionID: x.Session.ID, RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
 		Headers: captureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
 		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
-	})
+	}
+	var t *tasks.Task
+	var attached bool
+	var err error
+	if retry {
+		t, attached, err = g.d.Tasks.CreateOrAttach(ctx, req)
+	} else {
+		t, err = g.d.Tasks.Create(ctx, req)
+	}
 	if err != nil {
 		var je *jsonrpc.Error
 		if errors.As(err, &je) {
-			return nil, je
+			return nil, false, je
 		}
-		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed", "Could not create task: "+err.Error())
+		return nil, false, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed", "Could not create task: "+err.Error())
 	}
-	return t, nil
+	return t, attached, nil
 }
 
 func createTaskResult(t *tasks.Task) []byte {
@@ -242,27 +252,61 @@ func createTaskResult(t *tasks.Task) []byte {
 }
 
 // syncApproval handles an approval-gated call without task metadata (DESIGN.md §3
-// tasks.sync_approval). With "error" the TaskRequired check above already answered.
+// tasks.sync_approval). With "error" the TaskRequired check above already answered. The same
+// call sent again by the same owner attaches to the task it made (no second approval): a
+// finished one answers with its outcome at once.
 func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *Exchange, p callParams, workflow string) Result {
-	mode := s.Config.Tasks.SyncApproval
-	t, err := g.newTask(ctx, x, p, s.Config.Tasks.DefaultTTL.D(), workflow, false)
+	t, attached, err := g.newTask(ctx, x, p, heldTTL(s, workflow), workflow, false, true)
 	if err != nil {
 		return ReplyError(x, err)
 	}
-	if mode == config.SyncApprovalBlock {
-		id, own := t.ID, owner(x)
+	id, own := t.ID, owner(x)
+	if attached && t.State.Terminal() {
 		return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
-			res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
-			if err != nil {
-				return nil // client went away; the task continues
-			}
-			if rpcErr != nil {
-				return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))
-			}
-			return jsonrpc.ResultResponse(x.Msg.ID, res)
+			return g.outcomeResponse(ctx, x, own, id)
 		}}
 	}
+	switch s.Config.Tasks.SyncApproval {
+	case config.SyncApprovalBlock:
+		return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
+			return g.outcomeResponse(ctx, x, own, id)
+		}}
+	case config.SyncApprovalHold:
+		return g.hold(s, x, p, t)
+	}
 	return ReplyResult(x, promotedResult(t))
+}
+
+// outcomeResponse waits for the task's outcome and answers x with what the call returned
+// (its result, or the JSON-RPC error that ended it: rejected, timed out, cancelled, expired —
+// never dressed as a tool error), naming the task like tasks/result does; nil when the client
+// went away (the task continues).
+func (g *Gateway) outcomeResponse(ctx context.Context, x *Exchange, own, id string) []byte {
+	res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return jsonrpc.ErrorResponse(x.Msg.ID, notFound(id).WithCorrelation(x.CorrID))
+	case err != nil:
+		return nil // the client went away; the task goes on
+	case rpcErr != nil:
+		e := rpcErr.WithCorrelation(x.CorrID)
+		if e.Data == nil {
+			e.Data = map[string]any{}
+		}
+		e.Data["taskId"] = id
+		return jsonrpc.ErrorResponse(x.Msg.ID, e)
+	}
+	return jsonrpc.ResultResponse(x.Msg.ID, withRelatedTask(res, id))
+}
+
+// heldTTL is the TTL of a held plain call's task: long enough that the outcome is still there
+// tasks.replay_window after the approval timeout, so a retry of the call can collect it.
+func heldTTL(s *governance.Snapshot, workflow string) time.Duration {
+	ttl := s.Config.Tasks.DefaultTTL.D()
+	if wf, ok := s.Config.WorkflowFor(workflow); ok {
+		ttl = max(ttl, wf.Timeout.D()+s.Config.Tasks.ReplayWindow.D())
+	}
+	return ttl // the manager clamps it to tasks.max_ttl
 }
 
 // ownTool serves a tollgate_* tool in-process; they may block (await_activity).

@@ -194,7 +194,7 @@ func (e *Engine) decide(tool string, h Hints) Decision {
 //
 //	force_required                  → required
 //	deny                            → forbidden
-//	approve, policy                 → required (optional under sync_approval promote|block)
+//	approve, policy                 → required (optional under sync_approval hold|promote|block)
 //	forward, upstream without tasks → forbidden
 //	forward, upstream with tasks    → upstream's own value; absent/forbidden → optional
 //
@@ -209,8 +209,9 @@ func Annotation(d Decision, upstreamTasks bool, upstreamValue TaskSupport, syncA
 	case config.ActionDeny:
 		return Forbidden
 	case config.ActionApprove, config.ActionPolicy:
-		// promote/block serve task-less clients too, so tasks must not be mandatory.
-		if syncApproval == config.SyncApprovalPromote || syncApproval == config.SyncApprovalBlock {
+		// hold/promote/block serve task-less clients too, so tasks must not be mandatory.
+		switch syncApproval {
+		case config.SyncApprovalHold, config.SyncApprovalPromote, config.SyncApprovalBlock:
 			return Optional
 		}
 		return Required

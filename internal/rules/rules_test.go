@@ -65,6 +65,8 @@ func TestAnnotationSeedRows(t *testing.T) {
 		{"sync_approval promote makes approve optional", approve, false, "", config.SyncApprovalPromote, Optional},
 		{"sync_approval block makes policy optional", pol, true, "", config.SyncApprovalBlock, Optional},
 		{"sync_approval error keeps approve required", approve, true, "", config.SyncApprovalError, Required},
+		{"sync_approval hold makes approve optional", approve, false, "", config.SyncApprovalHold, Optional},
+		{"force_required override ignores sync_approval hold", forced(approve), false, "", config.SyncApprovalHold, Required},
 		{"sync_approval does not touch forward", fwd, false, "", config.SyncApprovalPromote, Forbidden},
 		{"sync_approval does not touch deny", deny, false, "", config.SyncApprovalBlock, Forbidden},
 		{"unknown action fails closed", Decision{Action: "bogus"}, true, Optional, "", Forbidden},

@@ -191,9 +191,12 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.mcpLn.Close()
 		return nil, fmt.Errorf("listen %s (server.admin_listen / TOLLGATE_ADMIN_LISTEN): %w", cfg.Server.AdminListen, err)
 	}
-	// Webhook/Slack approval notifications; the console link needs the bound admin address.
+	// Webhook/Slack approval notifications and held calls' answers link the console, which
+	// needs the bound admin address.
+	consoleURL := "http://" + s.AdminAddr() + console.Path
+	s.gw.SetConsoleURL(consoleURL)
 	s.notifier = notify.New(notify.Options{
-		Workflow: s.snaps.Workflow, ConsoleURL: "http://" + s.AdminAddr() + console.Path,
+		Workflow: s.snaps.Workflow, ConsoleURL: consoleURL,
 		Logger: s.log, Registerer: s.reg,
 	})
 	s.tasks.Subscribe(s.notifier.OnTaskChange)

@@ -36,6 +36,7 @@ cedar:
   policies: [policies/financial.cedar]
 approvers:
   - {name: alice, token_env: ALICE_TOKEN}
+tasks: {sync_approval: error} # these tests pin the TaskRequired contract (sync_approval error, the default before hold)
 `
 
 func transferArgs(amount int) string {
@@ -138,7 +139,7 @@ func metricValue(t *testing.T, g *testkit.Gateway, series string) float64 {
 func TestHotReload(t *testing.T) {
 	_, upURL := testkit.StartDemo(t)
 	cfg := func(readAction string) string {
-		return testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"read_*\", action: "+readAction+"}\n")
+		return testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"read_*\", action: "+readAction+"}\ntasks: {sync_approval: error}\n")
 	}
 	g := testkit.StartGateway(t, cfg("forward"), nil, nil)
 	g.WaitReady(t)

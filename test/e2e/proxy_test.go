@@ -32,7 +32,7 @@ func (a *acceptElicitation) Elicit(_ context.Context, req mcp.ElicitationRequest
 // server: handshake, tools/list, tools/call, an elicitation answered by the client, close.
 func TestMCPGoClientThroughGateway(t *testing.T) {
 	d, upURL := testkit.StartDemo(t)
-	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"delete_*\", action: approve}\n"), nil, nil)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"delete_*\", action: approve}\ntasks: {sync_approval: error}\n"), nil, nil)
 	g.WaitReady(t)
 
 	el := &acceptElicitation{}

@@ -74,6 +74,7 @@ const taskRules = `governance:
     - {match: "drop_*", action: deny}
 approval:
   default: {timeout: 10m, on_timeout: deny}
+tasks: {sync_approval: error} # these tests pin the TaskRequired contract (sync_approval error, the default before hold)
 `
 
 // mcpGoClient connects a real mcp-go client through the gateway.

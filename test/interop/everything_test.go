@@ -141,7 +141,7 @@ func raw(t *testing.T, c *client.Client, method string, params any) (map[string]
 func TestServerEverythingThroughTollgate(t *testing.T) {
 	tc := needNode(t)
 	upURL := startEverything(t, tc)
-	g := startGateway(t, basicConfig(upURL, everythingRules), nil)
+	g := startGateway(t, basicConfig(upURL, everythingRules, "sync_approval: error"), nil)
 	n := &notes{}
 	c := mcpGoClient(t, g.MCP, n)
 	ctx := context.Background()

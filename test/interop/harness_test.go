@@ -236,8 +236,10 @@ func startGateway(t *testing.T, cfgYAML string, env map[string]string) *testkit.
 
 // basicConfig is one upstream plus governance YAML; pollInterval is short so SDK polling
 // (which honours the advertised pollInterval) keeps the tests fast.
-func basicConfig(upstreamURL, extra string) string {
-	return testkit.BasicConfig(upstreamURL, "tasks: {poll_interval: 100ms}\n"+extra)
+// basicConfig is a gateway config in front of upstreamURL; tasks are more tasks.* settings,
+// e.g. "sync_approval: error" for tests that pin the TaskRequired contract.
+func basicConfig(upstreamURL, extra string, tasks ...string) string {
+	return testkit.BasicConfig(upstreamURL, "tasks: {"+strings.Join(append([]string{"poll_interval: 100ms"}, tasks...), ", ")+"}\n"+extra)
 }
 
 // approve decides a held task through the admin API (DESIGN.md §4).

@@ -29,7 +29,7 @@ approval:
 func TestTSClientDemoUpstream(t *testing.T) {
 	tc := needNode(t)
 	d, upURL := testkit.StartDemo(t)
-	g := startGateway(t, basicConfig(upURL, demoRules), nil)
+	g := startGateway(t, basicConfig(upURL, demoRules, "sync_approval: error"), nil)
 
 	t.Run("approve, getTaskResult, listTasks", func(t *testing.T) {
 		var approved []string
@@ -158,7 +158,7 @@ func TestTSClientDemoUpstream(t *testing.T) {
 func TestTSClientTaskUpstream(t *testing.T) {
 	tc := needNode(t)
 	upURL, analyze := startTaskUpstream(t)
-	g := startGateway(t, basicConfig(upURL, demoRules), nil)
+	g := startGateway(t, basicConfig(upURL, demoRules, "sync_approval: error"), nil)
 
 	run := runTS(t, tc, g.MCP, "task", nil, "analyze", `{"data":"ts-sdk"}`)
 	defer func() {

@@ -30,6 +30,7 @@ approval:
     destination: {type: console}
     timeout: 5m
 approvers: [{name: alice, token_env: ALICE_TOKEN}]
+tasks: {sync_approval: error} # these tests pin the TaskRequired contract (sync_approval error, the default before hold)
 `
 
 // scrape GETs /metrics; it returns the raw text and the parsed families.

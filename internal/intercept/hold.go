@@ -1,0 +1,143 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// holdProgressEvery is how often a held call with a progressToken gets notifications/progress.
+// It is well below common client timeouts so clients that reset their timeout on progress
+// (the TypeScript SDK with resetTimeoutOnProgress) keep waiting.
+const holdProgressEvery = 10 * time.Second
+
+// maxProgressTokenLen bounds the progressToken echoed back to the client.
+const maxProgressTokenLen = 256
+
+// approvalMetaKey names Tollgate's own _meta member on a settled held call.
+const approvalMetaKey = "io.tollgate/approval"
+
+// hold answers a plain call that needs approval (tasks.sync_approval: hold): it waits for the
+// decision up to tasks.hold_budget and then returns the real outcome, or — still undecided —
+// settles with a normal tool result that names the task and how to collect the outcome, so a
+// client without task support and with a ~60 s request timeout gets an answer in time.
+func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tasks.Task) Result {
+	budget := s.Config.Tasks.HoldBudget.D()
+	own, id := owner(x), t.ID
+	token := progressToken(x.Msg.Params)
+	wf := t.Workflow
+	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
+		hctx, cancel := context.WithTimeout(ctx, budget)
+		defer cancel()
+		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget)
+		answer := g.outcomeResponse(hctx, x, own, id)
+		stop()
+		switch {
+		case answer != nil:
+			return answer
+		case ctx.Err() != nil || hctx.Err() == nil:
+			return nil // the client went away; the task goes on and a retry attaches to it
+		}
+		cur, err := g.d.Tasks.Get(ctx, own, id)
+		if err != nil {
+			return jsonrpc.ErrorResponse(x.Msg.ID, notFound(id).WithCorrelation(x.CorrID))
+		}
+		if cur.State.Terminal() { // decided (or timed out) just now
+			return g.outcomeResponse(ctx, x, own, id)
+		}
+		g.log.Info("held call settled undecided", "task_id", id, "tool", p.Name, "workflow", wf, "budget", budget.String())
+		return jsonrpc.ResultResponse(x.Msg.ID, heldResult(cur, g.d.ConsoleURL, g.tool(p.Name).outputSchema))
+	}}
+}
+
+// progressToken returns params._meta.progressToken as sent (a JSON string or integer), or nil
+// when the client asked for no progress (spec 2025-11-25 basic/utilities/progress).
+func progressToken(params json.RawMessage) json.RawMessage {
+	tok := jsonrpc.Member(jsonrpc.Member(params, "_meta"), "progressToken")
+	if len(tok) == 0 || len(tok) > maxProgressTokenLen {
+		return nil
+	}
+	if tok[0] == '"' {
+		var s string
+		if json.Unmarshal(tok, &s) != nil {
+			return nil
+		}
+		return tok
+	}
+	if _, err := strconv.ParseInt(string(tok), 10, 64); err != nil {
+		return nil
+	}
+	return tok
+}
+
+// keepAlive sends notifications/progress for token on the held call's stream at once and then
+// every holdProgressEvery until ctx ends; stop waits for the sender, so nothing is emitted
+// after the answer. Without a token it sends nothing (the proxy's SSE comments keep the
+// connection alive).
+func keepAlive(ctx context.Context, emit func([]byte) bool, token json.RawMessage, status string, budget time.Duration) (stop func()) {
+	if token == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(holdProgressEvery)
+		defer tick.Stop()
+		msg := string(rawString(fmt.Sprintf("%s; held up to %s", status, budget)))
+		for n := 1; ; n++ {
+			note := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(token) +
+				`,"progress":` + strconv.Itoa(n) + `,"message":` + msg + `}}`
+			if !emit([]byte(note)) {
+				return // no stream (JSON reply) or the client went away
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// heldResult is the tool result of a held call still undecided when tasks.hold_budget ran out:
+// what happened, and how to get the outcome. It is a normal result (isError false) — the call
+// did not fail — except for a tool with an outputSchema, whose non-error results clients
+// validate against that schema: there isError true keeps them from rejecting the answer.
+func heldResult(t *tasks.Task, consoleURL string, outputSchema bool) []byte {
+	where := "in the approvals console or API"
+	if consoleURL != "" {
+		where = "at " + consoleURL
+	}
+	what := "is waiting for a human approval"
+	if t.State == tasks.Approved || t.State == tasks.Executing {
+		what = "was approved and is still running"
+	}
+	text := fmt.Sprintf("The call to %s %s (task %s: %s); nothing has been returned yet. "+
+		"Approvers decide %s. To get the outcome, call %s again with exactly the same arguments: "+
+		"the call attaches to this same approval (no second request is made) and returns the tool's result "+
+		"once it is approved and executed, or the rejection. Alternatively call tollgate_await_activity to wait, "+
+		`then tollgate_get_task_result with {"task_id":"%s"}.`,
+		t.Tool, what, t.ID, t.StatusMessage, where, t.Tool, t.ID)
+	meta := fmt.Sprintf(`{"taskId":%s,"status":%s,"state":%s,"statusMessage":%s,"workflow":%s,"consoleUrl":%s,"retry":"same_call","next":["tollgate_await_activity","tollgate_get_task_result"]}`,
+		rawString(t.ID), rawString(t.WireStatus()), rawString(string(t.State)), rawString(t.StatusMessage),
+		rawString(t.Workflow), rawString(consoleURL))
+	isError := "false"
+	if outputSchema {
+		isError = "true"
+	}
+	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"isError":` + isError +
+		`,"_meta":{"` + relatedTaskKey + `":{"taskId":` + string(rawString(t.ID)) + `},"` + approvalMetaKey + `":` + meta + `}}`)
+}

@@ -1,0 +1,242 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tollgate-mcp/tollgate/internal/session"
+)
+
+// holdConfig is unitConfig in tasks.sync_approval hold with a budget set per test.
+func holdConfig(budget, extra string) string {
+	return strings.Replace(unitConfig, "tasks: {default_ttl: 10m, max_ttl: 1h, sync_approval: error}",
+		"tasks: {default_ttl: 10m, max_ttl: 1h, sync_approval: hold, hold_budget: "+budget+"}"+extra, 1)
+}
+
+// waitOut runs a Wait result as the proxy would and returns the answer and what was emitted
+// on the stream before it.
+func waitOut(t *testing.T, res Result) (answer []byte, emitted []string) {
+	t.Helper()
+	if res.Wait == nil {
+		t.Fatalf("want a held (Wait) answer, got reply %s", res.Reply)
+	}
+	var mu sync.Mutex
+	answer = res.Wait(context.Background(), func(b []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		emitted = append(emitted, string(b))
+		return true
+	})
+	return answer, emitted
+}
+
+type heldAnswer struct {
+	Result *struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		IsError bool                       `json:"isError"`
+		Meta    map[string]json.RawMessage `json:"_meta"`
+	} `json:"result"`
+	Error *wireError `json:"error"`
+}
+
+func decodeHeld(t *testing.T, b []byte) heldAnswer {
+	t.Helper()
+	var a heldAnswer
+	if err := json.Unmarshal(b, &a); err != nil || (a.Result == nil) == (a.Error == nil) {
+		t.Fatalf("answer %s: %v", b, err)
+	}
+	return a
+}
+
+func (h *gwHarness) upstreamCalls() int {
+	n := 0
+	for _, m := range h.up.methods() {
+		if m == "tools/call" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestHoldDecidedInTime: a decision within tasks.hold_budget answers the plain call with the
+// real result; a client that sent a progressToken gets progress notifications meanwhile.
+func TestHoldDecidedInTime(t *testing.T) {
+	h := newHarness(t, holdConfig("30s", ""))
+	sess := &session.Session{ID: "s1"}
+	res := h.route(t, sess, callRequest(`{"name":"delete_x","arguments":{"id":1},"_meta":{"progressToken":"p-1"}}`))
+	all, _ := h.mgr.ListAll(t.Context(), tasksAll)
+	if len(all) != 1 {
+		t.Fatalf("tasks = %d", len(all))
+	}
+	if _, err := h.mgr.Approve(t.Context(), all[0].ID, "alice", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	out, emitted := waitOut(t, res)
+	a := decodeHeld(t, out)
+	if a.Result == nil || a.Result.IsError || a.Result.Content[0].Text != "ran" {
+		t.Fatalf("held call answer: %s", out)
+	}
+	if len(emitted) == 0 || !strings.Contains(emitted[0], `"method":"notifications/progress"`) || !strings.Contains(emitted[0], `"progressToken":"p-1"`) {
+		t.Errorf("progress notifications: %q", emitted)
+	}
+	if n := h.upstreamCalls(); n != 1 {
+		t.Errorf("upstream executions = %d", n)
+	}
+}
+
+// TestHoldSettlesThenRetryAttaches: undecided at the end of the budget, the call gets a normal
+// tool result naming the task; the same call again attaches to that task (no second approval)
+// and, once approved, returns the result of the one execution.
+func TestHoldSettlesThenRetryAttaches(t *testing.T) {
+	h := newHarness(t, holdConfig("50ms", ""))
+	h.gw.SetConsoleURL("http://127.0.0.1:7469/approvals")
+	sess := &session.Session{ID: "s1"}
+	call := callRequest(`{"name":"delete_x","arguments":{"id":1,"why":"test"}}`)
+	out, emitted := waitOut(t, h.route(t, sess, call))
+	if len(emitted) != 0 {
+		t.Errorf("progress without a progressToken: %q", emitted)
+	}
+	a := decodeHeld(t, out)
+	if a.Result == nil || a.Result.IsError {
+		t.Fatalf("settled answer: %s", out)
+	}
+	var meta struct {
+		TaskID     string `json:"taskId"`
+		Status     string `json:"status"`
+		State      string `json:"state"`
+		ConsoleURL string `json:"consoleUrl"`
+	}
+	if err := json.Unmarshal(a.Result.Meta[approvalMetaKey], &meta); err != nil || !strings.HasPrefix(meta.TaskID, "tg_") ||
+		meta.Status != "working" || meta.State != "awaiting_approval" || meta.ConsoleURL != "http://127.0.0.1:7469/approvals" {
+		t.Fatalf("_meta %s: %v", a.Result.Meta[approvalMetaKey], err)
+	}
+	text := a.Result.Content[0].Text
+	for _, want := range []string{meta.TaskID, "again with exactly the same arguments", "tollgate_get_task_result", "http://127.0.0.1:7469/approvals"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("settled text lacks %q: %s", want, text)
+		}
+	}
+
+	// Same call, members in another order: attaches, settles again with the same task.
+	out, _ = waitOut(t, h.route(t, sess, callRequest(`{"name":"delete_x","arguments":{"why":"test","id":1}}`)))
+	if !strings.Contains(string(out), meta.TaskID) {
+		t.Errorf("retry did not attach to %s: %s", meta.TaskID, out)
+	}
+	if all, _ := h.mgr.ListAll(t.Context(), tasksAll); len(all) != 1 {
+		t.Fatalf("approvals = %d, want 1", len(all))
+	}
+	if _, err := h.mgr.Approve(t.Context(), meta.TaskID, "alice", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // every retry after the decision gets the one execution's result
+		out, _ = waitOut(t, h.route(t, sess, call))
+		if a := decodeHeld(t, out); a.Result == nil || a.Result.Content[0].Text != "ran" {
+			t.Fatalf("retry after approval: %s", out)
+		}
+	}
+	if n := h.upstreamCalls(); n != 1 {
+		t.Errorf("upstream executions = %d, want 1", n)
+	}
+	// Another session of another owner making the same call gets its own approval.
+	waitOut(t, h.route(t, &session.Session{ID: "s2"}, call))
+	if all, _ := h.mgr.ListAll(t.Context(), tasksAll); len(all) != 2 {
+		t.Errorf("tasks = %d, want 2 (owners do not share)", len(all))
+	}
+}
+
+// TestHoldRetryDenials: after a rejection, an approval timeout or a cancel, the retry gets
+// that outcome as a JSON-RPC error naming the task, not a tool error, and nothing runs.
+func TestHoldRetryDenials(t *testing.T) {
+	h := newHarness(t, holdConfig("50ms", "\napproval: {short: {timeout: 1ms}}\n"))
+	sess := &session.Session{ID: "s1"}
+	settle := func(args string) string {
+		out, _ := waitOut(t, h.route(t, sess, callRequest(`{"name":"delete_x","arguments":`+args+`}`)))
+		var a struct {
+			Result struct {
+				Meta map[string]struct {
+					TaskID string `json:"taskId"`
+				} `json:"_meta"`
+			} `json:"result"`
+		}
+		_ = json.Unmarshal(out, &a)
+		return a.Result.Meta[approvalMetaKey].TaskID
+	}
+	rejected := settle(`{"n":1}`)
+	if _, err := h.mgr.Reject(t.Context(), rejected, "alice", "not today"); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := settle(`{"n":2}`)
+	if _, err := h.mgr.Cancel(t.Context(), owner(exchange(t, sess, callRequest(`{"name":"x"}`))), cancelled); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args, id, name string
+		code           int
+	}{
+		{`{"n":1}`, rejected, "ApprovalRejected", -32007},
+		{`{"n":2}`, cancelled, "TaskCancelled", -32603},
+	} {
+		out, _ := waitOut(t, h.route(t, sess, callRequest(`{"name":"delete_x","arguments":`+tt.args+`}`)))
+		a := decodeHeld(t, out)
+		if a.Error == nil || a.Error.Code != tt.code || a.Error.Data["error"] != tt.name || a.Error.Data["taskId"] != tt.id {
+			t.Errorf("retry of %s: %s, want %d %s", tt.args, out, tt.code, tt.name)
+		}
+	}
+	if n := h.upstreamCalls(); n != 0 {
+		t.Errorf("upstream executions = %d, want 0", n)
+	}
+	if all, _ := h.mgr.ListAll(t.Context(), tasksAll); len(all) != 2 {
+		t.Errorf("tasks = %d, want 2", len(all))
+	}
+
+	// Nobody decides within the workflow's timeout (on_timeout deny): the held call and its
+	// retry get -32008, still with the one task.
+	h = newHarness(t, holdConfig("50ms", "\napproval: {default: {timeout: 10ms}}\n"))
+	call := callRequest(`{"name":"delete_x","arguments":{"n":3}}`)
+	for i := range 2 {
+		out, _ := waitOut(t, h.route(t, sess, call))
+		if a := decodeHeld(t, out); a.Error == nil || a.Error.Code != -32008 || a.Error.Data["error"] != "ApprovalTimedOut" {
+			t.Errorf("call %d after the approval timeout: %s", i, out)
+		}
+	}
+	if all, _ := h.mgr.ListAll(t.Context(), tasksAll); len(all) != 1 {
+		t.Errorf("tasks = %d, want 1", len(all))
+	}
+}
+
+// TestHoldOutputSchemaTool: a tool with an outputSchema settles with isError true, because
+// clients validate non-error results against the schema.
+func TestHoldOutputSchemaTool(t *testing.T) {
+	h := newHarness(t, holdConfig("20ms", ""))
+	h.listTools(t, `[{"name":"delete_typed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"delete_plain","outputSchema":null}]`)
+	sess := &session.Session{ID: "s1"}
+	for tool, wantErr := range map[string]bool{"delete_typed": true, "delete_plain": false} {
+		out, _ := waitOut(t, h.route(t, sess, callRequest(`{"name":"`+tool+`","arguments":{}}`)))
+		if a := decodeHeld(t, out); a.Result == nil || a.Result.IsError != wantErr {
+			t.Errorf("%s: %s, want isError %v", tool, out, wantErr)
+		}
+	}
+}
+
+func TestProgressToken(t *testing.T) {
+	for _, tt := range []struct{ params, want string }{
+		{`{"_meta":{"progressToken":"abc"}}`, `"abc"`},
+		{`{"_meta":{"progressToken":42}}`, `42`},
+		{`{"_meta":{"progressToken":-1}}`, `-1`},
+		{`{"_meta":{"progressToken":1.5}}`, ``},
+		{`{"_meta":{"progressToken":{"x":1}}}`, ``},
+		{`{"_meta":{"progressToken":"` + strings.Repeat("a", 300) + `"}}`, ``},
+		{`{"_meta":{}}`, ``},
+		{`{"name":"x"}`, ``},
+		{``, ``},
+	} {
+		if got := string(progressToken(json.RawMessage(tt.params))); got != tt.want {
+			t.Errorf("progressToken(%s) = %q, want %q", tt.params, got, tt.want)
+		}
+	}
+}
