@@ -85,7 +85,7 @@ func TestModernToolsCallGovernance(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, strings.Replace(unitConfig, "max_ttl: 1h}", "max_ttl: 1h, sync_approval: "+tc.sync+"}", 1))
+			h := newHarness(t, strings.Replace(unitConfig, "sync_approval: error}", "sync_approval: "+tc.sync+"}", 1))
 			h.modernUpstream()
 			x := modernExchange(t, "tools/call", `{"name":"`+tc.tool+`","arguments":{"id":1}}`, tc.caps)
 			res := h.routeModern(x)
