@@ -1,9 +1,11 @@
 //go:build unix
 
 // Package interop drives Tollgate with clients and servers it did not write: the official
-// TypeScript SDK client (@modelcontextprotocol/sdk, client.experimental.tasks) and the
-// reference server @modelcontextprotocol/server-everything, both run with Node 22 from
-// .tools (scripts/ensure-deps.sh). TOLLGATE_INTEROP: "" runs when Node 22 and the packages are
+// TypeScript SDK client (@modelcontextprotocol/sdk, client.experimental.tasks), the reference
+// server @modelcontextprotocol/server-everything, and for the 2026-07-28 era the tasks
+// requester @modelcontextprotocol/ext-tasks and the inspector's mcpdo CLI, in front of
+// test/fixture/modern (mcp-go v1.2.1) — all run with Node 22 from .tools
+// (scripts/ensure-deps.sh). TOLLGATE_INTEROP: "" runs when Node 22 and the packages are
 // installed and skips loudly otherwise; "require" fails instead of skipping (CI); "skip" skips.
 package interop
 
@@ -58,8 +60,10 @@ func TestMain(m *testing.M) {
 // toolchain is Node 22 plus the npm packages the tests use.
 type toolchain struct {
 	node       string
+	npmDir     string // .tools/npm/node_modules
 	sdkDir     string // @modelcontextprotocol/sdk package directory
 	everything string // server-everything entry point (dist/index.js)
+	mcpdo      string // the inspector's mcpdo CLI entry point
 	root       string
 }
 
@@ -100,10 +104,16 @@ func findToolchain(root string) (toolchain, string) {
 	if major, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0]); major < 22 {
 		return tc, fmt.Sprintf("%s is node %s; need ≥ 22", tc.node, v)
 	}
-	mods := filepath.Join(root, ".tools", "npm", "node_modules", "@modelcontextprotocol")
+	tc.npmDir = filepath.Join(root, ".tools", "npm", "node_modules")
+	mods := filepath.Join(tc.npmDir, "@modelcontextprotocol")
 	tc.sdkDir = filepath.Join(mods, "sdk")
 	tc.everything = filepath.Join(mods, "server-everything", "dist", "index.js")
-	for _, p := range []string{filepath.Join(tc.sdkDir, "dist", "esm", "client", "index.js"), tc.everything} {
+	tc.mcpdo = filepath.Join(mods, "inspector", "clients", "mcpdo", "build", "mcp-bin.js")
+	for _, p := range []string{
+		filepath.Join(tc.sdkDir, "dist", "esm", "client", "index.js"), tc.everything, tc.mcpdo,
+		filepath.Join(mods, "ext-tasks", "dist", "client", "index.js"),
+		filepath.Join(mods, "client", "dist", "index.mjs"),
+	} {
 		if _, err := os.Stat(p); err != nil {
 			return tc, fmt.Sprintf("npm package missing: %v", err)
 		}
@@ -151,7 +161,7 @@ func (r *scriptRun) dump(t *testing.T) {
 		b.Write(j)
 		b.WriteByte('\n')
 	}
-	t.Logf("tsclient events:\n%s\nstderr:\n%s\nexit: %v", b.String(), r.stderr, r.err)
+	t.Logf("script events:\n%s\nstderr:\n%s\nexit: %v", b.String(), r.stderr, r.err)
 }
 
 // runTS runs tsclient.mjs against url. onEvent sees each event as it arrives; a non-empty
@@ -159,11 +169,19 @@ func (r *scriptRun) dump(t *testing.T) {
 // "awaitApproval").
 func runTS(t *testing.T, tc toolchain, url, scenario string, onEvent func(event) string, extra ...string) *scriptRun {
 	t.Helper()
+	return runScript(t, tc, "tsclient.mjs", append([]string{url, scenario}, extra...), onEvent)
+}
+
+// runScript runs one of this directory's node scripts, which print JSON-line events and end
+// with "done"; onEvent works as for runTS.
+func runScript(t *testing.T, tc toolchain, script string, scriptArgs []string, onEvent func(event) string) *scriptRun {
+	t.Helper()
+	scenario := strings.Join(append([]string{script}, scriptArgs[1:]...), " ")
 	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
 	defer cancel()
-	args := append([]string{"tsclient.mjs", url, scenario}, extra...)
+	args := append([]string{script}, scriptArgs...)
 	cmd := exec.CommandContext(ctx, tc.node, args...)
-	cmd.Env = append(os.Environ(), "TOLLGATE_SDK_DIR="+tc.sdkDir, "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), "TOLLGATE_SDK_DIR="+tc.sdkDir, "TOLLGATE_NPM_DIR="+tc.npmDir, "NO_COLOR=1")
 	cmd.SysProcAttr = procAttr()
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = stopGrace
@@ -206,15 +224,15 @@ func runTS(t *testing.T, tc toolchain, url, scenario string, onEvent func(event)
 	run.stderr = stderr.String()
 	if ctx.Err() != nil {
 		run.dump(t)
-		t.Fatalf("tsclient %s timed out after %s", scenario, scriptTimeout)
+		t.Fatalf("%s timed out after %s", scenario, scriptTimeout)
 	}
-	t.Logf("tsclient %s: %d events in %s", scenario, len(run.events), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s: %d events in %s", scenario, len(run.events), time.Since(start).Round(time.Millisecond))
 	if os.Getenv(envDump) != "" {
 		run.dump(t)
 	}
 	if run.err != nil || run.find("done") == nil {
 		run.dump(t)
-		t.Fatalf("tsclient %s did not finish cleanly: %v", scenario, run.err)
+		t.Fatalf("%s did not finish cleanly: %v", scenario, run.err)
 	}
 	return run
 }
