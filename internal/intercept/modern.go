@@ -40,6 +40,7 @@ func (g *Gateway) registerModern(r *Router) {
 		"tasks/get": g.modernTasksGet, "tasks/update": g.modernTasksUpdate, "tasks/cancel": g.modernTasksCancel,
 		"tasks/result": g.modernNoMethod, "tasks/list": g.modernNoMethod,
 		"resources/list": g.modernResourcesList, "resources/read": g.modernResourcesRead,
+		"subscriptions/listen": g.modernListen,
 	} {
 		r.HandleModern(method, g.identified(h))
 	}
@@ -107,6 +108,29 @@ func withResultType(result []byte) []byte {
 	return out
 }
 
+// cacheable are the methods whose results are CacheableResult (spec 2026-07-28 schema:
+// ttlMs and cacheScope required).
+var cacheable = map[string]bool{"server/discover": true, "tools/list": true, "resources/list": true,
+	"resources/templates/list": true, "resources/read": true, "prompts/list": true}
+
+// withCacheHints adds ttlMs 0 (re-fetch at will) and cacheScope to a cacheable result that has
+// none, as for a result bridged from a legacy upstream. scope is "private" unless the result
+// cannot depend on who asked.
+func withCacheHints(result []byte, scope string) []byte {
+	out := result
+	if jsonrpc.Member(out, "ttlMs") == nil {
+		if b, err := jsonrpc.Replace(out, "ttlMs", []byte(`0`)); err == nil {
+			out = b
+		}
+	}
+	if jsonrpc.Member(out, "cacheScope") == nil {
+		if b, err := jsonrpc.Replace(out, "cacheScope", rawString(scope)); err == nil {
+			out = b
+		}
+	}
+	return out
+}
+
 // modernNoMethod: tasks/result and tasks/list do not exist in the tasks extension (results
 // are inlined in tasks/get; there is no list, so one caller cannot learn of another's tasks).
 func (g *Gateway) modernNoMethod(_ context.Context, x *Exchange) Result {
@@ -137,6 +161,7 @@ type modernState struct {
 	sessProt string
 
 	upTasks upstreamTaskOwners
+	listen  listeners // open subscriptions/listen streams
 }
 
 // eraRecheck is how long the upstream's era is trusted before it is probed again.
@@ -308,6 +333,7 @@ func synthesiseDiscover(init []byte) ([]byte, error) {
 	}
 	out := map[string]any{
 		"resultType": "complete", "supportedVersions": era.Supported, "capabilities": json.RawMessage(caps),
+		"ttlMs": 0, "cacheScope": "public", // the same for every caller
 	}
 	if len(in.ServerInfo) > 0 && string(in.ServerInfo) != "null" {
 		out["_meta"] = map[string]any{era.MetaServerInfo: in.ServerInfo}
@@ -396,7 +422,7 @@ func (g *Gateway) modernResourcesRead(ctx context.Context, x *Exchange) Result {
 	if r.Reply != nil {
 		m, err := jsonrpc.Parse(r.Reply)
 		if err == nil && m.Result != nil {
-			return modernReply(x, m.Result)
+			return modernReply(x, withCacheHints(m.Result, "public")) // Tollgate's own diagrams
 		}
 		return r
 	}

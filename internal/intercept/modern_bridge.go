@@ -69,6 +69,9 @@ func (g *Gateway) bridge(x *Exchange, transform func([]byte) []byte) Result {
 		if transform != nil {
 			res = transform(res)
 		}
+		if cacheable[x.Msg.Method] {
+			res = withCacheHints(res, "private") // a legacy server may tailor it to the credential
+		}
 		return jsonrpc.ResultResponse(x.Msg.ID, withResultType(res))
 	}}
 }

@@ -318,3 +318,16 @@ func TestWithResultType(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheHints: results Tollgate makes or bridges carry the CacheableResult members (spec
+// 2026-07-28 schema CacheableResult: ttlMs and cacheScope required); the upstream's are kept.
+func TestCacheHints(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"tools":[]}`: `{"tools":[],"ttlMs":0,"cacheScope":"private"}`,
+		`{"tools":[],"ttlMs":60000,"cacheScope":"public"}`: `{"tools":[],"ttlMs":60000,"cacheScope":"public"}`,
+	} {
+		if got := string(withCacheHints([]byte(in), "private")); got != want {
+			t.Errorf("%s → %s, want %s", in, got, want)
+		}
+	}
+}

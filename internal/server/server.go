@@ -145,6 +145,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.tools = gwtools.New(s.tasks, s.hub, s.gw, gwtools.Options{Logger: s.log})
 	s.gw.Use(s.tasks, s.tools)
 	s.tasks.Subscribe(s.gw.OnTaskChange)
+	s.tasks.Subscribe(s.gw.OnModernTaskChange)
 	s.tasks.Subscribe(s.tools.PublishTaskChange)
 	s.tasks.Subscribe(s.audit.OnTaskChange)
 	s.metrics.SetPendingTasks(
@@ -410,6 +411,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) notifyListChanged() {
 	msg := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 	s.sessions.Each(func(ss *session.Session) { ss.Push(msg) })
+	s.gw.NotifyToolsChanged() // 2026-07-28 clients listen on subscriptions/listen
 }
 
 // approverTokens is the approvals API's Authenticator; a configuration reload swaps the token

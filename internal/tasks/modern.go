@@ -49,6 +49,12 @@ func (t *Task) DetailedJSON(inputRequests json.RawMessage) json.RawMessage {
 	return t.modern("complete", true, inputRequests)
 }
 
+// StatusNotification is the params of notifications/tasks: the DetailedTask without
+// resultType (tasks extension "Task Status Notifications").
+func (t *Task) StatusNotification(inputRequests json.RawMessage) json.RawMessage {
+	return t.modern("", true, inputRequests)
+}
+
 func (t *Task) modern(resultType string, detailed bool, inputRequests json.RawMessage) json.RawMessage {
 	w := modernTask{
 		ResultType: resultType, TaskID: t.ID, Status: t.ModernStatus(), StatusMessage: t.StatusMessage,

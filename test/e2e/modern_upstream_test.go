@@ -1,12 +1,21 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -27,6 +36,19 @@ func startFixture(t *testing.T) string {
 	})
 	return ts.URL + "/mcp"
 }
+
+// startFixtureOnce is startFixture memoised per test (a config built twice names one upstream).
+func startFixtureOnce(t *testing.T) string {
+	t.Helper()
+	if u, ok := fixtures.Load(t.Name()); ok {
+		return u.(string)
+	}
+	u := startFixture(t)
+	fixtures.Store(t.Name(), u)
+	return u
+}
+
+var fixtures sync.Map
 
 // TestModernUpstreamTasks: SEP-2663 tasks the upstream creates pass through Tollgate bound to
 // the caller that created them; their lifecycle (inlined result, JSON-RPC failure, isError,
@@ -145,7 +167,8 @@ func TestModernBridgeToLegacyUpstream(t *testing.T) {
 	for _, tl := range testkit.Dig(l, "result", "tools").([]any) {
 		names = append(names, tl.(map[string]any)["name"].(string))
 	}
-	if j := strings.Join(names, ","); !strings.Contains(j, "echo") || !strings.Contains(j, "tollgate_await_activity") || testkit.Dig(l, "result", "resultType") != "complete" {
+	if j := strings.Join(names, ","); !strings.Contains(j, "echo") || !strings.Contains(j, "tollgate_await_activity") || testkit.Dig(l, "result", "resultType") != "complete" ||
+		testkit.Dig(l, "result", "cacheScope") != "private" || testkit.Dig(l, "result", "ttlMs") == nil {
 		t.Fatalf("bridged tools/list: %v", names)
 	}
 	e := c.call(3, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "hi"}})
@@ -160,5 +183,130 @@ func TestModernBridgeToLegacyUpstream(t *testing.T) {
 	done := c.waitTask(tid)
 	if testkit.Dig(done, "result", "status") != "completed" || calls.Load() != 1 {
 		t.Fatalf("approved bridged call: %v (calls %d)", done, calls.Load())
+	}
+}
+
+// listenStream opens subscriptions/listen through Tollgate and delivers each JSON-RPC message
+// of the stream on the returned channel (closed when the stream ends).
+func (c *modernClient) listen(t *testing.T, id int, notifications map[string]any) <-chan map[string]any {
+	t.Helper()
+	params := map[string]any{"_meta": c.meta(), "notifications": notifications}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	for k, v := range c.hdr {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("listen: HTTP %d %s", resp.StatusCode, body)
+	}
+	out := make(chan map[string]any, 64)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil {
+				out <- m
+			}
+		}
+	}()
+	return out
+}
+
+// next waits (bounded) for the next message with the given method.
+func next(t *testing.T, ch <-chan map[string]any, method string) map[string]any {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		select {
+		case m, ok := <-ch:
+			if !ok {
+				t.Fatalf("stream ended before %s", method)
+			}
+			if m["method"] == method {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no %s on the listen stream", method)
+		}
+	}
+}
+
+// TestModernListen: subscriptions/listen through Tollgate (spec 2026-07-28 subscriptions): the
+// acknowledgement comes first and covers Tollgate's part (toolsListChanged, its own task ids),
+// the upstream's own list_changed is relayed, Tollgate's task changes arrive as
+// notifications/tasks, and a reload that changes governance sends list_changed.
+func TestModernListen(t *testing.T) {
+	cfg := func(action string) string {
+		return testkit.BasicConfig(startFixtureOnce(t), "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"greet\", action: approve}\n    - {match: \"slow_compute\", action: "+action+"}\n")
+	}
+	g := testkit.StartGateway(t, cfg("forward"), nil, nil)
+	g.WaitReady(t)
+	c := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer listener"}}}
+	m := c.call(1, "tools/call", map[string]any{"name": "greet", "arguments": map[string]any{"name": "ann"}})
+	tid, _ := testkit.Dig(m, "result", "taskId").(string)
+	if !strings.HasPrefix(tid, "tg_") {
+		t.Fatalf("no Tollgate task: %v", m)
+	}
+	stream := c.listen(t, 42, map[string]any{"toolsListChanged": true, "taskIds": []string{tid}})
+	var first map[string]any
+	select {
+	case first = <-stream:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no acknowledgement")
+	}
+	if first["method"] != "notifications/subscriptions/acknowledged" || testkit.Dig(first, "params", "_meta", "io.modelcontextprotocol/subscriptionId") != float64(42) ||
+		testkit.Dig(first, "params", "notifications", "toolsListChanged") != true || !strings.Contains(fmt.Sprint(testkit.Dig(first, "params", "notifications", "taskIds")), tid) {
+		t.Fatalf("first message: %v", first)
+	}
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", testkit.AdminToken, `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	for {
+		n := next(t, stream, "notifications/tasks")
+		if testkit.Dig(n, "params", "taskId") != tid || testkit.Dig(n, "params", "_meta", "io.modelcontextprotocol/subscriptionId") != float64(42) {
+			t.Fatalf("task notification: %v", n)
+		}
+		if testkit.Dig(n, "params", "status") == "completed" {
+			if testkit.Dig(n, "params", "result", "content") == nil {
+				t.Fatalf("completed notification without result: %v", n)
+			}
+			break
+		}
+	}
+	// The upstream's own change is relayed.
+	if r := c.call(2, "tools/call", map[string]any{"name": "test_trigger_tool_change", "arguments": map[string]any{}}); r["error"] != nil {
+		t.Fatalf("trigger: %v", r)
+	}
+	next(t, stream, "notifications/tools/list_changed")
+	// A reload that changes governance of a listed tool: Tollgate's own list_changed, on a
+	// fresh stream the upstream has nothing to say on.
+	quiet := c.listen(t, 43, map[string]any{"toolsListChanged": true})
+	next(t, quiet, "notifications/subscriptions/acknowledged")
+	if err := os.WriteFile(filepath.Join(g.Dir, "tollgate.yaml"), []byte(cfg("approve")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.Srv.Reload() // the file watcher may be first; either reload sends it once
+	n := next(t, quiet, "notifications/tools/list_changed")
+	if testkit.Dig(n, "params", "_meta", "io.modelcontextprotocol/subscriptionId") != float64(43) {
+		t.Fatalf("list_changed: %v", n)
 	}
 }
