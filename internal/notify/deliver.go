@@ -42,12 +42,14 @@ func (n *Notifier) send(ctx context.Context, it item) {
 	switch {
 	case err == nil:
 		n.met.count(dest, resultSent)
+		n.recordDelivery(it.wf.Destination.URL, u, attempts, nil)
 		log.Debug("notification sent", "attempts", attempts, "queued_for", time.Since(it.enqueued).String())
 	case ctx.Err() != nil:
 		// shutting down: neither sent nor a destination failure
 		log.Info("notification abandoned at shutdown", "attempts", attempts)
 	default:
 		n.met.count(dest, resultFailed)
+		n.recordDelivery(it.wf.Destination.URL, u, attempts, err)
 		log.Warn("notification failed", "attempts", attempts, "error", scrub(err.Error(), u))
 	}
 }

@@ -62,6 +62,8 @@ type Notifier struct {
 
 	dropped  atomic.Int64
 	lastWarn atomic.Int64 // unix nanos of the last "queue full" WARN
+
+	health healthTable // per destination URL: probe, then last delivery
 }
 
 // item is one event waiting to be sent.

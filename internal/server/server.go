@@ -252,7 +252,8 @@ func (s *Server) Run(ctx context.Context) error {
 		close(s.opts.Ready)
 	}
 
-	wg.Add(4)
+	wg.Add(5)
+	go func() { defer wg.Done(); s.checkChannels(ctx) }()
 	go func() { defer wg.Done(); _ = s.tasks.Run(ctx) }()
 	go func() { defer wg.Done(); s.notifier.Run(ctx) }()
 	go func() { defer wg.Done(); s.watchUpstream(ctx, cfg) }()
@@ -397,14 +398,20 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.metrics.IsUpstreamUp() {
 		problems = append(problems, "upstream unreachable")
 	}
+	// Approval channels that cannot reach anyone are reported but do not fail readiness: it
+	// gates all traffic, and forwarded calls work whatever the approval channels do.
+	degraded := s.channelProblems()
 	if len(problems) > 0 {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		for _, p := range problems {
 			fmt.Fprintln(w, p)
 		}
-		return
+	} else {
+		fmt.Fprintln(w, "ready")
 	}
-	fmt.Fprintln(w, "ready")
+	for _, p := range degraded {
+		fmt.Fprintln(w, "degraded: "+p)
+	}
 }
 
 // notifyListChanged tells every session with an open stream that the tool list changed.
@@ -418,11 +425,19 @@ func (s *Server) notifyListChanged() {
 // set (approvers: and the variables they name are re-read).
 type approverTokens struct {
 	p atomic.Pointer[approval.Authenticator]
+	n atomic.Int64 // tokens set: without any, nobody can decide
 }
 
 func (a *approverTokens) set(tokens map[string]string) {
 	auth := approval.StaticTokens(tokens)
 	a.p.Store(&auth)
+	n := 0
+	for tok, name := range tokens {
+		if tok != "" && name != "" {
+			n++
+		}
+	}
+	a.n.Store(int64(n))
 }
 
 func (a *approverTokens) Approver(token string) (string, bool) {
