@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 )
 
 // Tasks is what the approvals API needs from the task manager (*tasks.Manager).
@@ -104,6 +105,8 @@ type handler struct {
 	opts  Options
 	log   *slog.Logger
 	mux   *http.ServeMux
+	// Failed tokens are logged sampled: anyone who reaches the listener can send them.
+	rejected *logcap.Sampler
 }
 
 type approverKey struct{}
@@ -111,7 +114,8 @@ type approverKey struct{}
 // NewHandler returns the approvals API. Mount it on the admin mux for both
 // "/api/v1/approvals" and "/api/v1/approvals/"; it matches full paths itself.
 func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
-	h := &handler{tasks: t, auth: auth, opts: opts, log: opts.Logger, mux: http.NewServeMux()}
+	h := &handler{tasks: t, auth: auth, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
+		rejected: logcap.NewSampler(time.Second, 10)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -135,7 +139,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		challenge := "Bearer"
 		if present {
 			challenge = `Bearer error="invalid_token"`
-			h.log.Warn("admin API: rejected bearer token", "remote", r.RemoteAddr, "path", r.URL.Path)
+			if ok, held := h.rejected.Allow(); ok {
+				h.log.Warn("admin API: rejected bearer token", "remote", r.RemoteAddr, "path", r.URL.Path, "suppressed", held)
+			}
 		}
 		w.Header().Set("WWW-Authenticate", challenge)
 		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid admin bearer token is required (Authorization: Bearer <token>)", nil)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -59,6 +61,9 @@ type Gateway struct {
 
 	questions questions // approval questions asked of requesters (elicitation)
 
+	// Warnings any client can trigger at will are sampled (logcap).
+	warnOnDemand, warnTTL *logcap.Sampler
+
 	modern modernState // protocol 2026-07-28: upstream era, bridge session, upstream task owners
 }
 
@@ -67,8 +72,27 @@ func NewGateway(d Deps) *Gateway {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gateway{d: d, log: d.Logger, m: newGatewayMetrics(d.Registerer),
-		tools: map[string]toolInfo{}, listed: map[string]rules.TaskSupport{}, prom: newPromotions()}
+	g := &Gateway{d: d, log: d.Logger,
+		tools: map[string]toolInfo{}, listed: map[string]rules.TaskSupport{}, prom: newPromotions(),
+		warnOnDemand: logcap.NewSampler(warnEvery, warnBurst), warnTTL: logcap.NewSampler(warnEvery, warnBurst)}
+	g.m = newGatewayMetrics(d.Registerer, g.toolLabel)
+	return g
+}
+
+// Sampling of client-triggered warnings: 10 at once, then one a second.
+const (
+	warnEvery = time.Second
+	warnBurst = 10
+)
+
+// toolLabel is the tollgate_tool_calls_total label of a called tool: its name only when the
+// upstream listed it (or it is Tollgate's own), else "other" — a client cannot add label
+// values, and a label is never longer than logcap.NameBytes.
+func (g *Gateway) toolLabel(tool string) string {
+	if len(tool) <= logcap.NameBytes && (g.isOwnTool(tool) || g.knowsTool(tool)) {
+		return tool
+	}
+	return "other"
 }
 
 // Register mounts the handlers on r.

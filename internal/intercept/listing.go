@@ -466,7 +466,9 @@ func (g *Gateway) computeOnDemand(s *governance.Snapshot, tool string) {
 		return
 	}
 	_, ann := g.annotation(s, tool)
-	g.log.Warn("tool not in annotation cache; computed on demand", "tool", tool, "annotation", string(ann))
+	if ok, held := g.warnOnDemand.Allow(); ok {
+		g.log.Warn("tool not in annotation cache; computed on demand", "tool", tool, "annotation", string(ann), "suppressed", held)
+	}
 }
 
 // isOwnTool reports whether name is one of Tollgate's tools.

@@ -14,13 +14,16 @@ type gatewayMetrics struct {
 	rateLimits     prometheus.Counter
 	toolCalls      *prometheus.CounterVec
 	toolLimit      *metrics.Limiter
+	toolLabel      func(tool string) string
 }
 
-// maxToolLabels bounds tollgate_tool_calls_total{tool}: clients may call any name, so after
-// this many distinct tools every further name counts as "other".
+// maxToolLabels bounds tollgate_tool_calls_total{tool}: only tools the upstream listed are
+// label values (see Gateway.toolLabel), and of those the first this many called.
 const maxToolLabels = 100
 
-func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
+// newGatewayMetrics registers the gateway's metrics; label maps a called tool's name to its
+// label value ("other" for names the upstream never listed).
+func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string) *gatewayMetrics {
 	if reg == nil {
 		return nil
 	}
@@ -32,8 +35,9 @@ func newGatewayMetrics(reg prometheus.Registerer) *gatewayMetrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_decisions_total",
 			Help: "Governance decisions for tool calls by effective action."}, []string{"action"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_tool_calls_total",
-			Help: "Governed tool calls by tool (first 100 distinct names, then \"other\") and effective action."}, []string{"tool", "action"}),
+			Help: "Governed tool calls by tool (tools the upstream lists and Tollgate's own, first 100 called; any other name is \"other\") and effective action."}, []string{"tool", "action"}),
 		toolLimit: metrics.NewLimiter(nil, maxToolLabels),
+		toolLabel: label,
 	}
 	m.rateLimits = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_rate_limited_total",
 		Help: "tools/call requests refused by server.rate_limit (-32009)."})
@@ -76,7 +80,10 @@ func (m *gatewayMetrics) decision(action string) {
 // deny). Call it where decision is recorded.
 func (m *gatewayMetrics) toolCall(tool, action string) {
 	if m != nil {
-		m.toolCalls.WithLabelValues(m.toolLimit.Label(tool), action).Inc()
+		if tool = m.toolLabel(tool); tool != "other" {
+			tool = m.toolLimit.Label(tool)
+		}
+		m.toolCalls.WithLabelValues(tool, action).Inc()
 	}
 }
 

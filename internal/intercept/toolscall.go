@@ -15,6 +15,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -60,7 +61,9 @@ func (g *Gateway) taskTTL(s *governance.Snapshot, raw json.RawMessage, tool stri
 			"Invalid params: task.ttl must be a positive integer number of milliseconds", "tool", tool, "ttl", lit)
 	}
 	if ms > maxTTL.Milliseconds() {
-		g.log.Warn("task ttl above maximum; clamped", "tool", tool, "requested_ms", lit, "max_ms", maxTTL.Milliseconds())
+		if ok, held := g.warnTTL.Allow(); ok {
+			g.log.Warn("task ttl above maximum; clamped", "tool", tool, "requested_ms", logcap.Clip(lit, 32), "max_ms", maxTTL.Milliseconds(), "suppressed", held)
+		}
 		return maxTTL, true, nil
 	}
 	return time.Duration(ms) * time.Millisecond, true, nil

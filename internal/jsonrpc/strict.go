@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 )
 
 // CheckParams refuses params that different JSON decoders would read differently: duplicate
@@ -134,15 +136,4 @@ func smallestFold(r rune) rune {
 }
 
 // clip shortens a client-chosen name for an error message.
-func clip(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	for i := n; i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			return s[:i] + "…"
-		}
-	}
-	return s[:n] + "…"
-}
+func clip(s string) string { return logcap.Clip(s, 64) }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestCheckNames(t *testing.T) {
@@ -88,15 +87,6 @@ func TestFoldNameAgreesWithEqualFold(t *testing.T) {
 				t.Errorf("FoldName(%q)==FoldName(%q) is %v, strings.EqualFold says %v", a, b, got, want)
 			}
 		}
-	}
-}
-
-func TestClip(t *testing.T) {
-	if got := clip(strings.Repeat("é", 100)); !utf8.ValidString(got) || len(got) > 64+len("…") {
-		t.Errorf("clip = %q", got)
-	}
-	if clip("short") != "short" {
-		t.Error("short names are kept")
 	}
 }
 

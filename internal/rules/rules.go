@@ -34,6 +34,11 @@ const DefaultWorkflow = "default"
 // beyond the cap decisions are still correct, just computed each time.
 const MaxCachedTools = 16384
 
+// MaxCachedNameBytes bounds the names the cache keeps, so it holds at most MaxCachedTools ×
+// this many bytes of names; a longer name (MCP recommends at most 128 characters) is decided
+// each time. Without it, 100 calls with 1 MB names kept 100 MB alive.
+const MaxCachedNameBytes = 256
+
 // Decision is the governance outcome for one tool name.
 type Decision struct {
 	Action        config.Action // forward|approve|deny|policy
@@ -157,7 +162,7 @@ func (e *Engine) DecideHints(tool string, h Hints) Decision {
 	d := e.decide(tool, h)
 	// Stop caching at the cap: the counter may overshoot by the number of racing
 	// goroutines, which is harmless.
-	if e.cached.Load() < MaxCachedTools {
+	if len(tool) <= MaxCachedNameBytes && e.cached.Load() < MaxCachedTools {
 		if _, loaded := e.cache.LoadOrStore(key, d); !loaded {
 			e.cached.Add(1)
 		}

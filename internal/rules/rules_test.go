@@ -279,6 +279,25 @@ func TestDecideCacheIsBounded(t *testing.T) {
 	}
 }
 
+// Long names are decided correctly but never cached: the cache holds at most
+// MaxCachedTools × MaxCachedNameBytes bytes of client-chosen names.
+func TestDecideCacheSkipsLongNames(t *testing.T) {
+	e := mustCompile(t, config.Governance{Rules: []config.Rule{rule("t_*", config.ActionDeny)}})
+	long := "t_" + strings.Repeat("x", MaxCachedNameBytes)
+	for range 3 {
+		if d := e.Decide(long); d.Action != config.ActionDeny || d.Rule != 0 {
+			t.Fatalf("decision for a long name = %+v", d)
+		}
+	}
+	if n := e.cached.Load(); n != 0 {
+		t.Errorf("cached = %d, want 0", n)
+	}
+	e.Decide(long[:MaxCachedNameBytes])
+	if n := e.cached.Load(); n != 1 {
+		t.Errorf("a name of exactly %d bytes: cached = %d, want 1", MaxCachedNameBytes, n)
+	}
+}
+
 func thousandRules() config.Governance {
 	gov := config.Governance{Defaults: config.Defaults{Action: config.ActionForward}}
 	for i := range 1000 {

@@ -29,6 +29,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/notify"
 	"github.com/tollgate-mcp/tollgate/internal/origin"
@@ -85,6 +86,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
+	// Every part logs through logcap: client-chosen names and texts are clipped.
+	o.Logger = slog.New(logcap.NewHandler(o.Logger.Handler()))
 	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{})}
 	snap, err := governance.Build(cfg, nil)
 	if err != nil {

@@ -1,10 +1,13 @@
 package hostile
 
 import (
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
@@ -52,5 +55,28 @@ func TestAdminHostOrigin(t *testing.T) {
 		if got := adminGet(t, g, path, "", "https://evil.example", testkit.AdminToken); got != http.StatusForbidden {
 			t.Errorf("GET %s with a foreign Origin: %d, want 403", path, got)
 		}
+	}
+}
+
+// TestBadAdminTokensSampled: every refused bearer token used to be one WARN line, so anyone
+// reaching the admin listener could fill the log. The WARN is now sampled (10 at once, then
+// one a second) and carries how many were held back.
+func TestBadAdminTokensSampled(t *testing.T) {
+	up := startTypedUpstream(t)
+	g := startPolicyGateway(t, up)
+	const tries = 40
+	start := time.Now()
+	for i := range tries {
+		if got := adminGet(t, g, "/api/v1/approvals", "", "", fmt.Sprintf("wrong-token-%d", i)); got != http.StatusUnauthorized {
+			t.Fatalf("bad token %d: %d, want 401", i, got)
+		}
+	}
+	elapsed := time.Since(start)
+	warns := strings.Count(g.Logs.String(), "admin API: rejected bearer token")
+	if limit := 10 + int(math.Ceil(elapsed.Seconds())); warns == 0 || warns > limit {
+		t.Errorf("%d WARNs for %d bad tokens in %v, want 1..%d", warns, tries, elapsed, limit)
+	}
+	if strings.Contains(g.Logs.String(), "wrong-token-") {
+		t.Error("a refused token was logged")
 	}
 }
