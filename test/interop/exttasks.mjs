@@ -2,7 +2,10 @@
 // (@modelcontextprotocol/ext-tasks, on @modelcontextprotocol/client 2.x) in either protocol era
 // and prints what it observed as JSON lines on stdout ({"event": NAME, ...}), like tsclient.mjs.
 //
-//   node exttasks.mjs <mcp-url> <legacy|modern> <tool> <argsJSON>
+//   node exttasks.mjs <mcp-url> <legacy|modern> <tool> <argsJSON> [task preference]
+//
+// The optional task preference (allow, prefer, require, forbid) is ext-tasks' TaskOptions
+// preference; on a 2025-11-25 server "prefer" sends the task parameter for an optional tool.
 //
 // legacy: the client's default initialize handshake (2025-11-25 tasks, v1 wire);
 // modern: the client pinned to 2026-07-28 (server/discover, stateless requests); ext-tasks then
@@ -19,7 +22,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const [url, era, tool, argsJSON] = process.argv.slice(2);
+const [url, era, tool, argsJSON, preference] = process.argv.slice(2);
 const npmDir = process.env.TOLLGATE_NPM_DIR;
 if (!url || !['legacy', 'modern'].includes(era) || !tool || !npmDir) {
     console.error('usage: TOLLGATE_NPM_DIR=... node exttasks.mjs <url> <legacy|modern> <tool> <argsJSON>');
@@ -108,7 +111,7 @@ try {
             : {}),
     });
     try {
-        const execution = await session.callTool(tool, JSON.parse(argsJSON || '{}'));
+        const execution = await session.callTool(tool, JSON.parse(argsJSON || '{}'), preference ? { task: { preference } } : {});
         emit('execution', { kind: execution.kind, taskId: execution.handle?.taskId });
         if (execution.kind === 'task') {
             emit('taskCreated', { taskId: execution.handle.taskId });

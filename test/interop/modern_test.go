@@ -6,8 +6,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -72,14 +72,15 @@ func modernGap(t *testing.T, mcpURL string) string {
 	return ""
 }
 
-// runExtTasks runs exttasks.mjs: era legacy or modern, one tool call settled to its outcome.
-func runExtTasks(t *testing.T, tc toolchain, url, era, tool string, args any, onEvent func(event) string) *scriptRun {
+// runExtTasks runs exttasks.mjs: era legacy or modern, one tool call settled to its outcome;
+// extra is the optional task preference.
+func runExtTasks(t *testing.T, tc toolchain, url, era, tool string, args any, onEvent func(event) string, extra ...string) *scriptRun {
 	t.Helper()
 	b, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runScript(t, tc, "exttasks.mjs", []string{url, era, tool, string(b)}, onEvent)
+	return runScript(t, tc, "exttasks.mjs", append([]string{url, era, tool, string(b)}, extra...), onEvent)
 }
 
 // reply answers "taskCreated" events (the script waits for one stdin line after it).
@@ -144,49 +145,60 @@ func TestExtTasksFixture(t *testing.T) {
 }
 
 // TestExtTasksApprovalThroughTollgate: the requester in both eras through Tollgate; greet is
-// held for approval, so the requester gets a tg_ task (2025-11-25 tasks, or a flat
-// CreateTaskResult in the 2026-07-28 tasks extension), an approver approves it through the
-// admin API, and the requester's settled outcome is the upstream's result — called once,
-// after the approval. A denied tool never reaches the upstream.
+// held for approval. A requester that takes a task gets a tg_ one (2025-11-25 tasks when it
+// prefers a task for the optional tool, the flat CreateTaskResult of the 2026-07-28 tasks
+// extension where the server decides); a 2025-11-25 plain call is held open instead
+// (tasks.sync_approval: hold). An approver approves through the admin API and the requester's
+// settled outcome is the upstream's result — greet run once, after the approval. A denied tool
+// never reaches the upstream.
 func TestExtTasksApprovalThroughTollgate(t *testing.T) {
 	tc := needNode(t)
 	upURL, srv := startFixture(t)
 	g := startGateway(t, basicConfig(upURL, modernRules), nil)
 
-	for _, era := range []string{"legacy", "modern"} {
-		t.Run(era+"/approve", func(t *testing.T) {
-			if era == "modern" {
+	tests := []struct {
+		name, era, preference string
+		kind                  string // execution kind the requester sees
+	}{
+		{"legacy/task", "legacy", "prefer", "task"},
+		{"legacy/held plain call", "legacy", "", "immediate"},
+		{"modern/task", "modern", "", "task"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.era == "modern" {
 				if gap := modernGap(t, g.MCP); gap != "" {
 					t.Skipf("Tollgate lacks %s", gap)
 				}
 			}
-			name := "Ada-" + era
+			name := strings.NewReplacer("/", "-", " ", "-").Replace("Ada-" + tt.name)
 			before := srv.Calls("greet")
-			var approved []string
-			run := runExtTasks(t, tc, g.MCP, era, "greet", map[string]any{"name": name}, func(e event) string {
-				if e.name() != "taskCreated" {
-					return ""
-				}
+			approved := approveWhenPending(t, g, "greet", func() {
 				if srv.Calls("greet") != before {
 					t.Errorf("greet reached the upstream before the approval")
 				}
-				id, _ := e["taskId"].(string)
-				approved = append(approved, id)
-				return fmt.Sprintf("approved %d", approve(t, g, id))
 			})
+			var created []string
+			run := runExtTasks(t, tc, g.MCP, tt.era, "greet", map[string]any{"name": name}, func(e event) string {
+				if e.name() == "taskCreated" {
+					created = append(created, fmt.Sprint(e["taskId"]))
+				}
+				return reply(e)
+			}, tt.preference)
 			defer func() {
 				if t.Failed() {
 					run.dump(t)
 				}
 			}()
-			if e := run.find("connected")["era"]; e != era {
-				t.Fatalf("negotiated era %v, want %s (connect error: %v)", e, era, run.find("connectError"))
+			id := <-approved
+			if e := run.find("connected")["era"]; e != tt.era {
+				t.Fatalf("negotiated era %v, want %s (connect error: %v)", e, tt.era, run.find("connectError"))
 			}
-			if ex := run.find("execution"); ex["kind"] != "task" || !strings.HasPrefix(fmt.Sprint(ex["taskId"]), "tg_") {
-				t.Fatalf("execution %v, want a tg_ task (call error: %v)", ex, run.find("callError"))
+			if k := run.find("execution")["kind"]; k != tt.kind {
+				t.Fatalf("execution kind %v, want %s (call error: %v)", k, tt.kind, run.find("callError"))
 			}
-			if len(approved) != 1 {
-				t.Fatalf("approved %v, want one task", approved)
+			if tt.kind == "task" && (len(created) != 1 || created[0] != id || !strings.HasPrefix(id, "tg_")) {
+				t.Errorf("tasks created %v, approved %s: want the one tg_ task", created, id)
 			}
 			out := run.find("outcome")
 			if out["status"] != "completed" || textOf(out["result"]) != "Hello, "+name+"!" {
@@ -196,6 +208,8 @@ func TestExtTasksApprovalThroughTollgate(t *testing.T) {
 				t.Errorf("upstream ran greet %d times, want 1", n)
 			}
 		})
+	}
+	for _, era := range []string{"legacy", "modern"} {
 		t.Run(era+"/deny", func(t *testing.T) {
 			if era == "modern" {
 				if gap := modernGap(t, g.MCP); gap != "" {
@@ -213,6 +227,48 @@ func TestExtTasksApprovalThroughTollgate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// approveWhenPending approves, in the background, the first task for tool that awaits
+// approval, calling check just before; the channel yields its id once approved ("" if none
+// showed up in time, which is reported as an error).
+func approveWhenPending(t *testing.T, g *testkit.Gateway, tool string, check func()) <-chan string {
+	t.Helper()
+	done := make(chan string, 1)
+	go func() {
+		id := pendingTask(t, g, tool)
+		if id == "" {
+			t.Errorf("no task for %s awaited approval within %s", tool, readyTimeout)
+		} else {
+			check()
+			if st, body, err := adminDo(g, http.MethodPost, "/api/v1/approvals/"+id+"/approve", `{"reason":"interop test"}`); err != nil || st != http.StatusOK {
+				t.Errorf("approve %s: HTTP %d %v %v", id, st, body, err)
+			}
+		}
+		done <- id
+	}()
+	return done
+}
+
+// adminDo is testkit's AdminRequest for goroutines other than the test's: errors are returned,
+// not fatal.
+func adminDo(g *testkit.Gateway, method, path, body string) (int, map[string]any, error) {
+	req, err := http.NewRequest(method, g.Admin+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+testkit.AdminToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := testkit.HTTPClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m)
+	return resp.StatusCode, m, err
 }
 
 // mcpdo runs the inspector's mcpdo CLI with a private daemon (its own HOME, daemon directory
@@ -362,12 +418,13 @@ func TestInspectorModern(t *testing.T) {
 			out, errs, err := m.run("--connection", g.MCP, "tools/call", "greet", "name:=Held")
 			done <- result{out, errs, err}
 		}()
-		id := waitPending(t, g, "greet")
-		if srv.Calls("greet") != before {
-			t.Errorf("greet reached the upstream before the approval")
-		}
-		approve(t, g, id)
+		approved := approveWhenPending(t, g, "greet", func() {
+			if srv.Calls("greet") != before {
+				t.Errorf("greet reached the upstream before the approval")
+			}
+		})
 		r := <-done
+		<-approved
 		var v map[string]any
 		if r.err != nil || json.Unmarshal([]byte(r.out), &v) != nil || textOf(v) != "Hello, Held!" {
 			t.Errorf("held greet: err %v, stdout %s, stderr %s; want Hello, Held!", r.err, r.out, r.errs)
@@ -378,18 +435,19 @@ func TestInspectorModern(t *testing.T) {
 	})
 }
 
-// waitPending polls the admin API until a task for tool awaits approval and returns its id.
-func waitPending(t *testing.T, g *testkit.Gateway, tool string) string {
-	t.Helper()
+// pendingTask polls the admin API until a task for tool awaits approval and returns its id
+// ("" after readyTimeout). Safe off the test goroutine: it reports through t.Errorf only.
+func pendingTask(t *testing.T, g *testkit.Gateway, tool string) string {
 	deadline := time.Now().Add(readyTimeout)
 	for time.Now().Before(deadline) {
-		st, body := g.AdminRequest(t, http.MethodGet, "/api/v1/approvals", testkit.AdminToken, "")
-		if st != http.StatusOK {
-			t.Fatalf("list approvals: HTTP %d %v", st, body)
+		st, body, err := adminDo(g, http.MethodGet, "/api/v1/approvals", "")
+		if err != nil || st != http.StatusOK {
+			t.Errorf("list approvals: HTTP %d %v %v", st, body, err)
+			return ""
 		}
 		items, _ := body["approvals"].([]any)
 		for _, it := range items {
-			if dig(it, "tool") == tool {
+			if dig(it, "tool") == tool && dig(it, "state") == "awaiting_approval" {
 				if id, ok := dig(it, "taskId").(string); ok {
 					return id
 				}
@@ -397,6 +455,5 @@ func waitPending(t *testing.T, g *testkit.Gateway, tool string) string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal(errors.New("no pending approval for " + tool))
 	return ""
 }
