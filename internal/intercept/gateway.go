@@ -119,6 +119,9 @@ func (g *Gateway) identified(h Handler) Handler {
 				x.Subject = v
 			}
 		}
+		if x.Modern != nil {
+			x.Owner = g.modernOwner(x)
+		}
 		return h(ctx, x)
 	}
 }
@@ -130,6 +133,8 @@ func (g *Gateway) UpstreamSupportsTasks() bool { return g.upstreamTasks.Load() }
 // server.identity_header when there is one, else the MCP session.
 func owner(x *Exchange) string {
 	switch {
+	case x.Modern != nil:
+		return x.Owner // set by identified (modernOwner)
 	case x.Subject != "":
 		return "user:" + x.Subject
 	case x.Session == nil:

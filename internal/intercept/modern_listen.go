@@ -119,7 +119,7 @@ func (g *Gateway) modernListen(ctx context.Context, x *Exchange) Result {
 		return modernError(x, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "InvalidRequest",
 			"Invalid request: subscriptions/listen answers with an event stream; send Accept: text/event-stream"))
 	}
-	own := g.modernOwner(x)
+	own := owner(x)
 	ls := &listener{owner: own, tools: f.ToolsListChanged, tasks: map[string]bool{}}
 	var upIDs []string
 	for _, id := range f.TaskIDs {

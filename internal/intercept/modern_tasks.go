@@ -11,7 +11,6 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
-	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -35,12 +34,12 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 		return modernError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
 			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
 	}
-	own := g.modernOwner(x)
+	own := owner(x)
 	if e := g.unknownOwnTool(p.Name); e != nil {
 		return modernError(x, e)
 	}
 	if g.isOwnTool(p.Name) {
-		return g.modernOwnTool(x, p, own)
+		return modernize(g.ownTool(x, p))
 	}
 	s := g.d.Snapshots.Load()
 	if e := g.rates.allow(s.Config.Server.RateLimit, rateKey(x, own), time.Now()); e != nil {
@@ -66,43 +65,57 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 			return modernError(x, era.MissingTasksCapability(fmt.Sprintf(
 				"Missing required client capability: tool %q runs as a task (task_annotation_overrides.force_required); declare the %s extension", p.Name, era.TasksExtension)))
 		}
-		return g.modernCreate(ctx, x, p, own, "", true)
+		return g.modernCreate(ctx, x, p, "", true)
 	}
 	// approve
 	if x.Modern.Tasks {
-		return g.modernCreate(ctx, x, p, own, eff.Decision.Workflow, false)
+		return g.modernCreate(ctx, x, p, eff.Decision.Workflow, false)
 	}
-	switch s.Config.Tasks.SyncApproval {
-	case config.SyncApprovalPromote, config.SyncApprovalBlock:
-		t, e := g.modernTask(ctx, x, p, own, eff.Decision.Workflow, false)
-		if e != nil {
-			return modernError(x, e)
-		}
-		if s.Config.Tasks.SyncApproval == config.SyncApprovalPromote {
-			return modernReply(x, promotedResult(t))
-		}
-		id := t.ID
-		return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
-			res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
-			if err != nil {
-				return nil // client went away; the task continues
-			}
-			if rpcErr != nil {
-				return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))
-			}
-			return jsonrpc.ResultResponse(x.Msg.ID, withResultType(res))
-		}}
+	if s.Config.Tasks.SyncApproval != config.SyncApprovalError {
+		// The configured fallback for clients without tasks, as in the legacy era (hold,
+		// promote, block), its answers in the modern result shape.
+		return modernize(g.syncApproval(ctx, s, x, p, eff.Decision.Workflow))
 	}
 	g.m.validation("required")
 	return modernError(x, era.MissingTasksCapability(fmt.Sprintf(
 		"Missing required client capability: calls to tool %q need human approval and run as a task; declare the %s extension (or set tasks.sync_approval)", p.Name, era.TasksExtension)))
 }
 
+// modernize gives a legacy-shaped answer the modern shape: resultType "complete" on results,
+// the modern HTTP status on errors answered at once.
+func modernize(r Result) Result {
+	fix := func(b []byte) []byte {
+		m, err := jsonrpc.Parse(b)
+		if err != nil || m.Kind != jsonrpc.KindResponse || m.Result == nil {
+			return b
+		}
+		return m.WithResult(withResultType(m.Result))
+	}
+	if r.Reply != nil {
+		if m, err := jsonrpc.Parse(r.Reply); err == nil && m.Error != nil {
+			var e jsonrpc.Error
+			if json.Unmarshal(m.Error, &e) == nil {
+				r.Status = era.HTTPStatus(e.Code)
+			}
+		}
+		r.Reply = fix(r.Reply)
+	}
+	if w := r.Wait; w != nil {
+		r.Wait = func(ctx context.Context, emit func([]byte) bool) []byte {
+			if b := w(ctx, emit); b != nil {
+				return fix(b)
+			}
+			return nil
+		}
+	}
+	return r
+}
+
 // modernCreate creates a Tollgate task and answers with the flat CreateTaskResult; the task is
 // durably stored before the answer (tasks extension "Task Creation": MUST NOT return it
 // earlier).
-func (g *Gateway) modernCreate(ctx context.Context, x *Exchange, p callParams, own, workflow string, accelerated bool) Result {
-	t, e := g.modernTask(ctx, x, p, own, workflow, accelerated)
+func (g *Gateway) modernCreate(ctx context.Context, x *Exchange, p callParams, workflow string, accelerated bool) Result {
+	t, _, e := g.newTask(ctx, x, p, 0, workflow, accelerated, false)
 	if e != nil {
 		return modernError(x, e)
 	}
@@ -112,27 +125,6 @@ func (g *Gateway) modernCreate(ctx context.Context, x *Exchange, p callParams, o
 		r.After = func() { g.d.Tasks.Start(id) }
 	}
 	return r
-}
-
-func (g *Gateway) modernTask(ctx context.Context, x *Exchange, p callParams, own, workflow string, accelerated bool) (*tasks.Task, *jsonrpc.Error) {
-	ask := false
-	if wf, ok := g.d.Snapshots.Workflow(workflow); ok && !accelerated {
-		ask = wf.Destination.Type == config.DestinationElicitation
-	}
-	t, err := g.d.Tasks.Create(ctx, tasks.CreateRequest{
-		Owner: own, RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
-		Headers: captureHeaders(x.HTTP.Header), Workflow: workflow,
-		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
-		Era: tasks.EraModern, Meta: executionMeta(jsonrpc.Member(x.Msg.Params, "_meta")),
-	})
-	if err != nil {
-		var je *jsonrpc.Error
-		if errors.As(err, &je) {
-			return nil, je
-		}
-		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed", "Could not create task: "+err.Error())
-	}
-	return t, nil
 }
 
 // executionMeta is the _meta an approved call is executed with: the caller's, less the tasks
@@ -157,18 +149,6 @@ func executionMeta(meta json.RawMessage) json.RawMessage {
 		return json.RawMessage(ownMeta)
 	}
 	return b
-}
-
-// modernOwnTool serves a tollgate_* tool; results carry resultType "complete".
-func (g *Gateway) modernOwnTool(x *Exchange, p callParams, own string) Result {
-	c := gwtools.Caller{Owner: own}
-	return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
-		res, rpcErr := g.d.Tools.Call(ctx, c, p.Name, p.Arguments)
-		if rpcErr != nil {
-			return jsonrpc.ErrorResponse(x.Msg.ID, rpcErr.WithCorrelation(x.CorrID))
-		}
-		return jsonrpc.ResultResponse(x.Msg.ID, withResultType(res))
-	}}
 }
 
 // modernTaskID reads params.taskId of a modern tasks/* request and routes it: a Tollgate task
@@ -211,7 +191,7 @@ func (g *Gateway) modernTaskID(ctx context.Context, x *Exchange, own string) (st
 
 // modernTasksGet answers tasks/get with the DetailedTask (tasks extension "Task Polling").
 func (g *Gateway) modernTasksGet(ctx context.Context, x *Exchange) Result {
-	own := g.modernOwner(x)
+	own := owner(x)
 	id, other := g.modernTaskID(ctx, x, own)
 	if other != nil {
 		return *other
@@ -240,7 +220,7 @@ func (g *Gateway) inputRequests(t *tasks.Task) json.RawMessage {
 // modernTasksUpdate takes inputResponses (tasks extension "Task Update Requests"): the answer
 // to the approval question decides the task; unknown or already answered keys are ignored.
 func (g *Gateway) modernTasksUpdate(ctx context.Context, x *Exchange) Result {
-	own := g.modernOwner(x)
+	own := owner(x)
 	id, other := g.modernTaskID(ctx, x, own)
 	if other != nil {
 		return *other
@@ -264,7 +244,7 @@ func (g *Gateway) modernTasksUpdate(ctx context.Context, x *Exchange) Result {
 // modernTasksCancel acknowledges tasks/cancel (tasks extension "Task Cancellation": an empty
 // result; cancelling a finished task changes nothing).
 func (g *Gateway) modernTasksCancel(ctx context.Context, x *Exchange) Result {
-	own := g.modernOwner(x)
+	own := owner(x)
 	id, other := g.modernTaskID(ctx, x, own)
 	if other != nil {
 		return *other

@@ -26,6 +26,8 @@ type Exchange struct {
 	// Modern is set for a protocol 2026-07-28 request (package era): no session, the era's
 	// handlers serve it.
 	Modern *era.Request
+	// Owner owns the tasks of a modern request (set with Subject; see modernOwner).
+	Owner string
 }
 
 // Result says how the proxy answers an exchange. Exactly one of Reply, Wait or Forward is set.

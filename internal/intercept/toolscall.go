@@ -219,7 +219,7 @@ func (g *Gateway) createTask(ctx context.Context, x *Exchange, p callParams, ttl
 // newTask creates the task of a held or accelerated call. retry=true (a plain call a client
 // may send again) attaches to the task the same call already made, when there is one.
 func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl time.Duration, workflow string, accelerated, retry bool) (*tasks.Task, bool, *jsonrpc.Error) {
-	if x.Session == nil {
+	if x.Session == nil && x.Modern == nil {
 		return nil, false, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionRequired",
 			"Task-augmented calls need an MCP session (send Mcp-Session-Id from initialize)")
 	}
@@ -228,9 +228,17 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 		ask = wf.Destination.Type == config.DestinationElicitation
 	}
 	req := tasks.CreateRequest{
-		Owner: owner(x), SessionID: x.Session.ID, RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
+		Owner: owner(x), RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
 		Headers: captureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
 		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
+	}
+	if x.Modern != nil {
+		// No session: executed as a 2026-07-28 request with the caller's _meta.
+		req.Era, req.Meta = tasks.EraModern, executionMeta(jsonrpc.Member(x.Msg.Params, "_meta"))
+		// Anonymous callers share one owner; a retry must not attach to another's approval.
+		retry = retry && req.Owner != anonymousOwner
+	} else {
+		req.SessionID = x.Session.ID
 	}
 	var t *tasks.Task
 	var attached bool

@@ -95,6 +95,8 @@ approval:
   ask: {timeout: 10m, on_timeout: deny, destination: {type: elicitation}}
 server:
   identity_header: X-User
+tasks:
+  sync_approval: error
 `
 
 // TestModernDiscover: server/discover through Tollgate in front of a modern upstream (the
@@ -340,5 +342,35 @@ func TestCrossEraTask(t *testing.T) {
 	}
 	if s := testkit.Dig(legacy.TaskRPC(6, "tasks/cancel", mid).Message(t), "result", "status"); s != "cancelled" {
 		t.Fatalf("legacy cancel of a modern task: %v", s)
+	}
+}
+
+// TestModernHeldApproval: a 2026-07-28 client without the tasks extension gets the configured
+// fallback (tasks.sync_approval hold): the call is held, then answered with a normal result
+// naming the approval; the same call again after the approval attaches to it and returns the
+// one execution's result.
+func TestModernHeldApproval(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "delete_*", action: approve}
+tasks: {sync_approval: hold, hold_budget: 100ms}
+`), nil, nil)
+	g.WaitReady(t)
+	c := &modernClient{t: t, url: g.MCP, hdr: http.Header{"Authorization": {"Bearer holder"}}}
+	args := map[string]any{"name": "delete_user", "arguments": map[string]any{"user_id": "u-7"}}
+	m := c.call(1, "tools/call", args)
+	ap, _ := testkit.Dig(m, "result", "_meta", "io.tollgate/approval").(map[string]any)
+	tid, _ := ap["taskId"].(string)
+	if testkit.Dig(m, "result", "resultType") != "complete" || !strings.HasPrefix(tid, "tg_") || d.Calls("delete_user") != 0 {
+		t.Fatalf("held answer: %v", m)
+	}
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", testkit.AdminToken, `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	again := c.call(2, "tools/call", args)
+	if testkit.Dig(again, "result", "resultType") != "complete" || testkit.Dig(again, "result", "content") == nil || d.Calls("delete_user") != 1 {
+		t.Fatalf("retry after approval: %v (calls %d)", again, d.Calls("delete_user"))
 	}
 }
