@@ -3,7 +3,11 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -372,5 +376,68 @@ tasks: {sync_approval: hold, hold_budget: 100ms}
 	again := c.call(2, "tools/call", args)
 	if testkit.Dig(again, "result", "resultType") != "complete" || testkit.Dig(again, "result", "content") == nil || d.Calls("delete_user") != 1 {
 		t.Fatalf("retry after approval: %v (calls %d)", again, d.Calls("delete_user"))
+	}
+}
+
+// TestModernOperatorSurfaces: a 2026-07-28 caller's task shows in Tollgate's own tools, the
+// CLI, the audit log and the metrics like a legacy one.
+func TestModernOperatorSurfaces(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, modernRules), nil, nil)
+	g.WaitReady(t)
+	c := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"X-User": {"alice"}}}
+	m := c.call(1, "tools/call", map[string]any{"name": "delete_user", "arguments": map[string]any{"user_id": "u-002"}})
+	tid, _ := testkit.Dig(m, "result", "taskId").(string)
+	if tid == "" {
+		t.Fatalf("no task: %v", m)
+	}
+	list := c.call(2, "tools/call", map[string]any{"name": "tollgate_list_tasks", "arguments": map[string]any{}})
+	if testkit.Dig(list, "result", "resultType") != "complete" || !strings.Contains(fmt.Sprint(list["result"]), tid) {
+		t.Fatalf("tollgate_list_tasks: %v", list)
+	}
+
+	bin := buildBinary(t)
+	env := append(os.Environ(), "TOLLGATE_ADMIN_URL="+g.Admin, "TOLLGATE_ADMIN_TOKEN="+testkit.AdminToken)
+	cli := func(args ...string) string {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tollgate %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := cli("approvals", "list"); !strings.Contains(out, tid) || !strings.Contains(out, "delete_user") {
+		t.Fatalf("approvals list:\n%s", out)
+	}
+	cli("approvals", "approve", tid, "--reason", "modern ok")
+	if s := testkit.Dig(c.waitTask(tid), "result", "status"); s != "completed" || d.Calls("delete_user") != 1 {
+		t.Fatalf("after CLI approval: %v", s)
+	}
+	res := c.call(3, "tools/call", map[string]any{"name": "tollgate_get_task_result", "arguments": map[string]any{"task_id": tid}})
+	if testkit.Dig(res, "result", "resultType") != "complete" || testkit.Dig(res, "result", "isError") == true {
+		t.Fatalf("tollgate_get_task_result: %v", res)
+	}
+
+	audit, err := os.ReadFile(filepath.Join(g.Dir, "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(audit), tid) || !strings.Contains(string(audit), `"approved"`) || strings.Contains(string(audit), "user:alice") {
+		t.Fatalf("audit log:\n%s", audit)
+	}
+
+	c.do(4, "server/discover", nil, nil)
+	c.do(5, "tools/call", map[string]any{"name": "read_file", "arguments": map[string]any{}}, map[string]string{"Mcp-Name": "other"})
+	resp, err := http.Get(g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`tollgate_requests_total{method="server/discover",outcome="ok"}`, `method="tools/call",outcome="header_mismatch"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
