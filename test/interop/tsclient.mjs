@@ -193,6 +193,63 @@ const scenarios = {
         }
     },
 
+    // sync_approval hold, as a client without task support sees it: plain callTool with the
+    // SDK's default request timeout (60 s), no task metadata. The call is held; the Go side
+    // approves while it waits ("awaitApproval" without a task id); the answer is the result.
+    async holdInTime() {
+        await listTools();
+        const progress = [];
+        const call = client.callTool({ name: toolArg, arguments: JSON.parse(argsArg) }, CallToolResultSchema, {
+            onprogress: (p) => {
+                progress.push(p);
+                emit('progress', { progress: p });
+            }
+        });
+        emit('awaitApproval', {});
+        const started = Date.now();
+        emit('result', { result: await call, progressCount: progress.length, waitedMs: Date.now() - started });
+    },
+
+    // hold, undecided within the budget: the call settles with a tool result naming the task;
+    // the Go side decides; the same call again returns the outcome (or the denial).
+    async holdRetry() {
+        await listTools();
+        const args = JSON.parse(argsArg);
+        const once = async (name) => {
+            const started = Date.now();
+            try {
+                const r = await client.callTool({ name: toolArg, arguments: args }, CallToolResultSchema);
+                emit(name, { result: r, ms: Date.now() - started });
+                return r;
+            } catch (e) {
+                emit(name + 'Error', { ...errFields(e), ms: Date.now() - started });
+                return undefined;
+            }
+        };
+        const first = await once('settled');
+        emit('awaitApproval', { taskId: first?._meta?.['io.tollgate/approval']?.taskId });
+        emit('decidedAck', { ack: await nextStdinLine() });
+        await once('retry');
+    },
+
+    // hold with 20 parallel retries of one call: one task (every settled answer names the same
+    // one), then after the approval 20 parallel retries that all get the one execution's result.
+    async holdParallel() {
+        await listTools();
+        const args = JSON.parse(argsArg);
+        const call = () => client.callTool({ name: toolArg, arguments: args }, CallToolResultSchema);
+        const settled = await Promise.allSettled(Array.from({ length: 20 }, call));
+        const ids = settled.map((s) => s.value?._meta?.['io.tollgate/approval']?.taskId ?? null);
+        emit('settledAll', { taskIds: ids, rejected: settled.filter((s) => s.status === 'rejected').map((s) => errFields(s.reason)) });
+        emit('awaitApproval', { taskId: ids[0] });
+        emit('decidedAck', { ack: await nextStdinLine() });
+        const after = await Promise.allSettled(Array.from({ length: 20 }, call));
+        emit('resultsAll', {
+            texts: after.map((s) => (s.value?.content ?? []).map((c) => c.text ?? '').join('')),
+            rejected: after.filter((s) => s.status === 'rejected').map((s) => errFields(s.reason))
+        });
+    },
+
     // A plain call with progress reporting (server-everything's long-running tool).
     async progress() {
         await listTools();
