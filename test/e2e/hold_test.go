@@ -168,47 +168,40 @@ func TestHoldMode(t *testing.T) {
 	t.Run("20 parallel retries", func(t *testing.T) {
 		before := d.Calls("delete_user")
 		args := map[string]any{"user_id": "u-001"}
-		var wg sync.WaitGroup
-		ids := make(chan string, 20)
-		for range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r, err := callTool(c, "delete_user", args)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				ids <- taskIDRe.FindString(resultText(r))
-			}()
+		// texts makes 20 parallel calls of the same delete_user and returns their texts.
+		texts := func() []string {
+			var wg sync.WaitGroup
+			out := make(chan string, 20)
+			for range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := callTool(c, "delete_user", args)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					out <- resultText(r)
+				}()
+			}
+			wg.Wait()
+			close(out)
+			var all []string
+			for s := range out {
+				all = append(all, s)
+			}
+			return all
 		}
-		wg.Wait()
-		close(ids)
 		seen := map[string]bool{}
-		for id := range ids {
-			seen[id] = true
+		for _, text := range texts() {
+			seen[taskIDRe.FindString(text)] = true
 		}
 		pending := pendingApprovals(t, g)
 		if len(seen) != 1 || len(pending) != 1 || !seen[pending[0]] {
 			t.Fatalf("tasks named %v, pending approvals %v; want one", seen, pending)
 		}
 		decide(t, g, pending[0], "approve")
-		results := make(chan string, 20)
-		for range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r, err := callTool(c, "delete_user", args)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				results <- resultText(r)
-			}()
-		}
-		wg.Wait()
-		close(results)
-		for text := range results {
+		for _, text := range texts() {
 			if !strings.Contains(text, "u-001") {
 				t.Errorf("retry after approval: %q", text)
 			}
