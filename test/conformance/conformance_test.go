@@ -463,6 +463,14 @@ func classify(checks []check) scenarioResult {
 	return r
 }
 
+// cell is the result as a table cell: the outcome, with the attempt when it took more than one.
+func (r scenarioResult) cell() string {
+	if r.attempts > 1 {
+		return fmt.Sprintf("%s (attempt %d)", r.outcome, r.attempts)
+	}
+	return string(r.outcome)
+}
+
 func renderTable(direct, through map[string]scenarioResult, flaky map[string]string, upstream string) string {
 	names := make([]string, 0, len(direct))
 	for n := range direct {
@@ -479,10 +487,7 @@ func renderTable(direct, through map[string]scenarioResult, flaky map[string]str
 		if !ok {
 			return string(missing)
 		}
-		if r.attempts > 1 {
-			return fmt.Sprintf("%s (attempt %d)", r.outcome, r.attempts)
-		}
-		return string(r.outcome)
+		return r.cell()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# MCP conformance: direct vs through Tollgate\n\n")

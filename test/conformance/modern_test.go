@@ -186,12 +186,6 @@ func judge(exp expectation, d, tg scenarioResult) string {
 }
 
 func renderModernTable(names []string, direct, through map[string]scenarioResult, problems map[string]string, upstream string) string {
-	cell := func(r scenarioResult) string {
-		if r.attempts > 1 {
-			return fmt.Sprintf("%s (attempt %d)", r.outcome, r.attempts)
-		}
-		return string(r.outcome)
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# MCP 2026-07-28 conformance (suite 0.2.0-alpha.12): direct vs through Tollgate\n\n")
 	fmt.Fprintf(&b, "Run %s; upstream test/fixture/modern at %s.\n\n", time.Now().UTC().Format(time.RFC3339), upstream)
@@ -213,7 +207,7 @@ func renderModernTable(names []string, direct, through map[string]scenarioResult
 		if len(note) > 400 {
 			note = note[:400] + "…"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", n, cell(direct[n]), cell(through[n]), want, strings.ReplaceAll(note, "|", `\|`))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", n, direct[n].cell(), through[n].cell(), want, strings.ReplaceAll(note, "|", `\|`))
 	}
 	fmt.Fprintf(&b, "\nthrough Tollgate: %d of %d scenarios pass; %d differ from the expectations.\n", np, len(names), len(problems))
 	return b.String()

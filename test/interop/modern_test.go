@@ -27,11 +27,13 @@ import (
 // (exttasks.mjs, both eras) and the inspector's mcpdo CLI (--era modern), against
 // test/fixture/modern directly and through Tollgate.
 
-// modernRules holds greet for approval and denies protocol_error_job; the rest is forwarded.
+// modernRules holds greet and confirm_delete for approval and denies protocol_error_job; the
+// rest is forwarded.
 const modernRules = `governance:
   defaults: {action: forward}
   rules:
     - {match: "greet", action: approve}
+    - {match: "confirm_delete", action: approve}
     - {match: "protocol_error_job", action: deny}
 approval:
   default: {timeout: 10m, on_timeout: deny}
@@ -209,6 +211,27 @@ func TestExtTasksApprovalThroughTollgate(t *testing.T) {
 			}
 		})
 	}
+	// An approved call whose upstream then asks for input (confirm_delete answers MRTR
+	// input_required): the requester should see the input request on its tg_ task and answer
+	// it with tasks/update.
+	t.Run("modern/approved call asks for input", func(t *testing.T) {
+		if gap := modernGap(t, g.MCP); gap != "" {
+			t.Skipf("Tollgate lacks %s", gap)
+		}
+		approved := approveWhenPending(t, g, "confirm_delete", func() {})
+		run := runExtTasks(t, tc, g.MCP, "modern", "confirm_delete", map[string]any{"filename": "held.txt"}, reply)
+		<-approved
+		out := run.find("outcome")
+		if out["status"] == "failed" && dig(out, "error", "data", "error") == "UnsupportedResult" {
+			t.Skipf("Tollgate lacks bridging of an approved call's input requests: after the approval the upstream's "+
+				"input_required (MRTR) fails the tg_ task with -32603 UnsupportedResult (%v) instead of surfacing "+
+				"inputRequests on tasks/get and relaying the answers of tasks/update", dig(out, "error", "message"))
+		}
+		if run.find("inputRequest") == nil || out["status"] != "completed" || textOf(out["result"]) != "Deleted held.txt" {
+			run.dump(t)
+			t.Errorf("outcome %v (input requested: %v), want the elicitation answered and Deleted held.txt", out, run.find("inputRequest") != nil)
+		}
+	})
 	for _, era := range []string{"legacy", "modern"} {
 		t.Run(era+"/deny", func(t *testing.T) {
 			if era == "modern" {
