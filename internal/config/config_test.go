@@ -173,7 +173,7 @@ func TestDefaults(t *testing.T) {
 			DefaultTTL: Duration(10 * time.Minute), MaxTTL: Duration(24 * time.Hour), PollInterval: Duration(2 * time.Second),
 			ExecutionTimeout: Duration(5 * time.Minute),
 			SyncApproval:     "hold", HoldBudget: Duration(50 * time.Second), ReplayWindow: Duration(10 * time.Minute),
-			Store:  Store{Type: "memory"},
+			Store:  Store{Type: "auto"},
 			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingTotal: 10000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
 		},
 		Server: Server{
@@ -313,6 +313,12 @@ func TestEnvOverrides(t *testing.T) {
 			check: func(c *Config) bool { return c.Server.Listen == "0.0.0.0:1" && c.Server.AdminListen == "0.0.0.0:2" }},
 		{name: "data dir gives file store path", yaml: minimal + "tasks: {store: {type: file}}\n", env: map[string]string{EnvDataDir: "/data"},
 			check: func(c *Config) bool { return c.Tasks.Store.Path == filepath.Join("/data", "tasks.db") }},
+		{name: "data dir gives the default (auto) store its path", env: map[string]string{EnvDataDir: "/data"},
+			check: func(c *Config) bool {
+				return c.Tasks.Store.Type == StoreAuto && c.Tasks.Store.Path == filepath.Join("/data", "tasks.db")
+			}},
+		{name: "data dir leaves an explicit memory store alone", yaml: minimal + "tasks: {store: {type: memory}}\n", env: map[string]string{EnvDataDir: "/data"},
+			check: func(c *Config) bool { return c.Tasks.Store.Type == StoreMemory && c.Tasks.Store.Path == "" }},
 		{name: "data dir does not replace an explicit path", yaml: minimal + "tasks: {store: {type: file, path: /x.db}}\n", env: map[string]string{EnvDataDir: "/data"},
 			check: func(c *Config) bool { return c.Tasks.Store.Path == "/x.db" }},
 		{name: "empty variables are ignored", env: map[string]string{EnvListen: "", EnvTaskMaxTTLMS: " "},

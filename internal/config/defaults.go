@@ -36,7 +36,7 @@ const (
 	// TypeScript SDK's default), so a held call is answered before the client gives up.
 	DefaultHoldBudget   = 50 * time.Second
 	DefaultReplayWindow = 10 * time.Minute
-	DefaultStoreType    = StoreMemory
+	DefaultStoreType    = StoreAuto
 
 	DefaultMaxPendingPerOwner       = 100
 	DefaultMaxPendingTotal          = 10000
@@ -58,7 +58,11 @@ const (
 
 	StoreMemory = "memory"
 	StoreFile   = "file"
-	StoreRedis  = "redis"
+	// StoreAuto (the default) is the file store in the data directory when one is writable,
+	// else memory with a warning: pending approvals should survive a restart unless the
+	// operator chose otherwise (internal/server picks it at start).
+	StoreAuto  = "auto"
+	StoreRedis = "redis"
 
 	OnTimeoutDeny    = "deny"
 	OnTimeoutApprove = "approve"

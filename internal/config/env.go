@@ -50,7 +50,7 @@ var EnvVars = []EnvVar{
 	{EnvSyncForwardSecs, "60", "Overrides server.sync_forward_timeout, in seconds."},
 	{EnvToolsFetchTimeoutMS, "30000", "Overrides server.tools_fetch_timeout, in milliseconds."},
 	{EnvToolsMaxPages, "100", "Overrides server.tools_max_pages."},
-	{EnvDataDir, "", "Data directory; when tasks.store.type is file and tasks.store.path is unset, the store is <dir>/tasks.db."},
+	{EnvDataDir, "", "Data directory; when tasks.store.type is auto (the default) or file and tasks.store.path is unset, the task store is <dir>/tasks.db. Unset: $XDG_STATE_HOME/tollgate, ~/.local/state/tollgate or /var/lib/tollgate, the first writable (auto only)."},
 	{EnvAdminToken, "", "Bearer token of a single approver named \"admin\" for the admin API, in addition to approvers[]."},
 	{EnvAdminURL, DefaultAdminURL, "Admin API base URL used by the `tollgate approvals` CLI."},
 	{EnvLogLevel, DefaultLogLevel, "Log level: debug, info, warn or error."},
@@ -203,7 +203,7 @@ func (c *Config) applyEnv(lookupEnv func(string) (string, bool), m *meta) []erro
 		c.Server.AdminListen = v
 		m.fromEnv["server.admin_listen"] = EnvAdminListen
 	}
-	if v, ok := get(EnvDataDir); ok && c.Tasks.Store.Type == StoreFile && c.Tasks.Store.Path == "" {
+	if v, ok := get(EnvDataDir); ok && (c.Tasks.Store.Type == StoreFile || c.Tasks.Store.Type == StoreAuto) && c.Tasks.Store.Path == "" {
 		c.Tasks.Store.Path = filepath.Join(v, DefaultStoreFileName)
 		m.fromEnv["tasks.store.path"] = EnvDataDir
 	}

@@ -140,7 +140,7 @@ type Tasks struct {
 
 // Store selects the task store backend.
 type Store struct {
-	Type string `yaml:"type"` // memory (default) | file | redis
+	Type string `yaml:"type"` // auto (default: file if a data directory is writable, else memory) | file | memory | redis
 	Path string `yaml:"path"` // file store
 	URL  string `yaml:"url"`  // redis://…
 }

@@ -309,7 +309,7 @@ func (v *validator) tasks() {
 		v.add("tasks.retention", "must not be negative")
 	}
 	switch t.Store.Type {
-	case StoreMemory:
+	case StoreMemory, StoreAuto:
 	case StoreFile:
 		if t.Store.Path == "" {
 			v.add("tasks.store.path", "is required for the file store (or set $%s)", EnvDataDir)
@@ -321,7 +321,7 @@ func (v *validator) tasks() {
 			v.add("tasks.store.url", "must be a redis://, rediss:// or unix:// URL")
 		}
 	default:
-		v.add("tasks.store.type", "must be memory, file or redis, got %q", t.Store.Type)
+		v.add("tasks.store.type", "must be auto, file, memory or redis, got %q", t.Store.Type)
 	}
 	q := t.Quotas
 	if q.MaxPendingPerOwner <= 0 {

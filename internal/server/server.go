@@ -76,6 +76,9 @@ type Server struct {
 	notifier  *notify.Notifier
 	cacheOnce sync.Once
 	cacheOK   chan struct{}
+
+	// storeWarning is set when tasks fell back to memory without being asked to (/readyz).
+	storeWarning string
 }
 
 // New builds a server from cfg and binds its listeners (so the addresses are known at once).
@@ -120,10 +123,14 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if s.store, err = openStore(cfg); err != nil {
+	opened, err := openStore(cfg, o.LookupEnv, s.log)
+	if err != nil {
 		return nil, err
 	}
-	hashKey, err := argumentHashKey(cfg, o.LookupEnv)
+	s.store, s.storeWarning = opened.Store, opened.warning
+	resolved := *cfg // the hash key lives beside the store actually opened
+	resolved.Tasks.Store = opened.cfg
+	hashKey, err := argumentHashKey(&resolved, o.LookupEnv)
 	if err != nil {
 		s.store.Close()
 		return nil, err
@@ -205,18 +212,6 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	})
 	s.tasks.Subscribe(s.notifier.OnTaskChange)
 	return s, nil
-}
-
-func openStore(cfg *config.Config) (store.Store, error) {
-	c := cfg.Tasks.Store
-	if c.Path != "" {
-		c.Path = cfg.ResolvePath(c.Path) // relative to the config file
-	}
-	st, err := store.Open(c)
-	if err != nil {
-		return nil, fmt.Errorf("tasks.store: %w", err)
-	}
-	return st, nil
 }
 
 func auditPath(cfg *config.Config) string {
@@ -414,6 +409,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, p := range degraded {
 		fmt.Fprintln(w, "degraded: "+p)
+	}
+	if s.storeWarning != "" {
+		// Ready all the same (the gateway works), but say it where operators look.
+		fmt.Fprintln(w, "degraded: "+s.storeWarning)
 	}
 }
 

@@ -228,7 +228,11 @@ type volumeMount struct {
 }
 
 type volume struct {
-	Name      string `yaml:"name"`
+	Name                  string    `yaml:"name"`
+	EmptyDir              *struct{} `yaml:"emptyDir"`
+	PersistentVolumeClaim *struct {
+		ClaimName string `yaml:"claimName"`
+	} `yaml:"persistentVolumeClaim"`
 	ConfigMap *struct {
 		Name  string `yaml:"name"`
 		Items []struct {

@@ -35,7 +35,7 @@ func TestKustomizeBuildOverlays(t *testing.T) {
 	tests := []struct {
 		overlay   string
 		replicas  int
-		taskStore string // TOLLGATE_TASK_STORE on the tollgate container, "" = unset (memory)
+		taskStore string // TOLLGATE_TASK_STORE on the tollgate container, "" = unset (auto: a file in $TOLLGATE_DATA_DIR)
 		affinity  string // Service tollgate spec.sessionAffinity
 		redis     bool
 	}{
@@ -96,8 +96,10 @@ func TestKustomizeBuildOverlays(t *testing.T) {
 				t.Errorf("TOLLGATE_TASK_STORE %q, want %q", store.Value, tt.taskStore)
 			}
 			// The patch must merge into the base env, not replace it.
-			if _, ok := c.env("TOLLGATE_LISTEN"); !ok {
-				t.Error("TOLLGATE_LISTEN lost in the rendered container env")
+			for _, name := range []string{"TOLLGATE_LISTEN", "TOLLGATE_DATA_DIR"} {
+				if _, ok := c.env(name); !ok {
+					t.Errorf("%s lost in the rendered container env", name)
+				}
 			}
 
 			var svc struct {

@@ -585,8 +585,8 @@ func TestConfigMapConfigParses(t *testing.T) {
 	vol := configVolume(t, &d.Spec.Template.Spec)
 	// What each variant must end up with; a new overlay gets a row here.
 	wantStore := map[string]string{
-		"base":            config.StoreMemory,
-		"overlays/single": config.StoreMemory,
+		"base":            config.StoreAuto,
+		"overlays/single": config.StoreAuto,
 		"overlays/ha":     config.StoreRedis,
 	}
 	vs := variants(t, ms)
@@ -682,6 +682,36 @@ func TestConfigMapConfigParses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDataDirIsAWritableVolume: the default task store (auto) lives in $TOLLGATE_DATA_DIR; in
+// the pod that must be a volume mounted read-write there, or Tollgate falls back to memory
+// (readOnlyRootFilesystem stays true: TestDeploymentsAreHardened) and approvals die with it.
+func TestDataDirIsAWritableVolume(t *testing.T) {
+	ms := loadManifests(t)
+	d, c := baseTollgate(t, ms)
+	dataDir, ok := c.env(config.EnvDataDir)
+	if !ok || !filepath.IsAbs(dataDir.Value) {
+		t.Fatalf("the tollgate container sets no absolute %s (%+v)", config.EnvDataDir, dataDir)
+	}
+	var mount *volumeMount
+	for i, vm := range c.VolumeMounts {
+		if vm.MountPath == dataDir.Value {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if mount == nil || mount.ReadOnly || mount.SubPath != "" {
+		t.Fatalf("no read-write volume mounted at %s: %+v", dataDir.Value, c.VolumeMounts)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == mount.Name {
+			if v.EmptyDir == nil && v.PersistentVolumeClaim == nil {
+				t.Errorf("volume %s at %s is neither an emptyDir nor a PersistentVolumeClaim", v.Name, dataDir.Value)
+			}
+			return
+		}
+	}
+	t.Errorf("volume %s is not declared", mount.Name)
 }
 
 // TestConfigPathMatchesArgs ties the container's --config to where the volume puts the file.

@@ -68,6 +68,10 @@ func StartGateway(t testing.TB, cfgYAML string, env map[string]string, files map
 			return "127.0.0.1:0", true
 		case "TOLLGATE_ADMIN_TOKEN":
 			return AdminToken, true
+		case "TOLLGATE_DATA_DIR":
+			// The default store is a file in the data directory: each gateway gets its own
+			// (bbolt locks the file) unless the test shares one on purpose through env.
+			return filepath.Join(dir, "data"), true
 		}
 		if strings.HasPrefix(k, "TOLLGATE_") || strings.HasPrefix(k, "OTEL_") {
 			return "", false

@@ -33,6 +33,7 @@ cedar:
   policies: [%s]
 tasks:
   sync_approval: block
+  store: {type: memory}   # measured as before the file store became the default
   quotas:
     max_pending_per_owner: 50000
     max_pending_total: 50000

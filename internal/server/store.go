@@ -1,0 +1,130 @@
+package server
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+)
+
+// openedStore is the task store the server runs on, what it resolved to, and — when tasks
+// will not survive a restart although nobody chose that — the warning /readyz repeats.
+type openedStore struct {
+	store.Store
+	cfg     config.Store // Type is never auto here; Path is absolute for the file store
+	warning string
+}
+
+// openStore opens the store tasks.store selects. An explicit type opens exactly that (and
+// fails loudly). The default, auto, prefers the file store so pending approvals survive a
+// restart: at <data dir>/tasks.db when $TOLLGATE_DATA_DIR or tasks.store.path names it,
+// otherwise in the first writable per-user or system state directory; with none writable it
+// falls back to memory, logs a WARN and keeps a warning for /readyz.
+func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *slog.Logger) (*openedStore, error) {
+	c := cfg.Tasks.Store
+	if c.Path != "" {
+		c.Path = cfg.ResolvePath(c.Path) // relative to the config file
+	}
+	if c.Type != config.StoreAuto {
+		st, err := store.Open(c)
+		if err != nil {
+			return nil, fmt.Errorf("tasks.store: %w", err)
+		}
+		log.Info("task store", "type", c.Type, "path", c.Path, "why", "tasks.store.type: "+c.Type)
+		return &openedStore{Store: st, cfg: c}, nil
+	}
+
+	var candidates []string
+	var why string
+	switch {
+	case c.Path != "" && fromDataDir(c.Path, lookupEnv):
+		candidates, why = []string{c.Path}, "$"+config.EnvDataDir
+	case c.Path != "":
+		candidates, why = []string{c.Path}, "tasks.store.path"
+	default:
+		name := defaultStoreName(cfg)
+		for _, dir := range defaultDataDirs(lookupEnv) {
+			candidates = append(candidates, filepath.Join(dir, name))
+		}
+		why = "the first writable default data directory ($" + config.EnvDataDir + " is unset)"
+	}
+	var problems []string
+	for _, path := range candidates {
+		if err := probeDir(filepath.Dir(path)); err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		f, err := store.OpenFile(path)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		log.Info("task store", "type", config.StoreFile, "path", path, "why", "tasks.store.type auto: "+why)
+		return &openedStore{Store: f, cfg: config.Store{Type: config.StoreFile, Path: path}}, nil
+	}
+	warning := "tasks are kept in memory: pending approvals and task results will not survive a restart (no writable data directory: " +
+		strings.Join(problems, "; ") + "); set $" + config.EnvDataDir + " to a writable directory, or tasks.store.type: memory to choose this"
+	log.Warn("task store: MEMORY ONLY", "why", warning)
+	return &openedStore{Store: store.NewMemory(), cfg: config.Store{Type: config.StoreMemory}, warning: warning}, nil
+}
+
+// fromDataDir reports whether path is the store file $TOLLGATE_DATA_DIR gave (config.applyEnv).
+func fromDataDir(path string, lookupEnv func(string) (string, bool)) bool {
+	dir, ok := lookupEnv(config.EnvDataDir)
+	return ok && dir != "" && path == filepath.Join(dir, config.DefaultStoreFileName)
+}
+
+// defaultDataDirs are where the store goes when no data directory is configured: the
+// per-user state directory (XDG Base Directory: $XDG_STATE_HOME, default ~/.local/state) for a
+// laptop, then /var/lib/tollgate for a server or a container with a volume there.
+func defaultDataDirs(lookupEnv func(string) (string, bool)) []string {
+	var dirs []string
+	if v, ok := lookupEnv("XDG_STATE_HOME"); ok && filepath.IsAbs(v) {
+		dirs = append(dirs, filepath.Join(v, "tollgate"))
+	} else if h, ok := lookupEnv("HOME"); ok && filepath.IsAbs(h) && filepath.Clean(h) != "/" {
+		dirs = append(dirs, filepath.Join(h, ".local", "state", "tollgate"))
+	}
+	return append(dirs, filepath.Join("/var", "lib", "tollgate"))
+}
+
+// defaultStoreName names the store file in a shared default directory after the upstream:
+// every Tollgate a user runs shares that directory, and a task approved for one upstream must
+// never be executed against another one after a restart (nor two gateways fight over one
+// file lock).
+func defaultStoreName(cfg *config.Config) string {
+	var url string
+	if len(cfg.Sources) > 0 {
+		url = cfg.Sources[0].URL
+	}
+	sum := sha256.Sum256([]byte(url))
+	return "tasks-" + hex.EncodeToString(sum[:6]) + ".db"
+}
+
+// probeDir makes dir (0700) if needed and checks a file can be created in it: a read-only
+// root filesystem or a missing volume shows here, before bbolt is asked to open anything.
+func probeDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%s: %w", dir, unwrapPath(err))
+	}
+	f, err := os.CreateTemp(dir, ".tollgate-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s: not writable: %w", dir, unwrapPath(err))
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// unwrapPath drops the *PathError's repetition of the path.
+func unwrapPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
