@@ -106,6 +106,7 @@ func (g *Gateway) Register(r *Router) {
 	}
 	r.HandleResponses(ElicitIDPrefix, g.identified(g.elicitResponse))
 	g.registerModern(r)
+	r.FilterLegacy(g.reverseBridge)
 }
 
 // maxSubjectLen bounds an asserted identity.

@@ -339,34 +339,20 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 	init := jsonrpc.Request(json.RawMessage(`"tollgate-init"`), "initialize", json.RawMessage(
 		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tollgate","version":"annotation-cache"}}`))
 	rep, err := g.d.Upstream.Call(ctx, hdr, init, nil)
-	if err != nil {
+	if err == nil && rep.Msg.Error != nil {
+		err = fmt.Errorf("upstream error %s", rep.Msg.Error)
+	}
+	// An upstream that refuses initialize but answers server/discover serves only protocol
+	// 2026-07-28: its tools are listed the modern way, and legacy clients are bridged.
+	modernOnly := err != nil && g.upstreamModern(ctx)
+	g.setModernOnly(modernOnly)
+	switch {
+	case modernOnly:
+		hdr = modernHeaders(nil, "tools/list", "")
+	case err != nil:
 		return nil, fmt.Errorf("initialize: %w", err)
-	}
-	if rep.Msg.Error != nil {
-		return nil, fmt.Errorf("initialize: upstream error %s", rep.Msg.Error)
-	}
-	g.noteLegacyInit(rep.Msg.Result)
-	caps := jsonrpc.Member(rep.Msg.Result, "capabilities")
-	supports := caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks"))
-	g.setUpstreamTasks(supports)
-	if sid := rep.Header.Get(upstream.HeaderSessionID); sid != "" {
-		hdr.Set(upstream.HeaderSessionID, sid)
-		defer func() { // end our session; best effort
-			dctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-			defer c()
-			if resp, err := g.d.Upstream.Send(dctx, http.MethodDelete, hdr, nil); err == nil {
-				resp.Body.Close()
-			}
-		}()
-	}
-	if v := jsonrpc.Member(rep.Msg.Result, "protocolVersion"); v != nil {
-		var pv string
-		if json.Unmarshal(v, &pv) == nil {
-			hdr.Set(upstream.HeaderProtocolVersion, pv)
-		}
-	}
-	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, withJSON(hdr), jsonrpc.Notification("notifications/initialized", nil)); err == nil {
-		resp.Body.Close()
+	default:
+		defer g.legacySession(ctx, hdr, rep)()
 	}
 
 	all := map[string]toolInfo{}
@@ -379,6 +365,9 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 		params := json.RawMessage(`{}`)
 		if cursor != nil {
 			params = json.RawMessage(`{"cursor":` + string(cursor) + `}`)
+		}
+		if modernOnly {
+			params, _ = jsonrpc.Replace(params, "_meta", []byte(ownMeta))
 		}
 		id := json.RawMessage(fmt.Sprintf(`"tollgate-tools-%d"`, page))
 		rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/list", params), nil)
@@ -481,4 +470,35 @@ func (g *Gateway) isOwnTool(name string) bool {
 func lastPage(result []byte) bool {
 	c := jsonrpc.Member(result, "nextCursor")
 	return c == nil || string(c) == "null"
+}
+
+// legacySession finishes Tollgate's own initialize for Refresh: remembers the result and sets
+// hdr for the requests that follow. The returned func ends the session (best effort).
+func (g *Gateway) legacySession(ctx context.Context, hdr http.Header, rep *upstream.Reply) (end func()) {
+	end = func() {}
+	g.noteLegacyInit(rep.Msg.Result)
+	caps := jsonrpc.Member(rep.Msg.Result, "capabilities")
+	supports := caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks"))
+	g.setUpstreamTasks(supports)
+	if sid := rep.Header.Get(upstream.HeaderSessionID); sid != "" {
+		hdr.Set(upstream.HeaderSessionID, sid)
+		del := hdr.Clone()
+		end = func() {
+			dctx, c := context.WithTimeout(context.Background(), 2*time.Second)
+			defer c()
+			if resp, err := g.d.Upstream.Send(dctx, http.MethodDelete, del, nil); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}
+	if v := jsonrpc.Member(rep.Msg.Result, "protocolVersion"); v != nil {
+		var pv string
+		if json.Unmarshal(v, &pv) == nil {
+			hdr.Set(upstream.HeaderProtocolVersion, pv)
+		}
+	}
+	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, withJSON(hdr), jsonrpc.Notification("notifications/initialized", nil)); err == nil {
+		resp.Body.Close()
+	}
+	return end
 }

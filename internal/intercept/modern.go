@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/era"
@@ -160,8 +161,9 @@ type modernState struct {
 	sessID   string // upstream session Tollgate holds for bridged modern requests
 	sessProt string
 
-	upTasks upstreamTaskOwners
-	listen  listeners // open subscriptions/listen streams
+	upTasks    upstreamTaskOwners
+	listen     listeners   // open subscriptions/listen streams
+	modernOnly atomic.Bool // the upstream refuses initialize: legacy clients are bridged
 }
 
 // eraRecheck is how long the upstream's era is trusted before it is probed again.

@@ -331,3 +331,49 @@ func TestCacheHints(t *testing.T) {
 		}
 	}
 }
+
+// TestInitializeFromDiscover: a legacy client in front of a modern-only upstream gets an
+// InitializeResult made from the DiscoverResult (capabilities without the modern extensions,
+// serverInfo from the result _meta).
+func TestInitializeFromDiscover(t *testing.T) {
+	b, err := initializeFromDiscover([]byte(`{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true},"extensions":{"io.modelcontextprotocol/tasks":{}}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up","version":"3"}},"instructions":"i"}`), "2025-06-18")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	_ = json.Unmarshal(b, &r)
+	caps := r["capabilities"].(map[string]any)
+	if r["protocolVersion"] != "2025-06-18" || caps["tools"] == nil || caps["extensions"] != nil || r["serverInfo"].(map[string]any)["name"] != "up" || r["instructions"] != "i" {
+		t.Fatalf("InitializeResult = %s", b)
+	}
+}
+
+// TestModernBody: a legacy request sent to a modern-only upstream carries the modern _meta
+// (spec 2026-07-28 basic/index "_meta": required on every request), keeps the caller's own
+// _meta keys, and yields the Mcp-Name value.
+func TestModernBody(t *testing.T) {
+	for _, tc := range []struct{ in, name string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{},"_meta":{"progressToken":"p"}}}`, "greet"},
+		{`{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///a"}}`, "file:///a"},
+		{`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, ""},
+	} {
+		m, _ := jsonrpc.Parse([]byte(tc.in))
+		b, name, err := modernBody(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := jsonrpc.Parse(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		h.Set(era.HeaderProtocolVersion, era.Modern)
+		h.Set(era.HeaderMethod, out.Method)
+		if name != "" {
+			h.Set(era.HeaderName, name)
+		}
+		if _, rej := era.Classify(h, out); rej != nil || name != tc.name || (strings.Contains(tc.in, "progressToken") && !strings.Contains(string(b), `"progressToken":"p"`)) {
+			t.Fatalf("%s → %s (name %q): %v", tc.in, b, name, rej)
+		}
+	}
+}

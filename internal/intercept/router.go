@@ -34,6 +34,9 @@ type Exchange struct {
 type Result struct {
 	// Reply is a complete JSON-RPC message answered locally.
 	Reply []byte
+	// Header holds response headers for a Reply or Wait (e.g. the Mcp-Session-Id of a session
+	// Tollgate opens itself).
+	Header http.Header
 	// Status is the HTTP status of Reply; 0 means 200. The modern era answers some errors
 	// with 400 or 404 (era.HTTPStatus).
 	Status int
@@ -106,6 +109,14 @@ type Router struct {
 	responses Handler
 	modern    map[string]Handler // protocol 2026-07-28 requests by method
 	modernAny Handler            // modern requests of any other method
+	// legacy, if set, may replace the result of every legacy-era message (a modern-only
+	// upstream: see Gateway.reverseBridge).
+	legacy func(ctx context.Context, x *Exchange, r Result) Result
+}
+
+// FilterLegacy sets the filter every legacy-era message's result passes through.
+func (r *Router) FilterLegacy(f func(ctx context.Context, x *Exchange, r Result) Result) {
+	r.legacy = f
 }
 
 // HandleResponses routes clients' responses whose string id starts with prefix — answers to
@@ -147,6 +158,14 @@ func (r *Router) Route(ctx context.Context, x *Exchange) Result {
 		}
 		return Passthrough
 	}
+	res := r.routeLegacy(ctx, x)
+	if r.legacy != nil {
+		res = r.legacy(ctx, x, res)
+	}
+	return res
+}
+
+func (r *Router) routeLegacy(ctx context.Context, x *Exchange) Result {
 	switch x.Msg.Kind {
 	case jsonrpc.KindRequest:
 		if h, ok := r.handlers[x.Msg.Method]; ok {

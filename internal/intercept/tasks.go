@@ -332,7 +332,7 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	if token := t.Headers.Get(promotionHeader); token != "" {
 		return g.prom.await(ctx, token) // the call is already in flight (tasks.promote_after)
 	}
-	if t.Era == tasks.EraModern {
+	if t.Era == tasks.EraModern || g.modern.modernOnly.Load() {
 		return g.executeModern(ctx, t)
 	}
 	params, err := json.Marshal(struct {

@@ -185,6 +185,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		x.Session = h.o.Sessions.Touch(sid)
 	}
 	res := h.o.Router.Route(r.Context(), x)
+	for k, v := range res.Header {
+		w.Header()[k] = v
+	}
 	outcome := "ok"
 	switch {
 	case res.Reply != nil:

@@ -310,3 +310,64 @@ func TestModernListen(t *testing.T) {
 		t.Fatalf("list_changed: %v", n)
 	}
 }
+
+// modernOnlyUpstream is the modern fixture behind a filter that refuses every legacy message
+// (initialize included) the way a server serving only 2026-07-28 does: HTTP 400 for a POST
+// without the modern version header, 405 for GET and DELETE.
+func modernOnlyUpstream(t *testing.T) (string, *modern.Server) {
+	t.Helper()
+	s := modern.New(modern.Options{FailDelay: -1})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "only 2026-07-28", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Header.Get("MCP-Protocol-Version") != "2026-07-28" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}}`))
+			return
+		}
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		ts.Close()
+		s.Close()
+	})
+	return ts.URL + "/mcp", s
+}
+
+// TestLegacyClientModernOnlyUpstream: a 2025-11-25 client in front of an upstream that serves
+// 2026-07-28 only: Tollgate answers initialize from server/discover, keeps the session itself,
+// and sends each request on as a modern one; governance and Tollgate's tasks work as usual.
+func TestLegacyClientModernOnlyUpstream(t *testing.T) {
+	upURL, up := modernOnlyUpstream(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: \"greet\", action: approve}\n"), nil, nil)
+	g.WaitReady(t)
+	c := g.NewClient(t)
+	if !strings.HasPrefix(c.Session, "tgs_") {
+		t.Fatalf("session %q: want one Tollgate keeps itself", c.Session)
+	}
+	l := c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`).Message(t)
+	found := map[string]any{}
+	for _, tl := range testkit.Dig(l, "result", "tools").([]any) {
+		found[tl.(map[string]any)["name"].(string)] = testkit.Dig(tl, "execution", "taskSupport")
+	}
+	// greet needs approval: optional under the default tasks.sync_approval (hold).
+	if found["greet"] != "optional" || found["slow_compute"] != "forbidden" || found["tollgate_await_activity"] == nil {
+		t.Fatalf("tools/list through the bridge: %v", found)
+	}
+	m := c.Call(2, "slow_compute", map[string]any{"seconds": 0, "label": "plain"}, 0)
+	if !strings.Contains(fmt.Sprint(testkit.Dig(m, "result", "content")), "slow_compute(plain)") {
+		t.Fatalf("forwarded call: %v", m)
+	}
+	tid := c.CallTask(3, "greet", `{"name":"Ada"}`)
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", testkit.AdminToken, `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	res := c.TaskRPC(4, "tasks/result", tid).Message(t)
+	if !strings.Contains(fmt.Sprint(testkit.Dig(res, "result", "content")), "Hello, Ada!") || up.Calls("greet") != 1 {
+		t.Fatalf("tasks/result: %v (greet ran %d times)", res, up.Calls("greet"))
+	}
+}
