@@ -17,23 +17,10 @@ import (
 func TestExecutionTimeout(t *testing.T) {
 	var calls atomic.Int32
 	cancelled := make(chan struct{}, 1)
-	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		_ = json.Unmarshal(body, &m)
-		switch {
-		case handshake(w, body):
-		case m.Method == "tools/list":
-			replyJSON(200, `{"jsonrpc":"2.0","id":ID,"result":{"tools":[{"name":"delete_hung","inputSchema":{"type":"object"}}]}}`)(w, m.ID)
-		case m.Method == "tools/call":
-			calls.Add(1)
-			<-r.Context().Done() // hung: only Tollgate giving up ends this
-			cancelled <- struct{}{}
-		default:
-			w.WriteHeader(http.StatusAccepted)
-		}
+	up := toolUpstream(t, "delete_hung", func(w http.ResponseWriter, r *http.Request, _ json.RawMessage) {
+		calls.Add(1)
+		<-r.Context().Done() // hung: only Tollgate giving up ends this
+		cancelled <- struct{}{}
 	})
 	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  execution_timeout: 300ms\n"), approverEnv, nil)
 	g.WaitReady(t)

@@ -188,12 +188,7 @@ func TestPromotedCallKeepsServerRequests(t *testing.T) {
 	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), "tasks:\n  promote_after: 150ms\n"), nil, nil)
 	g.WaitReady(t)
 	c := g.NewClient(t)
-	m := c.Call(1, "slow_ask", map[string]any{}, 0)
-	text, _ := json.Marshal(m)
-	tid := taskIDRe.FindString(string(text))
-	if tid == "" {
-		t.Fatalf("call was not promoted: %s", text)
-	}
+	tid := promotedCall(t, c, 1, "slow_ask")
 	waitFor(t, "the server request to show as pending", func() bool {
 		r := c.Call(2, "tollgate_get_task", map[string]any{"task_id": tid}, 0)
 		b, _ := json.Marshal(testkit.Dig(r, "result", "structuredContent"))

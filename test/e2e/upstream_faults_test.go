@@ -246,7 +246,30 @@ func TestUpstreamFaults(t *testing.T) {
 // garbage fails the task with a JSON-RPC error instead of storing the garbage as its result.
 func TestPromotedCallUpstreamFault(t *testing.T) {
 	release := make(chan struct{})
-	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := toolUpstream(t, "slow_garbage", func(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		replyJSON(200, `{"jsonrpc":"2.0","id":"not-yours","result":{"content":[]}}`)(w, id)
+	})
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), "tasks:\n  promote_after: 100ms\n"), nil, nil)
+	g.WaitReady(t)
+	c := g.NewClient(t)
+	tid := promotedCall(t, c, 1, "slow_garbage")
+	close(release)
+	res := c.Call(2, "tollgate_get_task_result", map[string]any{"task_id": tid, "timeout_ms": 10000}, 0)
+	out, _ := json.Marshal(res)
+	if !strings.Contains(string(out), "UpstreamInvalidReply") {
+		t.Fatalf("promoted task's result after a wrong-id reply: %s", out)
+	}
+}
+
+// toolUpstream is a raw upstream with one tool whose calls onCall answers; it performs the
+// handshake, lists the tool and accepts every other message.
+func toolUpstream(t *testing.T, tool string, onCall func(w http.ResponseWriter, r *http.Request, id json.RawMessage)) *testkit.RawUpstream {
+	return testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -255,31 +278,23 @@ func TestPromotedCallUpstreamFault(t *testing.T) {
 		switch {
 		case handshake(w, body):
 		case m.Method == "tools/list":
-			replyJSON(200, `{"jsonrpc":"2.0","id":ID,"result":{"tools":[{"name":"slow_garbage","inputSchema":{"type":"object"}}]}}`)(w, m.ID)
+			replyJSON(200, `{"jsonrpc":"2.0","id":ID,"result":{"tools":[{"name":"`+tool+`","inputSchema":{"type":"object"}}]}}`)(w, m.ID)
 		case m.Method == "tools/call":
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-			replyJSON(200, `{"jsonrpc":"2.0","id":"not-yours","result":{"content":[]}}`)(w, m.ID)
+			onCall(w, r, m.ID)
 		default:
 			w.WriteHeader(http.StatusAccepted)
 		}
 	})
-	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL(), "tasks:\n  promote_after: 100ms\n"), nil, nil)
-	g.WaitReady(t)
-	c := g.NewClient(t)
-	m := c.Call(1, "slow_garbage", map[string]any{}, 0)
-	text, _ := json.Marshal(m)
+}
+
+// promotedCall makes a plain call that tasks.promote_after turns into a task; it returns the
+// task id the answer names.
+func promotedCall(t *testing.T, c *testkit.RPC, id int, tool string) string {
+	t.Helper()
+	text, _ := json.Marshal(c.Call(id, tool, map[string]any{}, 0))
 	tid := taskIDRe.FindString(string(text))
 	if tid == "" {
 		t.Fatalf("call was not promoted: %s", text)
 	}
-	close(release)
-	res := c.Call(2, "tollgate_get_task_result", map[string]any{"task_id": tid, "timeout_ms": 10000}, 0)
-	out, _ := json.Marshal(res)
-	if !strings.Contains(string(out), "UpstreamInvalidReply") {
-		t.Fatalf("promoted task's result after a wrong-id reply: %s", out)
-	}
+	return tid
 }
