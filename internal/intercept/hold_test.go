@@ -240,3 +240,29 @@ func TestProgressToken(t *testing.T) {
 		}
 	}
 }
+
+// FuzzProgressToken: what is echoed back as a progressToken is nil or a bounded JSON string or
+// integer taken verbatim from the request.
+func FuzzProgressToken(f *testing.F) {
+	for _, s := range []string{`{"_meta":{"progressToken":"a"}}`, `{"_meta":{"progressToken":7}}`, `{"_meta":{"progressToken":"\u0000\"}"}}`, `{"_meta":[]}`, `{`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, params string) {
+		tok := progressToken(json.RawMessage(params))
+		if tok == nil {
+			return
+		}
+		if len(tok) > maxProgressTokenLen || !strings.Contains(params, string(tok)) {
+			t.Fatalf("token %q from %q", tok, params)
+		}
+		var v any
+		if err := json.Unmarshal(tok, &v); err != nil {
+			t.Fatalf("token %q is not JSON: %v", tok, err)
+		}
+		switch v.(type) {
+		case string, float64:
+		default:
+			t.Fatalf("token %q is %T", tok, v)
+		}
+	})
+}

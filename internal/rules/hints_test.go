@@ -90,3 +90,30 @@ func TestDecideHints(t *testing.T) {
 		t.Error("engine without match_annotations depends on annotations")
 	}
 }
+
+// FuzzParseHints: whatever a tools/list entry's annotations hold, the four values follow the
+// spec's rules, and matching never depends on anything but them.
+func FuzzParseHints(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"readOnlyHint":true}`, `{"destructiveHint":false,"openWorldHint":false}`,
+		`{"readOnlyHint":"true"}`, `[true]`, `{"idempotentHint":true,"readOnlyHint":false}`, `{"readOnlyHint":true,"readOnlyHint":false}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h := ParseHints([]byte(s))
+		v := h.Values()
+		if len(v) != 4 {
+			t.Fatalf("%d values", len(v))
+		}
+		if v["readOnlyHint"] && (v["destructiveHint"] || !v["idempotentHint"]) {
+			t.Fatalf("read-only tool with %v", v)
+		}
+		for i, n := range hintNames {
+			if got, declared := h.Declared(Hint(i)); !declared && Hint(i) != Destructive && Hint(i) != Idempotent && v[n] != (Hint(i) == OpenWorld) {
+				t.Fatalf("absent %s = %v", n, got)
+			}
+		}
+		if h.With(ReadOnly, true).Value(Destructive) {
+			t.Fatal("read-only tool counted destructive")
+		}
+	})
+}
