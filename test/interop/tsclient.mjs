@@ -1,5 +1,6 @@
 // tsclient.mjs drives Tollgate with the official TypeScript SDK client
-// (@modelcontextprotocol/sdk, client.experimental.tasks) and prints what it observed as JSON
+// (@modelcontextprotocol/sdk: client.experimental.tasks, and plain callTool as hosts without
+// task support use it, for sync_approval hold) and prints what it observed as JSON
 // lines on stdout, one object per line: {"event": NAME, ...}. The Go test reads the lines,
 // answers "awaitApproval" events through the admin API, and asserts on the rest.
 //
