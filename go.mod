@@ -27,6 +27,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/text v0.42.0
 	golang.org/x/time v0.16.0
+	golang.org/x/tools v0.49.0
 	google.golang.org/protobuf v1.36.12
 )
 

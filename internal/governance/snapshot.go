@@ -13,6 +13,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/policy"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 )
@@ -89,6 +90,11 @@ type Effective struct {
 	Policy   *policy.Decision
 }
 
+// cedarWarn samples the evaluation-failure warning: any client can trigger it with arguments a
+// policy cannot compare (10.5 against a Long), so it is one process-wide sampler, not one per
+// snapshot.
+var cedarWarn = logcap.NewSampler(time.Second, 10)
+
 // Evaluate resolves the action for tool, with the annotations the upstream lists for it and
 // the call's arguments: the rule's action, or Cedar's outcome for action: policy. Cedar errors
 // fail closed (deny) and are logged with policy ids, never with arguments.
@@ -108,8 +114,10 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 		Annotations: hints,
 	})
 	if err != nil {
-		log.Warn("cedar evaluation failed; denying", "tool", tool, "policy_id", d.PolicyID,
-			"policies", pd.PolicyIDs, "error", err.Error())
+		if ok, held := cedarWarn.Allow(); ok {
+			log.Warn("cedar evaluation failed; denying", "tool", tool, "policy_id", d.PolicyID,
+				"policies", pd.PolicyIDs, "error", err.Error(), "suppressed", held)
+		}
 		pd = policy.Decision{Outcome: policy.Deny, PolicyIDs: pd.PolicyIDs, Reason: "evaluation error"}
 	}
 	eff.Policy = &pd

@@ -26,13 +26,9 @@ const approvalKey = "tollgate-approval"
 // fallback (tasks extension "Capability Negotiation": MUST NOT return CreateTaskResult to a
 // client that did not declare it).
 func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
-	if err := jsonrpc.CheckParams(x.Msg.Params, "name", "arguments", "_meta", "inputResponses", "requestState"); err != nil {
-		return modernError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: "+err.Error()))
-	}
-	var p callParams
-	if err := json.Unmarshal(x.Msg.Params, &p); err != nil || p.Name == "" {
-		return modernError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
-			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
+	p, e := decodeCall(x.Msg.Params, "name", "arguments", "_meta", "inputResponses", "requestState")
+	if e != nil {
+		return modernError(x, e)
 	}
 	own := owner(x)
 	if e := g.unknownOwnTool(p.Name); e != nil {

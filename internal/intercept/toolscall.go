@@ -79,15 +79,28 @@ func (g *Gateway) unknownOwnTool(name string) *jsonrpc.Error {
 	return nil
 }
 
+// decodeCall reads tools/call params after refusing what decoders would read differently
+// (jsonrpc.CheckParams; known are the members whose case variants are refused). The arguments
+// must be an object (or absent/null, spec 2025-11-25 tools): a string or array would reach
+// rules and Cedar as something no policy expects.
+func decodeCall(params []byte, known ...string) (callParams, *jsonrpc.Error) {
+	var p callParams
+	if err := jsonrpc.CheckParams(params, known...); err != nil {
+		return p, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: "+err.Error())
+	}
+	err := json.Unmarshal(params, &p)
+	if a := bytes.TrimSpace(p.Arguments); err != nil || p.Name == "" || (len(a) > 0 && a[0] != '{' && string(a) != "null") {
+		return p, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
+			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}")
+	}
+	return p, nil
+}
+
 // toolsCall validates and routes a tool call (REQ-CORE-007 F-004, F-005).
 func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
-	if err := jsonrpc.CheckParams(x.Msg.Params, "name", "arguments", "task", "_meta"); err != nil {
-		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: "+err.Error()))
-	}
-	var p callParams
-	if err := json.Unmarshal(x.Msg.Params, &p); err != nil || p.Name == "" {
-		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
-			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}"))
+	p, e := decodeCall(x.Msg.Params, "name", "arguments", "task", "_meta")
+	if e != nil {
+		return ReplyError(x, e)
 	}
 	if e := g.unknownOwnTool(p.Name); e != nil {
 		return ReplyError(x, e)

@@ -298,6 +298,9 @@ func TestToolsCall_AmbiguousParams(t *testing.T) {
 		{"folding_variant_argument", "{\"name\":\"read_file\",\"arguments\":{\"mask\":1,\"mas\u212a\":2}}"},
 		{"case_variant_in_meta", `{"name":"read_file","_meta":{"progressToken":1,"ProgressToken":2}}`},
 		{"params_not_object", `["read_file"]`},
+		{"arguments_string", `{"name":"read_file","arguments":"/etc/passwd"}`},
+		{"arguments_array", `{"name":"read_file","arguments":["/etc/passwd"]}`},
+		{"arguments_number", `{"name":"read_file","arguments":1}`},
 		{"name_missing", `{"arguments":{}}`},
 		{"name_not_string", `{"name":7}`},
 	}

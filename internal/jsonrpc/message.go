@@ -108,7 +108,9 @@ func Parse(b []byte) (*Message, error) {
 	if hasID {
 		switch m.ID[0] {
 		case '"':
-			if !json.Valid(m.ID) {
+			// encoding/json accepts invalid UTF-8 (and reads it as U+FFFD); refuse it like
+			// everywhere else that decoders could read differently.
+			if !json.Valid(m.ID) || !utf8.Valid(m.ID) {
 				return nil, errors.New(`"id" is not a valid JSON string`)
 			}
 		case '{', '[', 't', 'f':
