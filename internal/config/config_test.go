@@ -180,6 +180,13 @@ func TestDefaults(t *testing.T) {
 			Listen: "127.0.0.1:7467", AdminListen: "127.0.0.1:7469", MaxBodyBytes: 4 << 20,
 			SyncForwardTimeout: Duration(60 * time.Second), RequestTimeout: Duration(60 * time.Second),
 			ShutdownTimeout: Duration(10 * time.Second), ToolsFetchTimeout: Duration(30 * time.Second), ToolsMaxPages: 100,
+			Limits: Limits{
+				MaxConnections: 1024, AdminMaxConnections: 64,
+				HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
+				IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second),
+				MaxInflightBodyBytes: 64 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
+				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50,
+			},
 		},
 	}
 	c.meta = nil
@@ -611,6 +618,8 @@ func TestRestartRequired(t *testing.T) {
 		}, want: []string{"tasks.default_ttl", "tasks.quotas"}},
 		{name: "listeners", change: func(c *Config) { c.Server.Listen = "0.0.0.0:1"; c.Server.MaxBodyBytes = 1 },
 			want: []string{"server.listen", "server.max_body_bytes"}},
+		{name: "limits", change: func(c *Config) { c.Server.Limits.MaxConnections = 5; c.Server.Limits.BodyTimeout = 1 },
+			want: []string{"server.limits.max_connections", "server.limits.body_timeout"}},
 		{name: "origins", change: func(c *Config) { c.Server.AllowedOrigins = []string{"https://a"} }, want: []string{"server.allowed_origins"}},
 		{name: "empty list equals absent", change: func(c *Config) { c.Server.AllowedHosts = []string{} }},
 		{name: "store", change: func(c *Config) { c.Tasks.Store = Store{Type: StoreRedis, URL: "redis://r"} },

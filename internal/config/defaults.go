@@ -25,6 +25,19 @@ const (
 	DefaultToolsMaxPages            = 100
 	DefaultConnectTimeout           = 5 * time.Second
 
+	DefaultMaxConnections             = 1024
+	DefaultAdminMaxConnections        = 64
+	DefaultHeaderTimeout              = 10 * time.Second
+	DefaultBodyTimeout                = 30 * time.Second
+	DefaultIdleTimeout                = 120 * time.Second
+	DefaultWriteTimeout               = 30 * time.Second
+	DefaultMaxInflightBodyBytes int64 = 64 << 20
+	DefaultMaxStreams                 = 1000
+	DefaultMaxStreamsPerSession       = 4
+	DefaultMaxSessions                = 10000
+	DefaultSessionsPerSecond          = 10.0
+	DefaultSessionBurst               = 50
+
 	DefaultTaskTTL      = 10 * time.Minute // REQ-CORE-007 §5.2: 600000 ms
 	DefaultTaskMaxTTL   = 24 * time.Hour   // REQ-CORE-007 §5.2: 86400000 ms
 	DefaultPollInterval = 2 * time.Second
@@ -164,4 +177,20 @@ func (c *Config) applyDefaults(present map[string]int) {
 	dur(&s.ShutdownTimeout, "server.shutdown_timeout", DefaultShutdownTimeout)
 	dur(&s.ToolsFetchTimeout, "server.tools_fetch_timeout", DefaultToolsFetchTimeout)
 	num(&s.ToolsMaxPages, "server.tools_max_pages", DefaultToolsMaxPages)
+
+	l := &s.Limits
+	num(&l.MaxConnections, "server.limits.max_connections", DefaultMaxConnections)
+	num(&l.AdminMaxConnections, "server.limits.admin_max_connections", DefaultAdminMaxConnections)
+	dur(&l.HeaderTimeout, "server.limits.header_timeout", DefaultHeaderTimeout)
+	dur(&l.BodyTimeout, "server.limits.body_timeout", DefaultBodyTimeout)
+	dur(&l.IdleTimeout, "server.limits.idle_timeout", DefaultIdleTimeout)
+	dur(&l.WriteTimeout, "server.limits.write_timeout", DefaultWriteTimeout)
+	i64(&l.MaxInflightBodyBytes, "server.limits.max_inflight_body_bytes", DefaultMaxInflightBodyBytes)
+	num(&l.MaxStreams, "server.limits.max_streams", DefaultMaxStreams)
+	num(&l.MaxStreamsPerSession, "server.limits.max_streams_per_session", DefaultMaxStreamsPerSession)
+	num(&l.MaxSessions, "server.limits.max_sessions", DefaultMaxSessions)
+	if l.SessionsPerSecond == 0 && !set("server.limits.sessions_per_second") {
+		l.SessionsPerSecond = DefaultSessionsPerSecond
+	}
+	num(&l.SessionBurst, "server.limits.session_burst", DefaultSessionBurst)
 }

@@ -11,7 +11,7 @@ var liveKeys = map[string]bool{
 	"server.sync_forward_timeout": true, "server.identity_header": true, "server.rate_limit": true,
 	"server.tools_fetch_timeout": true, "server.tools_max_pages": true,
 	"tasks.sync_approval": true, "tasks.promote_after": true, "tasks.hold_budget": true, "tasks.replay_window": true,
-	"tasks.store": true, // listed per key below
+	"tasks.store": true, "server.limits": true, // listed per key below
 }
 
 // RestartRequired lists the YAML paths of settings that differ between old and new
@@ -27,6 +27,7 @@ func RestartRequired(old, new *Config) []string {
 	}
 	var out []string
 	out = diffFields(out, "server", reflect.ValueOf(old.Server), reflect.ValueOf(new.Server))
+	out = diffFields(out, "server.limits", reflect.ValueOf(old.Server.Limits), reflect.ValueOf(new.Server.Limits))
 	out = diffFields(out, "tasks", reflect.ValueOf(old.Tasks), reflect.ValueOf(new.Tasks))
 	out = diffFields(out, "tasks.store", reflect.ValueOf(old.Tasks.Store), reflect.ValueOf(new.Tasks.Store))
 	var ou, nu string

@@ -167,6 +167,24 @@ type Server struct {
 	ShutdownTimeout    Duration  `yaml:"shutdown_timeout"`     // drain bound, default 10s
 	ToolsFetchTimeout  Duration  `yaml:"tools_fetch_timeout"`  // default 30s (TOLLGATE_TOOLS_FETCH_TIMEOUT_MS)
 	ToolsMaxPages      int       `yaml:"tools_max_pages"`      // default 100 (TOLLGATE_TOOLS_MAX_PAGES)
+	Limits             Limits    `yaml:"limits"`               // what one client can make Tollgate hold
+}
+
+// Limits bound the connections, bytes, streams and sessions clients can make Tollgate hold
+// (docs/SECURITY.md). All are fixed at start.
+type Limits struct {
+	MaxConnections       int      `yaml:"max_connections"`         // MCP listener, default 1024
+	AdminMaxConnections  int      `yaml:"admin_max_connections"`   // admin listener (its own budget), default 64
+	HeaderTimeout        Duration `yaml:"header_timeout"`          // receiving request headers, default 10s
+	BodyTimeout          Duration `yaml:"body_timeout"`            // receiving a request body, default 30s
+	IdleTimeout          Duration `yaml:"idle_timeout"`            // keep-alive connection without a request, default 120s
+	WriteTimeout         Duration `yaml:"write_timeout"`           // one write to a client that does not read, default 30s
+	MaxInflightBodyBytes int64    `yaml:"max_inflight_body_bytes"` // request bodies held at once, default 64 MiB
+	MaxStreams           int      `yaml:"max_streams"`             // open GET streams in all, default 1000
+	MaxStreamsPerSession int      `yaml:"max_streams_per_session"` // open GET streams of one session, default 4
+	MaxSessions          int      `yaml:"max_sessions"`            // sessions tracked, default 10000
+	SessionsPerSecond    float64  `yaml:"sessions_per_second"`     // new sessions per source, default 10; 0 = no limit
+	SessionBurst         int      `yaml:"session_burst"`           // default 50
 }
 
 // RateLimit bounds how fast one caller (task owner) may call tools (JSON-RPC -32009 beyond it).

@@ -384,6 +384,48 @@ func (v *validator) server() {
 	if s.ToolsMaxPages <= 0 {
 		v.add("server.tools_max_pages", "must be > 0")
 	}
+	v.limits()
+}
+
+func (v *validator) limits() {
+	l := v.c.Server.Limits
+	const p = "server.limits."
+	for _, n := range []struct {
+		key string
+		val int
+	}{
+		{"max_connections", l.MaxConnections}, {"admin_max_connections", l.AdminMaxConnections},
+		{"max_streams", l.MaxStreams}, {"max_streams_per_session", l.MaxStreamsPerSession},
+		{"max_sessions", l.MaxSessions},
+	} {
+		if n.val <= 0 {
+			v.add(p+n.key, "must be > 0")
+		}
+	}
+	for _, d := range []struct {
+		key string
+		val Duration
+	}{
+		{"header_timeout", l.HeaderTimeout}, {"body_timeout", l.BodyTimeout},
+		{"idle_timeout", l.IdleTimeout}, {"write_timeout", l.WriteTimeout},
+	} {
+		if d.val <= 0 {
+			v.add(p+d.key, "must be > 0")
+		}
+	}
+	// A budget below one largest body would refuse every request of that size.
+	if mb := v.c.Server.MaxBodyBytes; l.MaxInflightBodyBytes < mb && mb > 0 {
+		v.add(p+"max_inflight_body_bytes", "must be at least server.max_body_bytes (%d), got %d", mb, l.MaxInflightBodyBytes)
+	}
+	if l.MaxStreamsPerSession > l.MaxStreams && l.MaxStreams > 0 {
+		v.add(p+"max_streams_per_session", "must not exceed server.limits.max_streams (%d)", l.MaxStreams)
+	}
+	if l.SessionsPerSecond < 0 || l.SessionsPerSecond > 1e6 {
+		v.add(p+"sessions_per_second", "must be between 0 (no limit) and 1000000, got %v", l.SessionsPerSecond)
+	}
+	if l.SessionsPerSecond > 0 && l.SessionBurst <= 0 {
+		v.add(p+"session_burst", "must be > 0")
+	}
 }
 
 func (v *validator) hostPort(path, s string) {

@@ -24,6 +24,7 @@ type Metrics struct {
 	methodLimit *Limiter
 
 	upstreamDur *prometheus.HistogramVec
+	refusals    *prometheus.CounterVec
 	sessionsFn  atomic.Pointer[func() int]
 	pendingFn   atomic.Pointer[pendingSource]
 }
@@ -64,11 +65,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Help:    "Time from sending an HTTP request to the upstream until its response headers (or the failure), by HTTP method and result.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"http_method", "result"}),
 	}
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_limit_refusals_total",
+		Help: "Requests and connections refused by a server.limits bound, by limit."}, []string{"limit"})
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tollgate_build_info",
 		Help: "Build information; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, build,
-		m.upstreamDur, m.sessionsGauge(), &pendingCollector{m: m})
+		m.upstreamDur, m.sessionsGauge(), &pendingCollector{m: m}, m.refusals)
+	for _, l := range Limits {
+		m.refusals.WithLabelValues(l)
+	}
 	m.reloadOK.Set(1)
 	for _, r := range []string{"success", "failure"} {
 		m.reloads.WithLabelValues(r)
@@ -84,6 +90,23 @@ func (m *Metrics) Exchange(method, outcome string, d time.Duration) {
 	switch outcome {
 	case "ok", "upstream_http_error", "upstream_invalid_reply", "timeout", "upstream_unreachable", "client_gone":
 		m.upstream.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Limits are the label values of tollgate_limit_refusals_total.
+var Limits = []string{
+	"connections_mcp", "connections_admin", "body_bytes", "streams", "session_streams",
+	"sessions", "session_rate", "unknown_session",
+}
+
+// Limited counts one refusal by limit (one of Limits; anything else is dropped so a caller
+// cannot grow the label set).
+func (m *Metrics) Limited(limit string) {
+	for _, l := range Limits {
+		if l == limit {
+			m.refusals.WithLabelValues(limit).Inc()
+			return
+		}
 	}
 }
 

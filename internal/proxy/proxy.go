@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/limits"
 	"github.com/tollgate-mcp/tollgate/internal/origin"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/sse"
@@ -46,6 +47,13 @@ type Options struct {
 	// OnNotification, if set, sees every notification the upstream sends on a session's
 	// server→client stream (for the session's event queue, tollgate_await_activity).
 	OnNotification func(sess *session.Session, m *jsonrpc.Message)
+	// BodyBudget bounds request-body bytes held at once (nil = unbounded).
+	BodyBudget *limits.Budget
+	// MaxStreams and MaxStreamsPerSession bound open GET streams (0 = unbounded).
+	MaxStreams, MaxStreamsPerSession int
+	// Identity, if set, returns the caller identity (server.identity_header) that names the
+	// source of new sessions for their rate; "" falls back to the remote IP.
+	Identity func(*http.Request) string
 }
 
 // Observer receives per-exchange measurements (metrics live elsewhere).
@@ -53,6 +61,7 @@ type Observer interface {
 	Exchange(method, outcome string, d time.Duration)
 	StreamOpened()
 	StreamClosed()
+	Limited(limit string) // a request refused by one of the Limit* limits
 }
 
 // Handler serves /mcp.
@@ -63,6 +72,9 @@ type Handler struct {
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed on shutdown: long-lived streams and held requests end
+
+	streams          streamSlots
+	upstreamSessions atomic.Int32 // sessionsUnknown, sessionsIssued or sessionsNone
 }
 
 // New returns the /mcp handler.
@@ -79,8 +91,10 @@ func New(o Options) *Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{o: o, log: o.Logger, closing: make(chan struct{}),
+	h := &Handler{o: o, log: o.Logger, closing: make(chan struct{}),
 		guard: origin.New(origin.Options{ListenAddr: o.ListenAddr, AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins})}
+	h.streams.max = int64(o.MaxStreams)
+	return h
 }
 
 // Close ends open server→client streams and requests Tollgate holds (blocking tasks/result,
@@ -106,7 +120,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPost:
 		h.post(w, r)
 	case http.MethodGet:
-		h.get(w, r)
+		corr := correlationID(r)
+		w.Header().Set("X-Request-Id", corr)
+		var sess *session.Session
+		if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" {
+			var ok bool
+			if sess, ok = h.resolveSession(w, r, sid, corr); !ok {
+				return
+			}
+		}
+		h.get(w, r, sess)
 	case http.MethodDelete:
 		h.delete(w, r)
 	default:
@@ -147,17 +170,27 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	corr := correlationID(r)
 	w.Header().Set("X-Request-Id", corr)
-	body, err := readBody(r.Body, h.o.MaxBodyBytes)
+	body, taken, err := readBody(r.Body, r.ContentLength, h.o.MaxBodyBytes, h.o.BodyBudget)
+	defer h.o.BodyBudget.Release(taken)
 	if err != nil {
-		if errors.Is(err, errTooLarge) {
+		switch {
+		case errors.Is(err, errTooLarge):
 			writeJSON(w, http.StatusRequestEntityTooLarge, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(
 				jsonrpc.CodeInvalidRequest, "RequestTooLarge",
 				"Request body exceeds the limit of "+strconv.FormatInt(h.o.MaxBodyBytes, 10)+" bytes (server.max_body_bytes)",
 				"correlation_id", corr)))
 			h.observe("", "too_large", start)
-			return
+		case errors.Is(err, errBusy):
+			h.limited(LimitBodyBytes)
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(
+				jsonrpc.CodeCapacityExceeded, "ServerBusy",
+				"Too many request bodies in flight (server.limits.max_inflight_body_bytes); retry shortly",
+				"correlation_id", corr)))
+			h.observe("", "busy", start)
+		default:
+			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
 		}
-		http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	msg, err := jsonrpc.Parse(body)
@@ -181,8 +214,23 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	telemetry.Annotate(r.Context(), msg.Method)
 	x := &intercept.Exchange{HTTP: r, Body: body, Msg: msg, CorrID: corr, Modern: modern}
-	if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" && modern == nil {
-		x.Session = h.o.Sessions.Touch(sid)
+	var ticket *session.Ticket // room for the session an initialize creates
+	if modern == nil {         // a modern request never joins a legacy session
+		if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" {
+			var ok bool
+			if x.Session, ok = h.resolveSession(w, r, sid, corr); !ok {
+				h.observe(msg.Method, "unknown_session", start)
+				return
+			}
+		}
+		if msg.Method == "initialize" && msg.Kind == jsonrpc.KindRequest {
+			var ok bool
+			if ticket, ok = h.admit(w, r, corr); !ok {
+				h.observe(msg.Method, "limited", start)
+				return
+			}
+			defer ticket.Release()
+		}
 	}
 	res := h.o.Router.Route(r.Context(), x)
 	for k, v := range res.Header {
@@ -204,7 +252,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		outcome = "local"
 	default:
-		outcome = h.forward(w, r, x, res.Forward)
+		outcome = h.forward(w, r, x, res.Forward, ticket)
 	}
 	h.observe(msg.Method, outcome, start)
 }
@@ -271,7 +319,7 @@ func acceptsSSE(r *http.Request) bool {
 }
 
 // forward relays x upstream and the reply back. It returns an outcome label.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward) string {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward, ticket *session.Ticket) string {
 	if f.Promote != nil && f.Promote.After > 0 && x.Msg.Kind == jsonrpc.KindRequest {
 		return h.forwardPromotable(w, r, x, f)
 	}
@@ -316,6 +364,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	}
 	defer resp.Body.Close()
 
+	h.sessionEnded(x.Session, resp.StatusCode)
 	isRequest := x.Msg.Kind == jsonrpc.KindRequest
 	restore := func(m *jsonrpc.Message) []byte {
 		// The client's id first (rarely differs: only when the upstream re-encoded it), so the
@@ -333,8 +382,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		return m.Raw
 	}
 	adopt := func() {
-		if x.Msg.Method == "initialize" && isRequest && x.Modern == nil {
-			h.adoptSession(resp.Header, x)
+		if ticket != nil { // an initialize request, admitted in post
+			h.adoptSession(resp.Header, x, ticket)
 		}
 	}
 
@@ -416,13 +465,14 @@ func timeoutError(x *intercept.Exchange) *jsonrpc.Error {
 
 // adoptSession records the session the upstream assigned, or mints a local one when the
 // upstream runs without sessions (tasks need an owner).
-func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange) {
+func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange, t *session.Ticket) {
 	sid := respHdr.Get(upstream.HeaderSessionID)
+	h.noteSessions(sid != "")
 	if sid == "" {
 		sid = session.NewLocalID()
 		respHdr.Set(upstream.HeaderSessionID, sid)
 	}
-	x.Session = h.o.Sessions.Touch(sid)
+	x.Session = t.Adopt(sid)
 }
 
 // upstreamFailed answers x with the JSON-RPC error for a failed exchange: no answer at all,
@@ -451,11 +501,25 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, e
 }
 
 // get relays the server→client stream and injects Tollgate's own messages for the session.
-func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	sid := r.Header.Get(upstream.HeaderSessionID)
-	sess := h.o.Sessions.Touch(sid)
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, sess *session.Session) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	var stream *session.Stream
+	if sess != nil {
+		// Slots first, so a refused stream costs the upstream nothing.
+		if !h.streams.acquire() {
+			h.tooManyStreams(w, LimitStreams, "server.limits.max_streams")
+			return
+		}
+		defer h.streams.release()
+		var detach func()
+		var ok bool
+		if stream, detach, ok = sess.TryAttach(h.o.MaxStreamsPerSession); !ok {
+			h.tooManyStreams(w, LimitSessionStreams, "server.limits.max_streams_per_session")
+			return
+		}
+		defer detach()
+	}
 
 	var resp *http.Response
 	if sess == nil || !sess.Local {
@@ -468,6 +532,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer resp.Body.Close()
+		h.sessionEnded(sess, resp.StatusCode)
 		if !upstream.IsEventStream(resp.Header) && !(resp.StatusCode == http.StatusMethodNotAllowed && sess != nil) {
 			copyHeader(w.Header(), resp.Header)
 			w.WriteHeader(resp.StatusCode)
@@ -495,8 +560,6 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 		h.o.Observer.StreamOpened()
 		defer h.o.Observer.StreamClosed()
 	}
-	stream, detach := sess.Attach()
-	defer detach()
 
 	upstreamDone := make(chan struct{})
 	if resp != nil {
@@ -568,8 +631,6 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
-var errTooLarge = errors.New("request body too large")
-
 // maxReply bounds a JSON reply read whole (a large tools/list is about 0.5 MB).
 const maxReply = 256 << 20
 
@@ -588,17 +649,6 @@ func readReply(resp *http.Response) ([]byte, error) {
 		err = fmt.Errorf("reply exceeds %d bytes", maxReply)
 	}
 	return b, err
-}
-
-func readBody(rc io.ReadCloser, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(rc, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, errTooLarge
-	}
-	return b, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, b []byte) {

@@ -29,6 +29,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/limits"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/notify"
@@ -139,7 +140,9 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
 	s.hub = events.NewHub(events.Options{Logger: s.log})
-	s.sessions = session.NewRegistry(0, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
+	lim := cfg.Server.Limits
+	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
+	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
 	s.metrics.SetSessionCount(s.sessions.Len)
 
 	s.gw = intercept.NewGateway(intercept.Deps{
@@ -151,6 +154,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
 		ExecutionTimeout: t.ExecutionTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
+		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 	})
 	s.tools = gwtools.New(s.tasks, s.hub, s.gw, gwtools.Options{Logger: s.log})
 	s.gw.Use(s.tasks, s.tools)
@@ -158,6 +162,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
 	s.tasks.Subscribe(s.tools.PublishTaskChange)
 	s.tasks.Subscribe(s.audit.OnTaskChange)
+	s.tasks.Subscribe(s.holdSessions)
 	s.metrics.SetPendingTasks(
 		func() []string { return slices.Collect(maps.Keys(s.snaps.Load().Config.Approval)) },
 		s.pendingByWorkflow)
@@ -169,6 +174,14 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, RequestTimeout: cfg.Server.RequestTimeout.D(),
 		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
+		BodyBudget: limits.NewBudget(lim.MaxInflightBodyBytes),
+		MaxStreams: lim.MaxStreams, MaxStreamsPerSession: lim.MaxStreamsPerSession,
+		Identity: func(r *http.Request) string {
+			if h := s.snaps.Load().Config.Server.IdentityHeader; h != "" {
+				return r.Header.Get(h)
+			}
+			return ""
+		},
 		OnNotification: func(ss *session.Session, m *jsonrpc.Message) {
 			// Only the method: params may carry tool output or log text.
 			s.hub.Publish(ss.ID, events.TypeNotification, "", map[string]string{"method": m.Method})
@@ -176,7 +189,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	})
 	mcpMux := http.NewServeMux()
 	mcpMux.Handle("/mcp", telemetry.Middleware(s.mcp, tp))
-	s.mcpSrv = &http.Server{Handler: mcpMux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.mcpSrv = s.httpServer(mcpMux, lim)
 
 	adminMux := http.NewServeMux()
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -191,7 +204,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	// DNS-rebinding protection as on the MCP listener; the console's own pages are same-origin.
 	adminGuard := origin.New(origin.Options{ListenAddr: cfg.Server.AdminListen,
 		AllowedHosts: cfg.Server.AllowedHosts, AllowedOrigins: cfg.Server.AllowedOrigins, SameOrigin: true})
-	s.adminSrv = &http.Server{Handler: adminGuard.Wrap(adminMux), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	s.adminSrv = s.httpServer(adminGuard.Wrap(adminMux), lim)
 
 	s.reloader = newReloader(s, cfg)
 
@@ -202,6 +215,9 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		s.mcpLn.Close()
 		return nil, fmt.Errorf("listen %s (server.admin_listen / TOLLGATE_ADMIN_LISTEN): %w", cfg.Server.AdminListen, err)
 	}
+	mcpMax, adminMax := s.connectionCaps(lim)
+	s.mcpLn = limits.NewListener(s.mcpLn, mcpMax, "MCP", func() { s.metrics.Limited("connections_mcp") })
+	s.adminLn = limits.NewListener(s.adminLn, adminMax, "admin", func() { s.metrics.Limited("connections_admin") })
 	// Webhook/Slack approval notifications and held calls' answers link the console, which
 	// needs the bound admin address.
 	consoleURL := "http://" + s.AdminAddr() + console.Path
@@ -212,6 +228,60 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	})
 	s.tasks.Subscribe(s.notifier.OnTaskChange)
 	return s, nil
+}
+
+// httpServer applies server.limits to one listener's server: header, body, idle and write
+// bounds (docs/SECURITY.md). No whole-request timeout: it would cut long-lived streams.
+func (s *Server) httpServer(h http.Handler, lim config.Limits) *http.Server {
+	return &http.Server{
+		Handler:           limits.Deadlines(h, lim.BodyTimeout.D(), lim.WriteTimeout.D()),
+		ReadHeaderTimeout: lim.HeaderTimeout.D(),
+		IdleTimeout:       lim.IdleTimeout.D(),
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// fdReserve is the open files kept free besides connections: listeners, the store, the audit
+// log, upstream probes, the configuration watcher.
+const fdReserve = 64
+
+// connectionCaps returns the connection caps of both listeners, lowering the MCP one when the
+// process may not open enough files for it (each client connection may hold an upstream one
+// too): running out of descriptors would stop both listeners from accepting at all.
+func (s *Server) connectionCaps(lim config.Limits) (mcp, admin int) {
+	mcp, admin = lim.MaxConnections, lim.AdminMaxConnections
+	nofile, ok := openFileLimit()
+	if !ok {
+		return mcp, admin
+	}
+	if fit := fittingConnections(nofile, admin); fit < mcp {
+		s.log.Warn("server.limits.max_connections lowered to fit the open-files limit (raise ulimit -n)",
+			"configured", mcp, "effective", fit, "nofile", nofile)
+		mcp = fit
+	}
+	return mcp, admin
+}
+
+// fittingConnections is how many MCP connections nofile descriptors hold after the admin
+// listener's and the reserve: two each (client and upstream), at least one.
+func fittingConnections(nofile uint64, admin int) int {
+	free := int64(min(nofile, 1<<30)) - fdReserve - int64(admin)
+	return int(max(free/2, 1))
+}
+
+// holdSessions keeps a session with pending Tollgate tasks from being evicted while they are
+// pending (their notifications and results belong to it).
+func (s *Server) holdSessions(t *tasks.Task) {
+	ss := s.sessions.Peek(t.SessionID)
+	if ss == nil {
+		return
+	}
+	if t.State.Terminal() {
+		ss.ReleaseTask(t.ID)
+		return
+	}
+	ss.HoldTask(t.ID, t.CreatedAt.Add(t.TTL))
 }
 
 func auditPath(cfg *config.Config) string {

@@ -4,10 +4,13 @@ package session
 
 import (
 	"container/list"
+	"errors"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/time/rate"
 )
 
 // LocalPrefix marks session ids Tollgate minted because the upstream runs without sessions;
@@ -27,6 +30,7 @@ type Session struct {
 	upstreamTasks map[string]struct{}
 	streams       map[*Stream]struct{}
 	protocol      string
+	held          map[string]time.Time // pending Tollgate tasks → end of their TTL
 }
 
 // Owner is the task owner for callers without an authenticated subject.
@@ -85,8 +89,19 @@ type Stream struct {
 
 // Attach registers an open stream; call the returned func when it closes.
 func (s *Session) Attach() (*Stream, func()) {
+	st, detach, _ := s.TryAttach(0)
+	return st, detach
+}
+
+// TryAttach registers an open stream unless max (> 0) streams are open already
+// (server.limits.max_streams_per_session); call the returned func when it closes.
+func (s *Session) TryAttach(max int) (*Stream, func(), bool) {
 	st := &Stream{C: make(chan []byte, 64)}
 	s.mu.Lock()
+	if max > 0 && len(s.streams) >= max {
+		s.mu.Unlock()
+		return nil, func() {}, false
+	}
 	if s.streams == nil {
 		s.streams = map[*Stream]struct{}{}
 	}
@@ -96,7 +111,49 @@ func (s *Session) Attach() (*Stream, func()) {
 		s.mu.Lock()
 		delete(s.streams, st)
 		s.mu.Unlock()
+	}, true
+}
+
+// maxHeld bounds the pending tasks remembered per session (the task quotas bound them first).
+const maxHeld = 10000
+
+// HoldTask records a pending Tollgate task of this session until its TTL ends: a session with
+// pending tasks is never evicted to make room for a new one (their status notifications and
+// results would be lost).
+func (s *Session) HoldTask(id string, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[string]time.Time{}
 	}
+	if _, ok := s.held[id]; !ok && len(s.held) >= maxHeld {
+		return
+	}
+	s.held[id] = until
+}
+
+// ReleaseTask forgets a task that reached a terminal state.
+func (s *Session) ReleaseTask(id string) {
+	s.mu.Lock()
+	delete(s.held, id)
+	s.mu.Unlock()
+}
+
+// busy reports whether evicting the session would lose something: an open stream, or a
+// pending task whose TTL has not ended (tasks finished elsewhere age out with their TTL).
+func (s *Session) busy(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.streams) > 0 {
+		return true
+	}
+	for id, until := range s.held {
+		if now.Before(until) {
+			return true
+		}
+		delete(s.held, id)
+	}
+	return false
 }
 
 // Push delivers msg to one open stream of the session; false if none is open or it is full.
@@ -120,16 +177,23 @@ func (s *Session) HasStream() bool {
 	return len(s.streams) > 0
 }
 
-// Registry holds the known sessions, bounded with least-recently-seen eviction.
+// Registry holds the known sessions, bounded: when full, the least recently seen idle session
+// makes room; a busy one (open stream, pending task) never does, and a new session is refused
+// instead. New sessions are admitted per source at a bounded rate.
 type Registry struct {
-	mu    sync.Mutex
-	max   int
-	m     map[string]*list.Element
-	lru   *list.List // front = most recent
-	onDel func(*Session)
+	mu       sync.Mutex
+	max      int
+	m        map[string]*list.Element
+	lru      *list.List // front = most recent
+	onDel    func(*Session)
+	reserved int // admitted, not yet adopted
 
 	ended      map[string]struct{} // sessions the client ended (DELETE), bounded FIFO
 	endedOrder []string
+
+	rate    rate.Limit
+	burst   int
+	sources map[string]*rate.Limiter
 }
 
 // NewRegistry returns a registry holding at most max sessions (default 10000). onDelete, if not
@@ -141,7 +205,133 @@ func NewRegistry(max int, onDelete func(*Session)) *Registry {
 	return &Registry{max: max, m: map[string]*list.Element{}, lru: list.New(), onDel: onDelete}
 }
 
-// Get returns the session with id, or nil.
+// LimitSources bounds how fast one source may open sessions (server.limits.sessions_per_second
+// and session_burst); perSecond <= 0 means no limit. Call it before use.
+func (r *Registry) LimitSources(perSecond float64, burst int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if perSecond <= 0 {
+		r.rate, r.sources = 0, nil
+		return
+	}
+	r.rate, r.burst, r.sources = rate.Limit(perSecond), max(burst, 1), map[string]*rate.Limiter{}
+}
+
+// maxSources bounds the per-source limiters kept.
+const maxSources = 10000
+
+// ErrFull means no session can be added: every tracked session is busy.
+var ErrFull = errors.New("session table full: every session has an open stream or a pending task")
+
+// RateError means a source opened sessions faster than its limit.
+type RateError struct{ RetryAfter time.Duration }
+
+func (e *RateError) Error() string { return "too many new sessions from this source" }
+
+// RetrySeconds is RetryAfter in whole seconds, at least 1 (for Retry-After and retry_after).
+func (e *RateError) RetrySeconds() int { return max(1, int(math.Ceil(e.RetryAfter.Seconds()))) }
+
+// Ticket is room for one new session, reserved by Admit.
+type Ticket struct {
+	r    *Registry
+	done bool
+}
+
+// Admit takes one token from source's rate (an empty source is not limited) and reserves room
+// for one new session, evicting the least recently seen idle session when full. Adopt the
+// session once the upstream (or Tollgate, for a session-less upstream) issued or confirmed it;
+// Release the ticket otherwise.
+func (r *Registry) Admit(source string) (*Ticket, error) {
+	now := time.Now()
+	r.mu.Lock()
+	if r.sources != nil && source != "" {
+		lim, ok := r.sources[source]
+		if !ok {
+			if len(r.sources) >= maxSources {
+				for k := range r.sources { // drop an arbitrary source; it starts with a full bucket
+					delete(r.sources, k)
+					break
+				}
+			}
+			lim = rate.NewLimiter(r.rate, r.burst)
+			r.sources[source] = lim
+		}
+		res := lim.ReserveN(now, 1)
+		if d := res.DelayFrom(now); d > 0 {
+			res.CancelAt(now)
+			r.mu.Unlock()
+			return nil, &RateError{RetryAfter: d}
+		}
+	}
+	var evicted *Session
+	if r.lru.Len()+r.reserved >= r.max {
+		evicted = r.evictIdle(now)
+		if evicted == nil {
+			r.mu.Unlock()
+			return nil, ErrFull
+		}
+	}
+	r.reserved++
+	r.mu.Unlock()
+	if evicted != nil && r.onDel != nil {
+		r.onDel(evicted)
+	}
+	return &Ticket{r: r}, nil
+}
+
+// evictIdle removes the least recently seen session that is not busy. Busy sessions passed on
+// the way move to the front so the next search does not walk them again. Called with r.mu held.
+func (r *Registry) evictIdle(now time.Time) *Session {
+	for n := r.lru.Len(); n > 0; n-- {
+		e := r.lru.Back()
+		s := e.Value.(*Session)
+		if s.busy(now) {
+			r.lru.MoveToFront(e)
+			continue
+		}
+		r.lru.Remove(e)
+		delete(r.m, s.ID)
+		return s
+	}
+	return nil
+}
+
+// Adopt records session id (or returns it when known already) and uses up the ticket.
+func (t *Ticket) Adopt(id string) *Session {
+	r := t.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !t.done {
+		t.done = true
+		r.reserved--
+	}
+	if e, ok := r.m[id]; ok {
+		r.lru.MoveToFront(e)
+		s := e.Value.(*Session)
+		s.touch()
+		return s
+	}
+	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: time.Now()}
+	r.m[id] = r.lru.PushFront(s)
+	delete(r.ended, id) // issued (again) just now; the FIFO order entry ages out by itself
+	return s
+}
+
+// Release gives the reserved room back unless Adopt used it; safe to call more than once.
+func (t *Ticket) Release() {
+	if t == nil {
+		return
+	}
+	t.r.mu.Lock()
+	if !t.done {
+		t.done = true
+		t.r.reserved--
+	}
+	t.r.mu.Unlock()
+}
+
+// Get returns the session with id, or nil. Only sessions adopted after Admit are known: an id
+// a client made up names no session (REQ: forged Mcp-Session-Id values are not owners).
 func (r *Registry) Get(id string) *Session {
 	if id == "" {
 		return nil
@@ -157,34 +347,17 @@ func (r *Registry) Get(id string) *Session {
 	return nil
 }
 
-// Touch returns the session with id, creating it if unknown (sessions created before a
-// Tollgate restart are adopted on first use).
-func (r *Registry) Touch(id string) *Session {
+// Peek returns the session with id without counting it as seen, or nil.
+func (r *Registry) Peek(id string) *Session {
 	if id == "" {
 		return nil
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if e, ok := r.m[id]; ok {
-		r.lru.MoveToFront(e)
-		s := e.Value.(*Session)
-		r.mu.Unlock()
-		s.touch()
-		return s
+		return e.Value.(*Session)
 	}
-	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: time.Now()}
-	r.m[id] = r.lru.PushFront(s)
-	var evicted *Session
-	if r.lru.Len() > r.max {
-		last := r.lru.Back()
-		evicted = last.Value.(*Session)
-		r.lru.Remove(last)
-		delete(r.m, evicted.ID)
-	}
-	r.mu.Unlock()
-	if evicted != nil && r.onDel != nil {
-		r.onDel(evicted)
-	}
-	return s
+	return nil
 }
 
 // Delete removes a session (DELETE /mcp succeeded) and remembers that it ended, so a task

@@ -1,10 +1,12 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // recorder collects the sessions a registry hands to onDelete.
@@ -25,26 +27,39 @@ func (r *recorder) got() []string {
 	return append([]string(nil), r.ids...)
 }
 
+// touch returns the known session id, or admits and adopts it without a source (no rate
+// limit), as the proxy does for a session the upstream issued.
+func touch(r *Registry, id string) *Session {
+	if s := r.Get(id); s != nil || id == "" {
+		return s
+	}
+	t, err := r.Admit("")
+	if err != nil {
+		return nil
+	}
+	return t.Adopt(id)
+}
+
 func ids(r *Registry) []string {
 	var out []string
 	r.Each(func(s *Session) { out = append(out, s.ID) })
 	return out
 }
 
-func TestTouchGet(t *testing.T) {
+func TestAdoptGet(t *testing.T) {
 	r := NewRegistry(0, nil)
-	if r.Touch("") != nil || r.Get("") != nil {
+	if r.Get("") != nil || r.Peek("") != nil {
 		t.Fatal("the empty id must never name a session")
 	}
 	if r.Get("a") != nil {
 		t.Fatal("Get created a session")
 	}
-	s := r.Touch("a")
+	s := touch(r, "a")
 	if s == nil || s.ID != "a" {
-		t.Fatalf("Touch(a) = %+v", s)
+		t.Fatalf("touch(a) = %+v", s)
 	}
-	if r.Touch("a") != s || r.Get("a") != s {
-		t.Fatal("Touch/Get of a known id must return the same session")
+	if touch(r, "a") != s || r.Get("a") != s {
+		t.Fatal("touch/Get of a known id must return the same session")
 	}
 	if r.Len() != 1 {
 		t.Fatalf("Len = %d, want 1", r.Len())
@@ -69,14 +84,14 @@ func TestLocal(t *testing.T) {
 		{"abc-tgs_x", false},
 		{"9f3c2c1e-upstream", false},
 	} {
-		if got := r.Touch(tc.id).Local; got != tc.local {
-			t.Errorf("Touch(%q).Local = %v, want %v", tc.id, got, tc.local)
+		if got := touch(r, tc.id).Local; got != tc.local {
+			t.Errorf("touch(%q).Local = %v, want %v", tc.id, got, tc.local)
 		}
 	}
 }
 
 func TestOwnerAndProtocol(t *testing.T) {
-	s := NewRegistry(0, nil).Touch("abc")
+	s := touch(NewRegistry(0, nil), "abc")
 	if got := s.Owner(); got != "session:abc" {
 		t.Errorf("Owner = %q", got)
 	}
@@ -98,25 +113,25 @@ func TestEvictionLeastRecentlySeen(t *testing.T) {
 	}{
 		{
 			name:    "oldest goes",
-			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Touch("c") },
+			ops:     func(r *Registry) { touch(r, "a"); touch(r, "b"); touch(r, "c") },
 			evicted: []string{"a"},
 			left:    []string{"c", "b"},
 		},
 		{
 			name:    "Get refreshes",
-			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Get("a"); r.Touch("c") },
+			ops:     func(r *Registry) { touch(r, "a"); touch(r, "b"); r.Get("a"); touch(r, "c") },
 			evicted: []string{"b"},
 			left:    []string{"c", "a"},
 		},
 		{
-			name:    "Touch refreshes",
-			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Touch("a"); r.Touch("c"); r.Touch("d") },
+			name:    "touch refreshes",
+			ops:     func(r *Registry) { touch(r, "a"); touch(r, "b"); touch(r, "a"); touch(r, "c"); touch(r, "d") },
 			evicted: []string{"b", "a"},
 			left:    []string{"d", "c"},
 		},
 		{
 			name:    "Delete frees a slot",
-			ops:     func(r *Registry) { r.Touch("a"); r.Touch("b"); r.Delete("a"); r.Touch("c") },
+			ops:     func(r *Registry) { touch(r, "a"); touch(r, "b"); r.Delete("a"); touch(r, "c") },
 			evicted: []string{"a"}, // the Delete callback, no eviction
 			left:    []string{"c", "b"},
 		},
@@ -141,8 +156,8 @@ func TestEvictionLeastRecentlySeen(t *testing.T) {
 
 func TestEvictionIsNotEnded(t *testing.T) {
 	r := NewRegistry(1, nil)
-	r.Touch("a")
-	r.Touch("b")
+	touch(r, "a")
+	touch(r, "b")
 	if r.Get("a") != nil {
 		t.Fatal("a was not evicted")
 	}
@@ -154,7 +169,7 @@ func TestEvictionIsNotEnded(t *testing.T) {
 func TestDelete(t *testing.T) {
 	var rec recorder
 	r := NewRegistry(0, rec.onDelete)
-	r.Touch("a")
+	touch(r, "a")
 	r.Delete("a")
 	if r.Get("a") != nil || r.Len() != 0 {
 		t.Fatal("Delete left the session")
@@ -204,13 +219,13 @@ func TestEndedBounded(t *testing.T) {
 func TestEachWithoutLock(t *testing.T) {
 	r := NewRegistry(0, nil)
 	for i := range 5 {
-		r.Touch(fmt.Sprint(i))
+		touch(r, fmt.Sprint(i))
 	}
 	seen := 0
 	r.Each(func(s *Session) {
 		seen++
 		r.Delete(s.ID)
-		r.Touch("new-" + s.ID)
+		touch(r, "new-"+s.ID)
 	})
 	if seen != 5 {
 		t.Errorf("Each visited %d sessions, want 5", seen)
@@ -221,7 +236,7 @@ func TestEachWithoutLock(t *testing.T) {
 }
 
 func TestUpstreamTasks(t *testing.T) {
-	s := NewRegistry(0, nil).Touch("a")
+	s := touch(NewRegistry(0, nil), "a")
 	if s.OwnsUpstreamTask("t1") {
 		t.Fatal("owns a task before binding")
 	}
@@ -230,7 +245,7 @@ func TestUpstreamTasks(t *testing.T) {
 	if !s.OwnsUpstreamTask("t1") || s.OwnsUpstreamTask("t2") || s.OwnsUpstreamTask("") {
 		t.Error("ownership wrong after binding t1")
 	}
-	if other := NewRegistry(0, nil).Touch("b"); other.OwnsUpstreamTask("t1") {
+	if other := touch(NewRegistry(0, nil), "b"); other.OwnsUpstreamTask("t1") {
 		t.Error("another session owns t1") // REQ-CORE-007 F-005
 	}
 }
@@ -255,7 +270,7 @@ func TestUpstreamTasksBounded(t *testing.T) {
 }
 
 func TestStreams(t *testing.T) {
-	s := NewRegistry(0, nil).Touch("a")
+	s := touch(NewRegistry(0, nil), "a")
 	if s.HasStream() || s.Push([]byte("x")) {
 		t.Fatal("no stream is open: HasStream/Push must be false")
 	}
@@ -319,7 +334,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				id := fmt.Sprintf("s%d", (g*7+i)%40)
-				s := r.Touch(id)
+				s := touch(r, id)
 				s.BindUpstreamTask(fmt.Sprint(i))
 				_ = s.OwnsUpstreamTask("0")
 				st, detach := s.Attach()
@@ -343,4 +358,109 @@ func TestConcurrent(t *testing.T) {
 	if r.Len() > 16 {
 		t.Errorf("Len = %d exceeds the bound 16", r.Len())
 	}
+}
+
+// A session with an open stream or a pending task is never evicted for a new one; when every
+// session is busy the new one is refused.
+func TestEvictionSkipsBusy(t *testing.T) {
+	var rec recorder
+	r := NewRegistry(2, rec.onDelete)
+	a, b := touch(r, "a"), touch(r, "b")
+	_, detach := a.Attach()
+	b.HoldTask("t1", time.Now().Add(time.Hour))
+	if _, err := r.Admit(""); !errors.Is(err, ErrFull) {
+		t.Fatalf("Admit with every session busy: %v, want ErrFull", err)
+	}
+	if r.Get("a") == nil || r.Get("b") == nil || len(rec.got()) != 0 {
+		t.Fatalf("a busy session was evicted: %v", rec.got())
+	}
+	b.ReleaseTask("t1") // the task ended: b is idle now
+	if touch(r, "c") == nil {
+		t.Fatal("no room made although b is idle")
+	}
+	if got := fmt.Sprint(rec.got()); got != "[b]" {
+		t.Errorf("evicted %s, want [b]", got)
+	}
+	detach()
+	if touch(r, "d") == nil || r.Get("a") != nil {
+		t.Errorf("a (stream closed) should make room: sessions %v", ids(r))
+	}
+}
+
+// A held task whose TTL ended no longer pins the session (it may have finished on another
+// replica without this one hearing of it).
+func TestHeldTaskExpires(t *testing.T) {
+	r := NewRegistry(1, nil)
+	touch(r, "a").HoldTask("t1", time.Now().Add(-time.Second))
+	if touch(r, "b") == nil || r.Get("a") != nil {
+		t.Errorf("a session whose only task outlived its TTL was kept: %v", ids(r))
+	}
+}
+
+// Reserved room counts against the bound until adopted or released.
+func TestTicketReserves(t *testing.T) {
+	r := NewRegistry(2, nil)
+	t1, err := r.Admit("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := r.Admit("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Admit(""); !errors.Is(err, ErrFull) {
+		t.Fatalf("third Admit with two reservations: %v, want ErrFull", err)
+	}
+	t1.Release()
+	t1.Release() // idempotent
+	t3, err := r.Admit("")
+	if err != nil {
+		t.Fatalf("Admit after a release: %v", err)
+	}
+	t2.Adopt("x")
+	t3.Adopt("y")
+	t3.Release() // after Adopt: no effect
+	if r.Len() != 2 || r.reserved != 0 {
+		t.Errorf("Len %d reserved %d, want 2 and 0", r.Len(), r.reserved)
+	}
+}
+
+func TestSourceRate(t *testing.T) {
+	r := NewRegistry(0, nil)
+	r.LimitSources(0.001, 3) // practically no refill during the test
+	for i := range 3 {
+		tk, err := r.Admit("10.0.0.1")
+		if err != nil {
+			t.Fatalf("admit %d within the burst: %v", i, err)
+		}
+		tk.Release()
+	}
+	_, err := r.Admit("10.0.0.1")
+	var re *RateError
+	if !errors.As(err, &re) || re.RetrySeconds() < 1 {
+		t.Fatalf("admit beyond the burst: %v, want a RateError", err)
+	}
+	if _, err := r.Admit("10.0.0.2"); err != nil {
+		t.Errorf("another source is limited too: %v", err)
+	}
+	if _, err := r.Admit(""); err != nil {
+		t.Errorf("the empty source is never limited: %v", err)
+	}
+}
+
+func TestTryAttachLimit(t *testing.T) {
+	s := &Session{ID: "a"}
+	_, d1, ok1 := s.TryAttach(2)
+	_, d2, ok2 := s.TryAttach(2)
+	_, _, ok3 := s.TryAttach(2)
+	if !ok1 || !ok2 || ok3 {
+		t.Fatalf("attach results %v %v %v, want true true false", ok1, ok2, ok3)
+	}
+	d1()
+	if _, d, ok := s.TryAttach(2); !ok {
+		t.Error("no stream slot after one closed")
+	} else {
+		d()
+	}
+	d2()
 }

@@ -53,6 +53,10 @@ type Options struct {
 	// key for this process, which suits only a memory store: tasks in a file or shared store
 	// outlive the process, so the server passes a persistent key for those.
 	ArgumentHashKey []byte
+	// SessionLive, if set, reports whether an MCP session is one Tollgate knows and has not
+	// seen end; Create refuses tasks for any other (a made-up or ended session must not own
+	// pending tasks or hold quota).
+	SessionLive func(sessionID string) bool
 }
 
 // Defaults (DESIGN.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
@@ -224,6 +228,10 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	}
 	if m.isClosed() {
 		return nil, false, ErrClosed
+	}
+	if req.SessionID != "" && m.opts.SessionLive != nil && !m.opts.SessionLive(req.SessionID) {
+		return nil, false, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionNotFound",
+			"The MCP session is unknown or has ended; initialize a new session and call again")
 	}
 	now := m.now()
 	ttl := req.TTL

@@ -797,3 +797,27 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A task is created only for a session Tollgate knows: a made-up or ended session must not
+// own pending tasks or use up quota.
+func TestCreateRefusesUnknownSession(t *testing.T) {
+	e := newEnv(t, nil, func(o *Options, _ *fakeExec) {
+		o.SessionLive = func(id string) bool { return id == "live" }
+	})
+	for _, tc := range []struct {
+		session string
+		ok      bool
+	}{{"live", true}, {"forged", false}, {"", true}} {
+		_, err := e.m.Create(context.Background(), CreateRequest{Owner: "o", SessionID: tc.session, Tool: "t", Workflow: "default"})
+		var je *jsonrpc.Error
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("session %q: %v", tc.session, err)
+		case !tc.ok && (!errors.As(err, &je) || je.Name() != "SessionNotFound"):
+			t.Errorf("session %q: %v, want SessionNotFound", tc.session, err)
+		}
+	}
+	if ts, _ := e.m.ListAll(context.Background(), Filter{}); len(ts) != 2 {
+		t.Errorf("%d tasks stored, want 2 (nothing for the unknown session)", len(ts))
+	}
+}

@@ -227,6 +227,11 @@ func TestUpstreamFaults(t *testing.T) {
 					}
 				}
 			})
+			if fc.wantStatus == http.StatusNotFound {
+				// spec 2025-11-25 transports: a 404 ends the session, and Tollgate forgets it;
+				// the client starts a new one.
+				c = p.g.NewClient(t)
+			}
 		}
 	}
 

@@ -1,0 +1,170 @@
+// Package limits bounds what clients can make Tollgate hold at the HTTP level: open
+// connections per listener, the time to receive a request body or to accept a write, and the
+// request-body bytes held at once (docs/SECURITY.md "Connections, bodies and streams").
+package limits
+
+import (
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Budget is a non-blocking semaphore of bytes: request bodies take their size before they are
+// read and give it back when the request ends, so stalled or slow bodies cannot add up to more
+// memory than the budget (server.limits.max_inflight_body_bytes).
+type Budget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// NewBudget returns a budget of max bytes (max <= 0: unlimited).
+func NewBudget(max int64) *Budget { return &Budget{max: max} }
+
+// TryAcquire takes n bytes if they are free; false leaves the budget unchanged.
+func (b *Budget) TryAcquire(n int64) bool {
+	if b == nil || b.max <= 0 || n <= 0 {
+		return true
+	}
+	for {
+		u := b.used.Load()
+		if u+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// Release gives back n bytes taken with TryAcquire.
+func (b *Budget) Release(n int64) {
+	if b == nil || b.max <= 0 || n <= 0 {
+		return
+	}
+	b.used.Add(-n)
+}
+
+// Used is the number of bytes currently taken.
+func (b *Budget) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
+}
+
+// Max is the budget's size (0 = unlimited).
+func (b *Budget) Max() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.max
+}
+
+// Listener caps the open connections of a listener. A connection beyond the cap is accepted,
+// answered with a short HTTP 503 and closed, so Accept never blocks: a flood on one listener
+// cannot leave connections hanging in the kernel's backlog, and each listener has its own
+// budget (the admin listener stays reachable while the MCP listener is saturated).
+type Listener struct {
+	net.Listener
+	max      int64
+	open     atomic.Int64
+	refused  atomic.Uint64
+	rejects  chan struct{} // bounds the goroutines answering refused connections
+	response []byte
+	onRefuse func()
+}
+
+// rejectWorkers bounds refused connections being answered at once; beyond it they are closed
+// without an answer.
+const rejectWorkers = 64
+
+// NewListener wraps ln so at most max connections are open at once. name appears in the 503
+// body ("mcp", "admin"). onRefuse, if not nil, runs for each refused connection (metrics).
+func NewListener(ln net.Listener, max int, name string, onRefuse func()) *Listener {
+	body := "too many connections to the " + name + " listener; retry shortly\n"
+	resp := "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+		"Retry-After: 1\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	return &Listener{
+		Listener: ln, max: int64(max), rejects: make(chan struct{}, rejectWorkers),
+		response: []byte(resp), onRefuse: onRefuse,
+	}
+}
+
+// Accept returns the next connection within the cap; connections beyond it are refused in the
+// background and Accept goes on waiting.
+func (l *Listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.max <= 0 || l.open.Add(1) <= l.max {
+			return &conn{Conn: c, l: l}, nil
+		}
+		l.open.Add(-1)
+		l.refuse(c)
+	}
+}
+
+// refuse answers 503 and closes c. The answer is written, the write side shut and the
+// client's request drained briefly so the client reads the 503 rather than a reset.
+func (l *Listener) refuse(c net.Conn) {
+	l.refused.Add(1)
+	if l.onRefuse != nil {
+		l.onRefuse()
+	}
+	select {
+	case l.rejects <- struct{}{}:
+	default:
+		c.Close() // already answering many: no goroutine per flooding connection
+		return
+	}
+	go func() {
+		defer func() { <-l.rejects }()
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write(l.response); err != nil {
+			return
+		}
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		var buf [512]byte
+		for n := 0; n < 64<<10; {
+			k, err := c.Read(buf[:])
+			n += k
+			if err != nil {
+				return
+			}
+		}
+	}()
+}
+
+// Open is the number of connections currently counted against the cap.
+func (l *Listener) Open() int64 { return l.open.Load() }
+
+// Refused is the number of connections refused so far.
+func (l *Listener) Refused() uint64 { return l.refused.Load() }
+
+// conn gives its slot back once, on the first Close.
+type conn struct {
+	net.Conn
+	l      *Listener
+	closed atomic.Bool
+}
+
+// CloseWrite lets net/http shut the write side before closing (a graceful close).
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+func (c *conn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.open.Add(-1)
+	}
+	return c.Conn.Close()
+}

@@ -1,0 +1,280 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/limits"
+	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// Limit names passed to Observer.Limited (the label of tollgate_limit_refusals_total).
+const (
+	LimitBodyBytes      = "body_bytes"
+	LimitStreams        = "streams"
+	LimitSessionStreams = "session_streams"
+	LimitSessions       = "sessions"
+	LimitSessionRate    = "session_rate"
+	LimitUnknownSession = "unknown_session"
+)
+
+// Whether the upstream issues session ids, learned from initialize replies (or a canary probe).
+const (
+	sessionsUnknown int32 = iota
+	sessionsIssued
+	sessionsNone
+)
+
+// resolveSession maps the client's Mcp-Session-Id to a session Tollgate knows. An id this
+// process has not seen is accepted only once the upstream answered a ping on it (a Tollgate
+// restart, or another replica in front of the same upstream); every other id is answered with
+// HTTP 404, which tells the client to initialize again (spec 2025-11-25 transports, session
+// management). A made-up id therefore never becomes a task owner. False means the answer was
+// written.
+func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, corr string) (*session.Session, bool) {
+	if s := h.o.Sessions.Get(sid); s != nil {
+		return s, true
+	}
+	// Ended sessions stay ended; an unknown id Tollgate minted cannot be confirmed by anyone
+	// (the upstream has no sessions), nor can any id once the upstream is known to issue none.
+	if h.o.Sessions.Ended(sid) || isLocalID(sid) || h.upstreamSessions.Load() == sessionsNone {
+		h.unknownSession(w, corr)
+		return nil, false
+	}
+	ticket, ok := h.admit(w, r, corr)
+	if !ok {
+		return nil, false
+	}
+	defer ticket.Release()
+	ok, err := h.confirmSession(r, sid)
+	if err != nil {
+		if r.Context().Err() == nil {
+			h.log.Warn("confirming a session with the upstream failed", "correlation_id", corr, "error", err.Error())
+			var ue *upstream.Error
+			if !errors.As(err, &ue) {
+				ue = &upstream.Error{Err: err}
+			}
+			writeJSON(w, http.StatusBadGateway, jsonrpc.ErrorResponse(nil, ue.RPCError().WithCorrelation(corr)))
+		}
+		return nil, false
+	}
+	if !ok {
+		h.unknownSession(w, corr)
+		return nil, false
+	}
+	return ticket.Adopt(sid), true
+}
+
+func isLocalID(sid string) bool {
+	return len(sid) > len(session.LocalPrefix) && sid[:len(session.LocalPrefix)] == session.LocalPrefix
+}
+
+func (h *Handler) unknownSession(w http.ResponseWriter, corr string) {
+	h.limited(LimitUnknownSession)
+	writeJSON(w, http.StatusNotFound, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionNotFound",
+		"Unknown or ended MCP session; send initialize without Mcp-Session-Id to start a new one",
+		"correlation_id", corr)))
+}
+
+// admit reserves room for one new session for the request's source; false means the refusal
+// was written (HTTP 429 for the rate, 503 when every session is busy).
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, corr string) (*session.Ticket, bool) {
+	t, err := h.o.Sessions.Admit(h.source(r))
+	if err == nil {
+		return t, true
+	}
+	var re *session.RateError
+	if errors.As(err, &re) {
+		h.limited(LimitSessionRate)
+		w.Header().Set("Retry-After", strconv.Itoa(re.RetrySeconds()))
+		writeJSON(w, http.StatusTooManyRequests, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(jsonrpc.CodeRateLimited, "SessionRateLimited",
+			"Too many new sessions from this client; retry later (server.limits.sessions_per_second)",
+			"retry_after", re.RetrySeconds(), "correlation_id", corr)))
+		return nil, false
+	}
+	h.limited(LimitSessions)
+	w.Header().Set("Retry-After", "5")
+	writeJSON(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "SessionLimit",
+		"Tollgate tracks as many sessions as it may and each has an open stream or a pending task (server.limits.max_sessions); retry later",
+		"correlation_id", corr)))
+	return nil, false
+}
+
+// source names who opens a session, for its rate: the caller's identity when
+// server.identity_header is set and present, else the remote IP (an IPv6 client by its /64,
+// which one host usually owns whole).
+func (h *Handler) source(r *http.Request) string {
+	if h.o.Identity != nil {
+		if id := h.o.Identity(r); id != "" {
+			return "id:" + id
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		return "ip:" + ip.Mask(net.CIDRMask(64, 128)).String()
+	}
+	return "ip:" + host
+}
+
+var pingBody = []byte(`{"jsonrpc":"2.0","id":"tollgate-session-check","method":"ping"}`)
+
+// confirmSession asks the upstream whether sid is one of its sessions: a ping on it must be
+// answered (every MCP server answers ping). A spec-following upstream answers 404 for a session
+// it does not know. An upstream that answers for any id at all has no sessions; that is found
+// out once, with a random id, and then no unknown id is accepted.
+func (h *Handler) confirmSession(r *http.Request, sid string) (bool, error) {
+	ok, err := h.ping(r, sid)
+	if err != nil || !ok {
+		return false, err
+	}
+	if h.upstreamSessions.Load() == sessionsUnknown {
+		canary, err := h.ping(r, "tollgate-canary-"+session.NewLocalID())
+		if err != nil {
+			return false, err
+		}
+		if canary {
+			h.upstreamSessions.Store(sessionsNone)
+			return false, nil
+		}
+		h.upstreamSessions.CompareAndSwap(sessionsUnknown, sessionsIssued)
+	}
+	return true, nil
+}
+
+func (h *Handler) ping(r *http.Request, sid string) (bool, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.RequestTimeout)
+	defer cancel()
+	hdr := outboundHeader(r.Header, nil)
+	hdr.Set(upstream.HeaderSessionID, sid)
+	hdr.Set("Content-Type", "application/json")
+	upstream.MarkReplayable(hdr)
+	rep, err := h.o.Upstream.Call(ctx, hdr, pingBody, nil)
+	if err == nil {
+		// An error status with a JSON-RPC error body comes back as a reply: not confirmed.
+		return rep.Status < 300 && rep.Msg.Kind == jsonrpc.KindResponse && rep.Msg.Error == nil, nil
+	}
+	var ue *upstream.Error
+	if errors.As(err, &ue) && ue.Fault == upstream.FaultHTTP && ue.Status >= 400 && ue.Status < 500 {
+		return false, nil // 404 (unknown session) or another refusal: not confirmed
+	}
+	return false, err
+}
+
+// sessionEnded forgets a session the upstream answered 404 for: spec 2025-11-25 transports,
+// a server that ended a session answers 404 to requests on it. Tollgate then answers 404 too,
+// and creates no task in it.
+func (h *Handler) sessionEnded(sess *session.Session, status int) {
+	if sess != nil && !sess.Local && status == http.StatusNotFound {
+		h.o.Sessions.Delete(sess.ID)
+	}
+}
+
+// noteSessions records whether the upstream issued a session id on initialize.
+func (h *Handler) noteSessions(issued bool) {
+	if issued {
+		h.upstreamSessions.Store(sessionsIssued)
+	} else {
+		h.upstreamSessions.Store(sessionsNone)
+	}
+}
+
+func (h *Handler) limited(limit string) {
+	if h.o.Observer != nil {
+		h.o.Observer.Limited(limit)
+	}
+}
+
+var (
+	errTooLarge = errors.New("request body too large")
+	errBusy     = errors.New("request body budget exhausted")
+)
+
+// bodyChunk is how much of a body without Content-Length is taken from the budget at a time.
+const bodyChunk = 32 << 10
+
+// readBody reads the request body within limit, taking its bytes from the budget before
+// reading them (server.limits.max_inflight_body_bytes): a body of known length takes all of
+// it at once and is read into one buffer; a chunked body takes budget as it grows. It returns
+// the bytes taken, to Release when the request ends, also on error.
+func readBody(r io.Reader, length, limit int64, b *limits.Budget) ([]byte, int64, error) {
+	if length > limit {
+		return nil, 0, errTooLarge
+	}
+	if length >= 0 {
+		if !b.TryAcquire(length) {
+			return nil, 0, errBusy
+		}
+		buf := make([]byte, length)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, length, err
+		}
+		return buf, length, nil
+	}
+	var buf []byte
+	var taken int64
+	for {
+		if len(buf) == cap(buf) {
+			grow := min(max(int64(cap(buf)), bodyChunk), limit+1-int64(len(buf)))
+			if grow <= 0 {
+				return nil, taken, errTooLarge
+			}
+			if !b.TryAcquire(grow) {
+				return nil, taken, errBusy
+			}
+			taken += grow
+			buf = slices.Grow(buf, int(grow))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, taken, errTooLarge
+		}
+		if err == io.EOF {
+			return buf, taken, nil
+		}
+		if err != nil {
+			return nil, taken, err
+		}
+	}
+}
+
+// streamSlots counts open GET streams against server.limits.max_streams.
+type streamSlots struct {
+	max  int64
+	open atomic.Int64
+}
+
+func (s *streamSlots) acquire() bool {
+	if s.max <= 0 {
+		return true
+	}
+	if s.open.Add(1) > s.max {
+		s.open.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *streamSlots) release() {
+	if s.max > 0 {
+		s.open.Add(-1)
+	}
+}
+
+// tooManyStreams refuses a GET stream (HTTP 429).
+func (h *Handler) tooManyStreams(w http.ResponseWriter, limit, setting string) {
+	h.limited(limit)
+	w.Header().Set("Retry-After", "5")
+	http.Error(w, "too many open streams ("+setting+")", http.StatusTooManyRequests)
+}

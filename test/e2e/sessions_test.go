@@ -1,0 +1,289 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
+)
+
+// Sessions are accepted only when Tollgate saw them initialized or the upstream confirmed them
+// (docs/SECURITY.md, Sessions): a made-up Mcp-Session-Id owns nothing.
+
+// forgedCall sends an approval-gated task call under a session id nobody issued.
+func forgedCall(t *testing.T, g *testkit.Gateway, sid string) testkit.Reply {
+	t.Helper()
+	c := &testkit.RPC{T: t, URL: g.MCP, Session: sid}
+	return c.Post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_user","arguments":{"user_id":"u-001"},"task":{"ttl":60000}}}`)
+}
+
+func wantSessionNotFound(t *testing.T, r testkit.Reply, what string) {
+	t.Helper()
+	if r.Status != http.StatusNotFound {
+		t.Fatalf("%s: HTTP %d, want 404 (spec: the client must initialize again)\n%s", what, r.Status, r.Body)
+	}
+	if _, name := testkit.ErrorOf(r.Message(t)); name != "SessionNotFound" {
+		t.Errorf("%s: error %q, want SessionNotFound", what, name)
+	}
+}
+
+func pendingApprovals(t *testing.T, g *testkit.Gateway) int {
+	t.Helper()
+	st, m := g.AdminRequest(t, "GET", "/api/v1/approvals?status=pending", "alice-secret-token", "")
+	if st != 200 {
+		t.Fatalf("approvals list: %d", st)
+	}
+	list, _ := m["approvals"].([]any)
+	return len(list)
+}
+
+func TestForgedSessionIDRefused(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
+	g.WaitReady(t)
+	wantSessionNotFound(t, forgedCall(t, g, "forged-session-1"), "task call on a forged session")
+	if n := pendingApprovals(t, g); n != 0 {
+		t.Errorf("%d approvals pending for a forged session, want none", n)
+	}
+	// A GET stream on a forged id is refused the same way.
+	req, _ := http.NewRequest(http.MethodGet, g.MCP, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", "forged-session-2")
+	resp, err := testkit.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET stream on a forged session: HTTP %d, want 404", resp.StatusCode)
+	}
+	// A real session still works.
+	g.NewClient(t).CallTask(2, "delete_user", `{"user_id":"u-002"}`)
+}
+
+// Forged ids must not fill the global pending quota: legitimate callers keep getting tasks.
+func TestForgedSessionsCannotFillQuota(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules+"tasks:\n  quotas: {max_pending_total: 20}\n"), approverEnv, nil)
+	g.WaitReady(t)
+	for i := range 40 {
+		r := forgedCall(t, g, fmt.Sprintf("forged-%d", i))
+		if r.Status == http.StatusOK {
+			if _, name := testkit.ErrorOf(r.Message(t)); name == "" {
+				t.Fatalf("forged session %d got a task: %s", i, r.Body)
+			}
+		}
+	}
+	tid := g.NewClient(t).CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	t.Logf("legitimate caller got %s after 40 forged attempts", tid)
+}
+
+// A session the client ended with DELETE owns no new tasks.
+func TestEndedSessionGetsNoTask(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules), approverEnv, nil)
+	g.WaitReady(t)
+	c := g.NewClient(t)
+	req, _ := http.NewRequest(http.MethodDelete, g.MCP, nil)
+	req.Header.Set("Mcp-Session-Id", c.Session)
+	resp, err := testkit.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
+	}
+	wantSessionNotFound(t, forgedCall(t, g, c.Session), "task call on an ended session")
+	if n := pendingApprovals(t, g); n != 0 {
+		t.Errorf("%d approvals pending for an ended session, want none", n)
+	}
+}
+
+// After a restart Tollgate knows no session; one the upstream confirms is adopted, a forged
+// one is not.
+func TestSessionConfirmedByUpstreamAfterRestart(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	cfg := testkit.BasicConfig(upURL, approvalRules)
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	c := a.NewClient(t)
+	a.Stop()
+
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b.WaitReady(t)
+	c.URL = b.MCP
+	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	if !strings.HasPrefix(tid, "tg_") {
+		t.Fatalf("confirmed session got no task: %s", tid)
+	}
+	wantSessionNotFound(t, forgedCall(t, b, "forged-after-restart"), "forged session after a restart")
+}
+
+// An upstream without sessions: Tollgate mints tgs_ ids; nothing else is a session, also
+// before any client initialized through this process.
+func TestSessionlessUpstreamRefusesOtherIDs(t *testing.T) {
+	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if strings.Contains(string(body), `"method":"notifications/`) {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		id := "1"
+		if i := strings.Index(string(body), `"id":`); i >= 0 {
+			rest := string(body)[i+5:]
+			id = rest[:strings.IndexAny(rest, ",}")]
+		}
+		result := `{}`
+		if strings.Contains(string(body), `"method":"initialize"`) {
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		} else if strings.Contains(string(body), `"method":"tools/list"`) {
+			result = `{"tools":[{"name":"delete_user","inputSchema":{"type":"object"}}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
+	})
+	cfg := testkit.BasicConfig(up.URL(), approvalRules)
+
+	// Fresh process, nobody initialized yet: the upstream answers a ping on any id, so Tollgate
+	// learns it has no sessions and refuses the id.
+	g := testkit.StartGateway(t, cfg, approverEnv, nil)
+	g.WaitReady(t)
+	wantSessionNotFound(t, forgedCall(t, g, "made-up-1"), "made-up id, session-less upstream, before any initialize")
+
+	c := g.NewClient(t)
+	if !strings.HasPrefix(c.Session, "tgs_") {
+		t.Fatalf("session-less upstream: session %q, want a tgs_ id", c.Session)
+	}
+	c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	wantSessionNotFound(t, forgedCall(t, g, "made-up-2"), "made-up id, session-less upstream")
+	wantSessionNotFound(t, forgedCall(t, g, "tgs_00000000-0000-4000-8000-000000000000"), "tgs_ id this process never minted")
+}
+
+// New sessions per source are rate limited.
+func TestSessionRatePerSource(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "server:\n  limits: {sessions_per_second: 0.01, session_burst: 3}\n"), nil, nil)
+	g.WaitReady(t)
+	for range 3 {
+		g.NewClient(t)
+	}
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	r := c.Post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("4th initialize from one source: HTTP %d (Retry-After %q), want 429\n%s", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	if code, name := testkit.ErrorOf(r.Message(t)); code != -32009 || name != "SessionRateLimited" {
+		t.Errorf("error %v %q, want -32009 SessionRateLimited", code, name)
+	}
+}
+
+// stream opens a GET stream for session sid and returns its status and data lines.
+func stream(t *testing.T, g *testkit.Gateway, sid string) (int, <-chan string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.MCP, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	lines := make(chan string, 100)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default: // a test that stopped reading must not block this goroutine
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); resp.Body.Close(); wg.Wait() })
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, resp.Body)
+	}
+	return resp.StatusCode, lines
+}
+
+// A session with an open stream or a pending task is never evicted for a new one; when every
+// session is busy, a new one is refused, and the busy ones keep their notifications.
+func TestBusySessionsNotEvicted(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules+"server:\n  limits: {max_sessions: 2, session_burst: 1000}\n"), approverEnv, nil)
+	g.WaitReady(t)
+	a := g.NewClient(t)
+	if st, _ := stream(t, g, a.Session); st != 200 {
+		t.Fatalf("stream: %d", st)
+	}
+	b := g.NewClient(t)
+	tidB := b.CallTask(1, "delete_user", `{"user_id":"u-002"}`) // b is busy with a pending task
+
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	r := c.Post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("initialize with every session busy: HTTP %d, want 503\n%s", r.Status, r.Body)
+	}
+	if code, name := testkit.ErrorOf(r.Message(t)); code != -32013 || name != "SessionLimit" {
+		t.Errorf("error %v %q, want -32013 SessionLimit", code, name)
+	}
+
+	// b's task and a's stream survived: b can still read its task, and a hears about its own.
+	if m := b.TaskRPC(2, "tasks/get", tidB).Message(t); testkit.Dig(m, "result", "status") != "working" {
+		t.Errorf("busy session lost its task: %v", m)
+	}
+	_, lines := stream(t, g, b.Session)
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tidB+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatal("approve failed")
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended before the task's notification")
+			}
+			if strings.Contains(l, "notifications/tasks/status") && strings.Contains(l, tidB) && strings.Contains(l, `"completed"`) {
+				return
+			}
+		case <-deadline:
+			t.Fatal("busy session did not receive its task notification")
+		}
+	}
+}
+
+// Open GET streams are bounded per session and overall.
+func TestStreamLimits(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "server:\n  limits: {max_streams: 2, max_streams_per_session: 1}\n"), nil, nil)
+	g.WaitReady(t)
+	a, b, c := g.NewClient(t), g.NewClient(t), g.NewClient(t)
+	if st, _ := stream(t, g, a.Session); st != 200 {
+		t.Fatalf("first stream: %d", st)
+	}
+	if st, _ := stream(t, g, a.Session); st != http.StatusTooManyRequests {
+		t.Errorf("second stream of one session: HTTP %d, want 429", st)
+	}
+	if st, _ := stream(t, g, b.Session); st != 200 {
+		t.Fatalf("another session's stream: %d", st)
+	}
+	if st, _ := stream(t, g, c.Session); st != http.StatusTooManyRequests {
+		t.Errorf("stream beyond server.limits.max_streams: HTTP %d, want 429", st)
+	}
+}
