@@ -72,7 +72,16 @@ func (g *Gateway) localInitialize(x *Exchange, f *Forward) Result {
 			e := jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamInvalid", "Upstream server/discover result is not usable: "+err.Error())
 			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
 		}
-		x.Session = g.d.Sessions.Touch(sid)
+		t := x.Ticket
+		if t == nil { // an exchange that did not come through the proxy's admission
+			var err error
+			if t, err = g.d.Sessions.Admit(""); err != nil {
+				e := jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "SessionLimit", "No room for a new session: "+err.Error())
+				return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
+			}
+			defer t.Release()
+		}
+		x.Session = t.Adopt(sid)
 		return g.transformed(x, f, jsonrpc.ResultResponse(x.Msg.ID, result))
 	}}
 }

@@ -20,7 +20,10 @@ type Exchange struct {
 	Body    []byte
 	Msg     *jsonrpc.Message
 	Session *session.Session // nil until the session is known (initialize)
-	CorrID  string
+	// Ticket is the room the proxy reserved for the session an initialize creates
+	// (server.limits): whoever learns the session id adopts it with Ticket.Adopt.
+	Ticket *session.Ticket
+	CorrID string
 	// Subject is the caller's authenticated identity (server.identity_header), "" if unknown.
 	Subject string
 	// Modern is set for a protocol 2026-07-28 request (package era): no session, the era's

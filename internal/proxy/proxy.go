@@ -214,7 +214,6 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	telemetry.Annotate(r.Context(), msg.Method)
 	x := &intercept.Exchange{HTTP: r, Body: body, Msg: msg, CorrID: corr, Modern: modern}
-	var ticket *session.Ticket // room for the session an initialize creates
 	if modern == nil {         // a modern request never joins a legacy session
 		if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" {
 			var ok bool
@@ -225,11 +224,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		}
 		if msg.Method == "initialize" && msg.Kind == jsonrpc.KindRequest {
 			var ok bool
-			if ticket, ok = h.admit(w, r, corr); !ok {
+			if x.Ticket, ok = h.admit(w, r, corr); !ok {
 				h.observe(msg.Method, "limited", start)
 				return
 			}
-			defer ticket.Release()
+			defer x.Ticket.Release()
 		}
 	}
 	res := h.o.Router.Route(r.Context(), x)
@@ -252,7 +251,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		outcome = "local"
 	default:
-		outcome = h.forward(w, r, x, res.Forward, ticket)
+		outcome = h.forward(w, r, x, res.Forward)
 	}
 	h.observe(msg.Method, outcome, start)
 }
@@ -319,7 +318,7 @@ func acceptsSSE(r *http.Request) bool {
 }
 
 // forward relays x upstream and the reply back. It returns an outcome label.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward, ticket *session.Ticket) string {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward) string {
 	if f.Promote != nil && f.Promote.After > 0 && x.Msg.Kind == jsonrpc.KindRequest {
 		return h.forwardPromotable(w, r, x, f)
 	}
@@ -382,8 +381,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		return m.Raw
 	}
 	adopt := func() {
-		if ticket != nil { // an initialize request, admitted in post
-			h.adoptSession(resp.Header, x, ticket)
+		if x.Ticket != nil { // an initialize request, admitted in post
+			h.adoptSession(resp.Header, x)
 		}
 	}
 
@@ -465,14 +464,14 @@ func timeoutError(x *intercept.Exchange) *jsonrpc.Error {
 
 // adoptSession records the session the upstream assigned, or mints a local one when the
 // upstream runs without sessions (tasks need an owner).
-func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange, t *session.Ticket) {
+func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange) {
 	sid := respHdr.Get(upstream.HeaderSessionID)
 	h.noteSessions(sid != "")
 	if sid == "" {
 		sid = session.NewLocalID()
 		respHdr.Set(upstream.HeaderSessionID, sid)
 	}
-	x.Session = t.Adopt(sid)
+	x.Session = x.Ticket.Adopt(sid)
 }
 
 // upstreamFailed answers x with the JSON-RPC error for a failed exchange: no answer at all,
