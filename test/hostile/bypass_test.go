@@ -23,13 +23,15 @@ cedar:
   policies: [policies/financial.cedar]
 `
 
-func startPolicyGateway(t *testing.T, up *typedUpstream) *testkit.Gateway {
+// startPolicyGateway runs Tollgate with policyRules (and extra YAML, e.g. a server block) in
+// front of up.
+func startPolicyGateway(t *testing.T, up *typedUpstream, extra ...string) *testkit.Gateway {
 	t.Helper()
 	pol, err := fs.ReadFile(policies.FS, "financial.cedar")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL, policyRules), nil,
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL, strings.Join(extra, "")+policyRules), nil,
 		map[string]string{"policies/financial.cedar": string(pol)})
 	g.WaitReady(t)
 	return g

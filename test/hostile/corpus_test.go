@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"golang.org/x/tools/txtar"
 
-	"github.com/tollgate-mcp/tollgate/policies"
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
@@ -54,18 +52,11 @@ func markerFor(name string) string {
 	}, name) + "-mk"
 }
 
-const corpusConfig = `server:
+// corpusServer is the server block of the corpus gateway (with policyRules).
+const corpusServer = `server:
   max_body_bytes: 262144
   allowed_origins: ["https://app.example.com"]
   allowed_hosts: ["gw.internal"]
-governance:
-  defaults: {action: forward}
-  rules:
-    - {match: "transfer_*", action: policy, policy_id: financial_transfer}
-    - {match: "delete_*", action: approve}
-    - {match: "drop_*", action: deny}
-cedar:
-  policies: [policies/financial.cedar]
 `
 
 // corpusMaxBody is server.max_body_bytes above.
@@ -90,13 +81,7 @@ func TestHostileCorpus(t *testing.T) {
 	t.Logf("%d cases", len(cases))
 
 	up := startTypedUpstream(t)
-	pol, err := fs.ReadFile(policies.FS, "financial.cedar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := testkit.StartGateway(t, testkit.BasicConfig(up.URL, corpusConfig), nil,
-		map[string]string{"policies/financial.cedar": string(pol)})
-	g.WaitReady(t)
+	g := startPolicyGateway(t, up, corpusServer)
 	session := g.NewClient(t).Session
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { runCase(t, g, up, session, c) })
