@@ -163,6 +163,7 @@ type modernState struct {
 
 	upTasks    upstreamTaskOwners
 	listen     listeners   // open subscriptions/listen streams
+	parked     parking     // bridged calls waiting for a client's inputResponses (MRTR)
 	modernOnly atomic.Bool // the upstream refuses initialize: legacy clients are bridged
 }
 

@@ -48,17 +48,30 @@ func legacyBody(m *jsonrpc.Message) []byte {
 }
 
 // bridge answers a modern request through Tollgate's own legacy upstream session. transform,
-// if set, edits the result. Server→client requests the upstream sends meanwhile are answered
-// with an error (they have no MRTR equivalent on this path yet).
+// if set, edits the result. A server→client request the upstream sends meanwhile becomes an
+// InputRequiredResult for tools/call, prompts/get and resources/read (MRTR, see
+// modern_mrtr.go) and is refused for any other method.
 func (g *Gateway) bridge(x *Exchange, transform func([]byte) []byte) Result {
 	timeout := g.d.Snapshots.Load().Config.Server.SyncForwardTimeout.D()
 	return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
+		var msg *jsonrpc.Message
+		var e *jsonrpc.Error
+		if mrtrMethods[x.Msg.Method] {
+			var round []byte
+			if msg, e, round = g.bridgeRound(ctx, x, timeout); round != nil {
+				return round
+			}
+			if msg == nil && e == nil {
+				return nil // the client went away
+			}
+		} else {
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			msg, e = g.bridgeCall(ctx, captureHeaders(x.HTTP.Header), legacyBody(x.Msg), nil)
 		}
-		msg, e := g.bridgeCall(ctx, captureHeaders(x.HTTP.Header), legacyBody(x.Msg))
 		switch {
 		case e != nil:
 			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
@@ -77,8 +90,9 @@ func (g *Gateway) bridge(x *Exchange, transform func([]byte) []byte) Result {
 }
 
 // bridgeCall sends body on the held upstream session, opening (or, after a 404, reopening) it
-// as needed.
-func (g *Gateway) bridgeCall(ctx context.Context, captured http.Header, body []byte) (*jsonrpc.Message, *jsonrpc.Error) {
+// as needed. onRequest gets the upstream's server→client requests with the headers to answer
+// them with; nil refuses them.
+func (g *Gateway) bridgeCall(ctx context.Context, captured http.Header, body []byte, onRequest func(http.Header, *jsonrpc.Message)) (*jsonrpc.Message, *jsonrpc.Error) {
 	for attempt := 0; ; attempt++ {
 		sid, prot, err := g.bridgeSession(ctx)
 		if err != nil {
@@ -88,8 +102,12 @@ func (g *Gateway) bridgeCall(ctx context.Context, captured http.Header, body []b
 		hdr := callerHeaders(captured, sid)
 		hdr.Set(upstream.HeaderProtocolVersion, prot)
 		rep, err := g.d.Upstream.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
-			if m.Kind == jsonrpc.KindRequest {
-				g.refuseServerRequest(hdr, m)
+			switch {
+			case m.Kind != jsonrpc.KindRequest:
+			case onRequest != nil:
+				onRequest(hdr, m)
+			default:
+				g.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
 			}
 		})
 		if err != nil {
@@ -107,13 +125,16 @@ func (g *Gateway) bridgeCall(ctx context.Context, captured http.Header, body []b
 	}
 }
 
-// refuseServerRequest answers an upstream's server→client request on a bridged call.
-func (g *Gateway) refuseServerRequest(hdr http.Header, m *jsonrpc.Message) {
-	e := jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
-		"Tollgate does not relay "+m.Method+" from a legacy upstream to a "+era.Modern+" client")
+func notBridged(method string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
+		"Tollgate does not relay "+method+" from a legacy upstream to a "+era.Modern+" client for this request")
+}
+
+// answerUpstream posts a JSON-RPC response to one of the upstream's server→client requests.
+func (g *Gateway) answerUpstream(hdr http.Header, msg []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, hdr, jsonrpc.ErrorResponse(m.ID, e)); err == nil {
+	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, hdr, msg); err == nil {
 		resp.Body.Close()
 	}
 }
@@ -166,7 +187,7 @@ func (g *Gateway) legacyInitialize(ctx context.Context) ([]byte, error) {
 // session id ("" for a session-less upstream), the negotiated version and the result.
 func (g *Gateway) openLegacySession(ctx context.Context, purpose string) (sid, prot string, result []byte, err error) {
 	init := jsonrpc.Request(json.RawMessage(`"tollgate-init"`), "initialize", json.RawMessage(
-		`{"protocolVersion":"`+era.LatestLegacy+`","capabilities":{},"clientInfo":{"name":"tollgate","version":"`+purpose+`"}}`))
+		`{"protocolVersion":"`+era.LatestLegacy+`","capabilities":{"elicitation":{},"sampling":{},"roots":{}},"clientInfo":{"name":"tollgate","version":"`+purpose+`"}}`))
 	rep, err := g.d.Upstream.Call(ctx, http.Header{"Content-Type": {"application/json"}}, init, nil)
 	if err != nil {
 		return "", "", nil, fmt.Errorf("initialize: %w", err)
@@ -214,7 +235,7 @@ func (g *Gateway) executeModern(ctx context.Context, t *tasks.Task) (json.RawMes
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 		}
-		msg, e := g.bridgeCall(ctx, t.Headers, legacyBody(m))
+		msg, e := g.bridgeCall(ctx, t.Headers, legacyBody(m), nil)
 		return callOutcome(msg, e)
 	}
 	hdr := callerHeaders(t.Headers, "")

@@ -377,3 +377,25 @@ func TestModernBody(t *testing.T) {
 		}
 	}
 }
+
+// TestParking: a parked bridged call is resumed only by the caller it was issued to, once; a
+// shutdown cancels what is parked.
+func TestParking(t *testing.T) {
+	var p parking
+	ctx, cancel := context.WithCancel(context.Background())
+	tok := p.put(&parkedCall{owner: "auth:a", cancel: cancel, pending: map[string]parkedRequest{}})
+	if !strings.HasPrefix(tok, requestStatePrefix) || len(tok) < 30 {
+		t.Fatalf("requestState %q is not an unguessable token", tok)
+	}
+	if p.take(tok, "auth:b") != nil {
+		t.Fatal("another owner resumed the call")
+	}
+	if p.take(tok, "auth:a") == nil || p.take(tok, "auth:a") != nil {
+		t.Fatal("the owner must resume it exactly once")
+	}
+	p.put(&parkedCall{owner: "auth:a", cancel: cancel, pending: map[string]parkedRequest{}})
+	p.closeAll()
+	if ctx.Err() == nil {
+		t.Fatal("closeAll did not cancel the parked call")
+	}
+}

@@ -339,6 +339,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// Long-lived streams and held requests would hold Shutdown for its whole bound: end them
 	// first; plain in-flight requests drain within the bound.
 	s.mcp.Close()
+	s.gw.Close()
 	_ = s.mcpSrv.Shutdown(sctx)
 	_ = s.adminSrv.Shutdown(sctx)
 	_ = s.mcpSrv.Close()

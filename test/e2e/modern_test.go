@@ -22,10 +22,14 @@ type modernClient struct {
 	url   string
 	hdr   http.Header // extra headers (Authorization, identity)
 	tasks bool        // declare the io.modelcontextprotocol/tasks extension
+	caps  map[string]any
 }
 
 func (c *modernClient) meta() map[string]any {
 	caps := map[string]any{}
+	for k, v := range c.caps {
+		caps[k] = v
+	}
 	if c.tasks {
 		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
 	}

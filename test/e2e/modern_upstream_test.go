@@ -140,6 +140,16 @@ func legacyOnlyUpstream(t *testing.T) (string, *atomic.Int32) {
 	s.AddTool(mcp.NewTool("echo", mcp.WithString("text")), func(_ context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return mcp.NewToolResultText(r.GetString("text", "")), nil
 	})
+	s.AddTool(mcp.NewTool("confirm", mcp.WithString("what")), func(ctx context.Context, r mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := s.RequestElicitation(ctx, mcp.ElicitationRequest{Params: mcp.ElicitationParams{
+			Message:         "Really " + r.GetString("what", "") + "?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"ok": map[string]any{"type": "boolean"}}},
+		}})
+		if err != nil {
+			return mcp.NewToolResultError("no answer: " + err.Error()), nil
+		}
+		return mcp.NewToolResultText(fmt.Sprintf("answer %s %v", res.Action, res.Content)), nil
+	})
 	ts := httptest.NewServer(server.NewStreamableHTTPServer(s, server.WithStreamableHTTPProtocolVersions("2025-11-25", "2025-06-18", "2025-03-26")))
 	t.Cleanup(ts.Close)
 	return ts.URL + "/mcp", calls
@@ -369,5 +379,45 @@ func TestLegacyClientModernOnlyUpstream(t *testing.T) {
 	res := c.TaskRPC(4, "tasks/result", tid).Message(t)
 	if !strings.Contains(fmt.Sprint(testkit.Dig(res, "result", "content")), "Hello, Ada!") || up.Calls("greet") != 1 {
 		t.Fatalf("tasks/result: %v (greet ran %d times)", res, up.Calls("greet"))
+	}
+}
+
+// TestModernBridgeMRTR: an elicitation a legacy upstream sends during a bridged call reaches the
+// modern client as an InputRequiredResult; its retry with inputResponses and the requestState
+// answers the upstream, which then completes (spec 2026-07-28 basic/patterns/mrtr).
+func TestModernBridgeMRTR(t *testing.T) {
+	upURL, _ := legacyOnlyUpstream(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n"), nil, nil)
+	g.WaitReady(t)
+	c := &modernClient{t: t, url: g.MCP, caps: map[string]any{"elicitation": map[string]any{}}, hdr: http.Header{"Authorization": {"Bearer mrtr"}}}
+	args := map[string]any{"name": "confirm", "arguments": map[string]any{"what": "ship it"}}
+	r1 := c.call(1, "tools/call", args)
+	reqs, _ := testkit.Dig(r1, "result", "inputRequests").(map[string]any)
+	state, _ := testkit.Dig(r1, "result", "requestState").(string)
+	if testkit.Dig(r1, "result", "resultType") != "input_required" || len(reqs) != 1 || state == "" {
+		t.Fatalf("round 1: %v", r1)
+	}
+	answers := map[string]any{}
+	for k, v := range reqs {
+		if testkit.Dig(v, "method") != "elicitation/create" || !strings.Contains(fmt.Sprint(testkit.Dig(v, "params", "message")), "ship it") {
+			t.Fatalf("input request %s: %v", k, v)
+		}
+		answers[k] = map[string]any{"action": "accept", "content": map[string]any{"ok": true}}
+	}
+	// Another caller cannot resume it.
+	other := &modernClient{t: t, url: g.MCP, caps: c.caps, hdr: http.Header{"Authorization": {"Bearer someone-else"}}}
+	stolen := map[string]any{"name": "confirm", "arguments": args["arguments"], "inputResponses": answers, "requestState": state}
+	if code, _ := testkit.ErrorOf(other.call(2, "tools/call", stolen)); code != -32602 {
+		t.Fatalf("foreign requestState: %v", code)
+	}
+	r2 := c.call(3, "tools/call", map[string]any{"name": "confirm", "arguments": args["arguments"], "inputResponses": answers, "requestState": state})
+	if testkit.Dig(r2, "result", "resultType") != "complete" || !strings.Contains(fmt.Sprint(testkit.Dig(r2, "result", "content")), "answer accept") {
+		t.Fatalf("round 2: %v", r2)
+	}
+	// Without the elicitation capability the upstream is told no; the client is never asked.
+	plain := &modernClient{t: t, url: g.MCP}
+	r3 := plain.call(4, "tools/call", map[string]any{"name": "confirm", "arguments": map[string]any{"what": "ship it"}})
+	if testkit.Dig(r3, "result", "resultType") != "complete" || testkit.Dig(r3, "result", "isError") != true {
+		t.Fatalf("no capability: %v", r3)
 	}
 }
