@@ -1,0 +1,47 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
+	"github.com/tollgate-mcp/tollgate/test/testkit"
+)
+
+// TestModernTaskAnyReplica: a 2026-07-28 task has no upstream session, so with a shared store
+// any replica serves it (the client routes on Mcp-Name: tg_…) and any replica may execute it
+// once approved — here replica B, after the replica that created it is gone.
+func TestModernTaskAnyReplica(t *testing.T) {
+	url := storetest.RedisURL(t) // skips loudly without redis-server
+	cfg := func(up string) string {
+		return testkit.BasicConfig(up, approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=ha-modern-"+strings.ReplaceAll(t.Name(), "/", "-")+":\"}\n")
+	}
+	dA, upA := testkit.StartDemo(t)
+	dB, upB := testkit.StartDemo(t)
+	a := testkit.StartGateway(t, cfg(upA), approverEnv, nil)
+	b := testkit.StartGateway(t, cfg(upB), approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	hdr := http.Header{"Authorization": {"Bearer ha-caller"}}
+	onA := &modernClient{t: t, url: a.MCP, tasks: true, hdr: hdr}
+	onB := &modernClient{t: t, url: b.MCP, tasks: true, hdr: hdr}
+	m := onA.call(1, "tools/call", map[string]any{"name": "delete_user", "arguments": map[string]any{"user_id": "u-002"}})
+	tid, _ := testkit.Dig(m, "result", "taskId").(string)
+	if !strings.HasPrefix(tid, "tg_") {
+		t.Fatalf("no task: %v", m)
+	}
+	if s := testkit.Dig(onB.call(2, "tasks/get", map[string]any{"taskId": tid}), "result", "status"); s != "working" {
+		t.Fatalf("replica B does not serve the task: %v", s)
+	}
+	a.Stop()
+	if st, _ := b.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve on B: %d", st)
+	}
+	if s := testkit.Dig(onB.waitTask(tid), "result", "status"); s != "completed" {
+		t.Fatalf("task after approval on B: %v", s)
+	}
+	if dA.Calls("delete_user") != 0 || dB.Calls("delete_user") != 1 {
+		t.Errorf("executions: A's upstream %d (want 0), B's %d (want 1)", dA.Calls("delete_user"), dB.Calls("delete_user"))
+	}
+}
