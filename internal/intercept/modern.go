@@ -42,6 +42,10 @@ func (g *Gateway) registerModern(r *Router) {
 		"tasks/result": g.modernNoMethod, "tasks/list": g.modernNoMethod,
 		"resources/list": g.modernResourcesList, "resources/read": g.modernResourcesRead,
 		"subscriptions/listen": g.modernListen,
+		// Removed in 2026-07-28 (changelog): answered here, so a bridged legacy upstream never
+		// sees them on Tollgate's own session.
+		"initialize": g.modernNoMethod, "ping": g.modernNoMethod, "logging/setLevel": g.modernNoMethod,
+		"resources/subscribe": g.modernNoMethod, "resources/unsubscribe": g.modernNoMethod,
 	} {
 		r.HandleModern(method, g.identified(h))
 	}
@@ -132,11 +136,17 @@ func withCacheHints(result []byte, scope string) []byte {
 	return out
 }
 
-// modernNoMethod: tasks/result and tasks/list do not exist in the tasks extension (results
-// are inlined in tasks/get; there is no list, so one caller cannot learn of another's tasks).
+// modernNoMethod answers methods the modern era does not have: tasks/result and tasks/list
+// (the tasks extension inlines results in tasks/get and has no list, so one caller cannot
+// learn of another's tasks) and the methods 2026-07-28 removed (-32601, HTTP 404: transports
+// "Protocol Version Header").
 func (g *Gateway) modernNoMethod(_ context.Context, x *Exchange) Result {
+	hint := ""
+	if strings.HasPrefix(x.Msg.Method, "tasks/") {
+		hint = " (use tasks/get)"
+	}
 	return modernError(x, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "MethodNotFound",
-		"Method not found: "+x.Msg.Method+" is not part of protocol "+era.Modern+" (use tasks/get)"))
+		"Method not found: "+x.Msg.Method+" is not part of protocol "+era.Modern+hint))
 }
 
 // modernOther forwards any other modern request to a modern upstream, or bridges it to a

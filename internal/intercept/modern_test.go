@@ -148,7 +148,7 @@ func statusOf(r Result) int {
 func TestModernTasksMethods(t *testing.T) {
 	h := newHarness(t, unitConfig)
 	h.modernUpstream()
-	for _, m := range []string{"tasks/result", "tasks/list"} {
+	for _, m := range []string{"tasks/result", "tasks/list", "initialize", "ping", "logging/setLevel", "resources/subscribe"} {
 		res := h.routeModern(modernExchange(t, m, `{"taskId":"tg_x"}`, tasksCaps))
 		if e := replyError(t, res); e.Code != -32601 || statusOf(res) != 404 {
 			t.Errorf("%s: code %d HTTP %d", m, e.Code, statusOf(res))
