@@ -214,7 +214,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 	telemetry.Annotate(r.Context(), msg.Method)
 	x := &intercept.Exchange{HTTP: r, Body: body, Msg: msg, CorrID: corr, Modern: modern}
-	if modern == nil {         // a modern request never joins a legacy session
+	if modern == nil { // a modern request never joins a legacy session
 		if sid := r.Header.Get(upstream.HeaderSessionID); sid != "" {
 			var ok bool
 			if x.Session, ok = h.resolveSession(w, r, sid, corr); !ok {
