@@ -35,9 +35,10 @@ func Deadlines(next http.Handler, body, write time.Duration) http.Handler {
 	})
 }
 
-// bodyDeadline clears the read deadline once the body ends (EOF or error): net/http then
-// starts its background read to notice a client that goes away, and that read must not time
-// out while a long reply is still being produced.
+// bodyDeadline clears the read deadline once the body has ended (EOF): net/http then starts its
+// background read to notice a client that goes away, and that read must not time out while a
+// long reply is still being produced. After any other error (the deadline itself) it stays, so
+// net/http's discarding of an unread rest fails fast instead of waiting for a stalled client.
 type bodyDeadline struct {
 	io.ReadCloser
 	rc   *http.ResponseController
@@ -46,7 +47,7 @@ type bodyDeadline struct {
 
 func (b *bodyDeadline) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && !b.done {
+	if err == io.EOF && !b.done {
 		b.done = true
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}

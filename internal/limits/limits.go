@@ -4,6 +4,7 @@
 package limits
 
 import (
+	"bytes"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -107,8 +108,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuse answers 503 and closes c. The answer is written, the write side shut and the
-// client's request drained briefly so the client reads the 503 rather than a reset.
+// refuse answers 503 and closes c. In one of a bounded number of goroutines it first waits
+// briefly for the request head (an HTTP client takes an answer that precedes its request for
+// a broken connection), answers, shuts the write side and drains a little so the client
+// reads the 503 rather than a reset. Beyond that bound the answer is written at once (it fits
+// the empty send buffer of a new connection) and the connection closed.
 func (l *Listener) refuse(c net.Conn) {
 	l.refused.Add(1)
 	if l.onRefuse != nil {
@@ -117,20 +121,33 @@ func (l *Listener) refuse(c net.Conn) {
 	select {
 	case l.rejects <- struct{}{}:
 	default:
-		c.Close() // already answering many: no goroutine per flooding connection
+		_ = c.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		_, _ = c.Write(l.response)
+		c.Close()
 		return
 	}
 	go func() {
 		defer func() { <-l.rejects }()
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Second))
+		_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+		var buf [2048]byte
+		var tail []byte
+		for n := 0; n < 16<<10; {
+			k, err := c.Read(buf[:])
+			n += k
+			tail = append(tail, buf[:k]...)
+			if bytes.Contains(tail, []byte("\r\n\r\n")) || err != nil {
+				break
+			}
+			tail = tail[max(0, len(tail)-3):]
+		}
+		_ = c.SetDeadline(time.Now().Add(250 * time.Millisecond))
 		if _, err := c.Write(l.response); err != nil {
 			return
 		}
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
-		var buf [512]byte
 		for n := 0; n < 64<<10; {
 			k, err := c.Read(buf[:])
 			n += k

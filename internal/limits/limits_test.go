@@ -156,6 +156,16 @@ func TestDeadlinesStalledBody(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("a stalled body was never cut")
 	}
+	// The handler is done; the connection must end too, not wait for the rest of the body.
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(c); isTimeout(err) {
+		t.Error("the connection stayed open after the body deadline")
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func TestDeadlinesLongReplyAfterBody(t *testing.T) {
