@@ -105,6 +105,10 @@ func (g *Gateway) approvalQuestion(t *tasks.Task) map[string]any {
 func (g *Gateway) elicitResponse(ctx context.Context, x *Exchange) Result {
 	var id string
 	_ = json.Unmarshal(x.Msg.ID, &id)
+	if strings.HasPrefix(id, mrtrAskPrefix) {
+		g.modern.asks.deliver(id, owner(x), x.Msg) // an answer for a modern-only upstream (MRTR)
+		return Result{Accepted: true}
+	}
 	q, ok := g.questions.take(id)
 	if !ok || q.owner != owner(x) {
 		return Result{Accepted: true} // unknown, answered already, or not the requester's: ignore

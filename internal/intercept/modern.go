@@ -174,6 +174,8 @@ type modernState struct {
 	upTasks    upstreamTaskOwners
 	listen     listeners   // open subscriptions/listen streams
 	parked     parking     // bridged calls waiting for a client's inputResponses (MRTR)
+	sessCaps   sessionCaps // capabilities legacy clients of a modern-only upstream declared
+	asks       legacyAsks  // MRTR requests sent to those clients, by request id
 	modernOnly atomic.Bool // the upstream refuses initialize: legacy clients are bridged
 }
 

@@ -32,7 +32,7 @@ func FuzzModernRewrites(f *testing.F) {
 		}
 		if m.Kind == jsonrpc.KindRequest {
 			check("legacyBody", legacyBody(m))
-			if out, _, err := modernBody(m); err == nil {
+			if out, _, err := modernBody(m, nil); err == nil {
 				check("modernBody", out)
 			}
 		}

@@ -82,6 +82,9 @@ func (g *Gateway) localInitialize(x *Exchange, f *Forward) Result {
 			defer t.Release()
 		}
 		x.Session = t.Adopt(sid)
+		// What the client can answer (elicitation, sampling, roots) travels in the _meta of its
+		// requests, so the upstream may ask it through MRTR.
+		g.modern.sessCaps.put(sid, jsonrpc.Member(x.Msg.Params, "capabilities"))
 		return g.transformed(x, f, jsonrpc.ResultResponse(x.Msg.ID, result))
 	}}
 }
@@ -132,41 +135,60 @@ func (g *Gateway) forwardModern(x *Exchange, f *Forward) Result {
 			ctx, cancel = context.WithTimeout(ctx, f.Timeout)
 			defer cancel()
 		}
-		body, name, err := modernBody(x.Msg)
+		var caps json.RawMessage
+		if x.Session != nil {
+			caps = g.modern.sessCaps.get(x.Session.ID)
+		}
+		body, name, err := modernBody(x.Msg, caps)
 		if err != nil {
 			e := jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: "+err.Error())
 			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
 		}
 		hdr := modernHeaders(captureHeaders(x.HTTP.Header), x.Msg.Method, name)
 		hdr.Set(era.HeaderProtocolVersion, era.Modern) // the captured legacy version must not win
-		rep, err := g.d.Upstream.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
-			if m.Kind == jsonrpc.KindNotification {
-				emit(m.Raw)
-			}
-		})
-		if err != nil {
-			var ue *upstream.Error
-			e := jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
-			if errors.As(err, &ue) {
-				e = ue.RPCError()
-			}
-			if rep != nil && rep.Msg != nil {
-				return rep.Msg.WithID(x.Msg.ID) // an error the upstream answered with (HTTP 4xx)
-			}
-			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
-		}
-		if rep.Msg.Error == nil {
-			if _, e := callOutcome(rep.Msg, nil); e != nil {
-				// input_required (MRTR) or an upstream task: no legacy form on this path yet.
+		for round := 0; ; round++ {
+			rep, err := g.d.Upstream.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
+				if m.Kind == jsonrpc.KindNotification {
+					emit(m.Raw)
+				}
+			})
+			if err != nil {
+				var ue *upstream.Error
+				e := jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
+				if errors.As(err, &ue) {
+					e = ue.RPCError()
+				}
+				if rep != nil && rep.Msg != nil {
+					return rep.Msg.WithID(x.Msg.ID) // an error the upstream answered with (HTTP 4xx)
+				}
 				return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
 			}
+			if rep.Msg.Error == nil && mrtrMethods[x.Msg.Method] && round < maxInputRounds && isInputRequired(rep.Msg.Result) {
+				// MRTR → the legacy client's own server→client requests, then the retry.
+				answers, e := g.askLegacyClient(ctx, x, emit, jsonrpc.Member(rep.Msg.Result, "inputRequests"))
+				if e != nil {
+					return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
+				}
+				if body, err = retryBody(body, answers, jsonrpc.Member(rep.Msg.Result, "requestState")); err != nil {
+					e := jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamInvalid", "Could not build the retry: "+err.Error())
+					return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
+				}
+				continue
+			}
+			if rep.Msg.Error == nil {
+				if _, e := callOutcome(rep.Msg, nil); e != nil {
+					// input_required beyond the rounds allowed, or an upstream task.
+					return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
+				}
+			}
+			return g.transformed(x, f, rep.Msg.WithID(x.Msg.ID))
 		}
-		return g.transformed(x, f, rep.Msg.WithID(x.Msg.ID))
 	}}
 }
 
-// modernBody adds Tollgate's _meta to a legacy request's params and returns the Mcp-Name value.
-func modernBody(m *jsonrpc.Message) ([]byte, string, error) {
+// modernBody adds Tollgate's _meta to a legacy request's params (clientCapabilities: caps, the
+// capabilities the client declared at initialize, when known) and returns the Mcp-Name value.
+func modernBody(m *jsonrpc.Message, caps json.RawMessage) ([]byte, string, error) {
 	params := m.Params
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{}`)
@@ -177,6 +199,9 @@ func modernBody(m *jsonrpc.Message) ([]byte, string, error) {
 	}
 	var own map[string]json.RawMessage
 	_ = json.Unmarshal([]byte(ownMeta), &own)
+	if len(caps) > 0 && caps[0] == '{' {
+		own[era.MetaClientCapabilities] = caps
+	}
 	for _, k := range []string{era.MetaProtocolVersion, era.MetaClientCapabilities, era.MetaClientInfo} {
 		var err error
 		if meta, err = jsonrpc.Replace(meta, k, own[k]); err != nil {

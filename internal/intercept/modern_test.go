@@ -358,7 +358,7 @@ func TestModernBody(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, ""},
 	} {
 		m, _ := jsonrpc.Parse([]byte(tc.in))
-		b, name, err := modernBody(m)
+		b, name, err := modernBody(m, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

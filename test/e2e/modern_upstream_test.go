@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -419,5 +421,48 @@ func TestModernBridgeMRTR(t *testing.T) {
 	r3 := plain.call(4, "tools/call", map[string]any{"name": "confirm", "arguments": map[string]any{"what": "ship it"}})
 	if testkit.Dig(r3, "result", "resultType") != "complete" || testkit.Dig(r3, "result", "isError") != true {
 		t.Fatalf("no capability: %v", r3)
+	}
+}
+
+type sayHello struct{ asked atomic.Int32 }
+
+func (s *sayHello) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	s.asked.Add(1)
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{
+		Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"name": "hello"},
+	}}, nil
+}
+
+// TestLegacyClientModernOnlyMRTR: a modern-only upstream's InputRequiredResult reaches a
+// 2025-11-25 client (mcp-go v1.2.1 pinned to the legacy handshake) as its own
+// elicitation/create; the answer goes back as inputResponses on the retry.
+func TestLegacyClientModernOnlyMRTR(t *testing.T) {
+	upURL, _ := modernOnlyUpstream(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "governance:\n  defaults: {action: forward}\n"), nil, nil)
+	g.WaitReady(t)
+	h := &sayHello{}
+	tr, err := transport.NewStreamableHTTP(g.MCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithElicitationHandler(h))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "legacy-mrtr", Version: "1"},
+		Capabilities: mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "test_streaming_elicitation", Arguments: map[string]any{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.asked.Load() != 1 || len(res.Content) == 0 || !strings.Contains(fmt.Sprint(res.Content[0]), "answer received") {
+		t.Fatalf("result %+v after %d questions", res, h.asked.Load())
 	}
 }
