@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,16 +39,8 @@ func TestForgedSessionIDRefused(t *testing.T) {
 		t.Errorf("%d approvals pending for a forged session, want none", n)
 	}
 	// A GET stream on a forged id is refused the same way.
-	req, _ := http.NewRequest(http.MethodGet, g.MCP, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", "forged-session-2")
-	resp, err := testkit.HTTPClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("GET stream on a forged session: HTTP %d, want 404", resp.StatusCode)
+	if st, _ := testkit.OpenStream(t, g.MCP, "forged-session-2"); st != http.StatusNotFound {
+		t.Errorf("GET stream on a forged session: HTTP %d, want 404", st)
 	}
 	// A real session still works.
 	g.NewClient(t).CallTask(2, "delete_user", `{"user_id":"u-002"}`)
@@ -178,40 +166,6 @@ func TestSessionRatePerSource(t *testing.T) {
 	}
 }
 
-// stream opens a GET stream for session sid and returns its status and data lines.
-func stream(t *testing.T, g *testkit.Gateway, sid string) (int, <-chan string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.MCP, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	lines := make(chan string, 100)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default: // a test that stopped reading must not block this goroutine
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); resp.Body.Close(); wg.Wait() })
-	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, resp.Body)
-	}
-	return resp.StatusCode, lines
-}
-
 // A session with an open stream or a pending task is never evicted for a new one; when every
 // session is busy, a new one is refused, and the busy ones keep their notifications.
 func TestBusySessionsNotEvicted(t *testing.T) {
@@ -219,7 +173,7 @@ func TestBusySessionsNotEvicted(t *testing.T) {
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules+"server:\n  limits: {max_sessions: 2, session_burst: 1000}\n"), approverEnv, nil)
 	g.WaitReady(t)
 	a := g.NewClient(t)
-	if st, _ := stream(t, g, a.Session); st != 200 {
+	if st, _ := testkit.OpenStream(t, g.MCP, a.Session); st != 200 {
 		t.Fatalf("stream: %d", st)
 	}
 	b := g.NewClient(t)
@@ -238,7 +192,7 @@ func TestBusySessionsNotEvicted(t *testing.T) {
 	if m := b.TaskRPC(2, "tasks/get", tidB).Message(t); testkit.Dig(m, "result", "status") != "working" {
 		t.Errorf("busy session lost its task: %v", m)
 	}
-	_, lines := stream(t, g, b.Session)
+	_, lines := testkit.OpenStream(t, g.MCP, b.Session)
 	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tidB+"/approve", "alice-secret-token", `{}`); st != 200 {
 		t.Fatal("approve failed")
 	}
@@ -264,16 +218,16 @@ func TestStreamLimits(t *testing.T) {
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "server:\n  limits: {max_streams: 2, max_streams_per_session: 1}\n"), nil, nil)
 	g.WaitReady(t)
 	a, b, c := g.NewClient(t), g.NewClient(t), g.NewClient(t)
-	if st, _ := stream(t, g, a.Session); st != 200 {
+	if st, _ := testkit.OpenStream(t, g.MCP, a.Session); st != 200 {
 		t.Fatalf("first stream: %d", st)
 	}
-	if st, _ := stream(t, g, a.Session); st != http.StatusTooManyRequests {
+	if st, _ := testkit.OpenStream(t, g.MCP, a.Session); st != http.StatusTooManyRequests {
 		t.Errorf("second stream of one session: HTTP %d, want 429", st)
 	}
-	if st, _ := stream(t, g, b.Session); st != 200 {
+	if st, _ := testkit.OpenStream(t, g.MCP, b.Session); st != 200 {
 		t.Fatalf("another session's stream: %d", st)
 	}
-	if st, _ := stream(t, g, c.Session); st != http.StatusTooManyRequests {
+	if st, _ := testkit.OpenStream(t, g.MCP, c.Session); st != http.StatusTooManyRequests {
 		t.Errorf("stream beyond server.limits.max_streams: HTTP %d, want 429", st)
 	}
 }

@@ -4,12 +4,14 @@
 package testkit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -372,4 +374,50 @@ func (g *Gateway) NewClient(t testing.TB) *RPC {
 	c := &RPC{T: t, URL: g.MCP}
 	c.Initialize()
 	return c
+}
+
+// OpenStream opens the server→client GET stream of session sid at the MCP endpoint url and
+// returns the HTTP status and the stream's lines. Lines the test does not take in time are
+// dropped (a test that stopped reading must not stall the reader); the channel closes when
+// the stream ends, and the stream is closed at test cleanup.
+func OpenStream(t testing.TB, url, sid string) (int, <-chan string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("GET stream: %v", err)
+	}
+	lines := make(chan string, 256)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); resp.Body.Close(); <-done })
+	return resp.StatusCode, lines
+}
+
+// FreeAddr returns a loopback address that was free a moment ago (for a child process to
+// listen on).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -93,7 +93,7 @@ func start(t *testing.T, cfg, limits string, nofile int) *proc {
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mcp, admin := freeAddr(t), freeAddr(t)
+	mcp, admin := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	script := `exec "$0" run --config "$1"`
 	if nofile > 0 {
 		script = "ulimit -n " + strconv.Itoa(nofile) + " && " + script
@@ -159,16 +159,6 @@ func (p *proc) rssMB(t *testing.T) float64 {
 func (p *proc) openFiles() int {
 	ents, _ := os.ReadDir("/proc/" + strconv.Itoa(p.cmd.Process.Pid) + "/fd")
 	return len(ents)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func tail(s string, n int) string {

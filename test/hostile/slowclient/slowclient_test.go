@@ -2,7 +2,6 @@ package slowclient
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,13 +216,16 @@ func TestForgedSessionFlood(t *testing.T) {
 
 	live := &testkit.RPC{T: t, URL: p.MCP}
 	live.Initialize()
-	lines := openStream(t, p.MCP, live.Session)
+	st, lines := testkit.OpenStream(t, p.MCP, live.Session)
+	if st != http.StatusOK {
+		t.Fatalf("GET stream: HTTP %d", st)
+	}
 	tid := live.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
 
 	// The attacker: 127.0.0.2 (another source for the per-source session rate).
 	attacker := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
 		MaxIdleConnsPerHost: 16,
-		DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}).DialContext,
 	}}
 	defer attacker.CloseIdleConnections()
 	const forged, workers = 10050, 8 // more than the 10000 sessions Tollgate tracks by default
@@ -309,41 +311,6 @@ func forgedCall(c *http.Client, url, sid string) string {
 		return "task"
 	}
 	return fmt.Sprintf("HTTP %d", resp.StatusCode)
-}
-
-// openStream opens a GET stream for sid and returns its lines; it ends at test cleanup.
-func openStream(t *testing.T, url, sid string) <-chan string {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		cancel()
-		t.Fatalf("GET stream: HTTP %d", resp.StatusCode)
-	}
-	lines := make(chan string, 256)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); resp.Body.Close(); <-done })
-	return lines
 }
 
 // floodUpstream is an MCP upstream whose GET stream pushes 64 KiB notifications as fast as the
