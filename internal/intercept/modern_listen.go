@@ -139,6 +139,10 @@ func (g *Gateway) modernListen(ctx context.Context, x *Exchange) Result {
 	modernUp := g.upstreamModern(ctx)
 	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		defer g.modern.listen.remove(lid)
+		// The relay emits on this request's stream: it must end before Wait returns, and
+		// cancel (deferred after, so run first) is what ends it.
+		var relay sync.WaitGroup
+		defer relay.Wait()
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		upDone := make(chan []byte, 1)
@@ -147,7 +151,7 @@ func (g *Gateway) modernListen(ctx context.Context, x *Exchange) Result {
 			if err != nil {
 				return jsonrpc.ErrorResponse(x.Msg.ID, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: "+err.Error()))
 			}
-			go g.relayListen(ctx, x, body, ls, emit, upDone)
+			relay.Go(func() { g.relayListen(ctx, x, body, ls, emit, upDone) })
 		} else if !emit(g.ownAck(x, ls)) {
 			return nil
 		}

@@ -288,6 +288,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.C
 	defer cancel()
 	sw := newSSEWriter(w)
 	sw.start(http.StatusOK)
+	defer sw.close()
 	emit := func(msg []byte) bool { return ctx.Err() == nil && sw.write(sse.Message(msg)) == nil }
 	go func() { done <- fn(ctx, emit) }()
 	t := time.NewTicker(h.o.KeepAlive)

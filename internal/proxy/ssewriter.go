@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 
@@ -14,7 +15,13 @@ type sseWriter struct {
 	w   http.ResponseWriter
 	rc  *http.ResponseController
 	buf []byte
+	// closed is set when the handler returns: a late writer (a goroutine that outlived its
+	// request) gets an error instead of touching a finished ResponseWriter.
+	closed bool
 }
+
+// errClosed is what write returns after close.
+var errClosed = errors.New("proxy: event stream closed")
 
 func newSSEWriter(w http.ResponseWriter) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w)}
@@ -35,6 +42,9 @@ func (s *sseWriter) start(status int) {
 func (s *sseWriter) write(ev *sse.Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
 	var err error
 	if s.buf, err = sse.Write(s.w, s.buf, ev); err != nil {
 		return err
@@ -43,4 +53,11 @@ func (s *sseWriter) write(ev *sse.Event) error {
 		s.buf = nil // do not pin a large event's buffer for the stream's lifetime
 	}
 	return s.rc.Flush()
+}
+
+// close makes every later write fail; call it before the handler returns.
+func (s *sseWriter) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 }
