@@ -76,7 +76,7 @@ func (g *Gateway) bridge(x *Exchange, transform func([]byte) []byte) Result {
 		case e != nil:
 			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
 		case msg.Error != nil:
-			return jsonrpc.ErrorResponse(x.Msg.ID, upstreamError(msg.Error))
+			return jsonrpc.ErrorResponse(x.Msg.ID, jsonrpc.DecodeError(msg.Error))
 		}
 		res := msg.Result
 		if transform != nil {
@@ -137,14 +137,6 @@ func (g *Gateway) answerUpstream(hdr http.Header, msg []byte) {
 	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, hdr, msg); err == nil {
 		resp.Body.Close()
 	}
-}
-
-func upstreamError(raw json.RawMessage) *jsonrpc.Error {
-	var e jsonrpc.Error
-	if json.Unmarshal(raw, &e) != nil {
-		return jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamError", string(raw))
-	}
-	return &e
 }
 
 // bridgeSession returns the upstream session Tollgate holds, opening one if needed.
@@ -256,7 +248,7 @@ func callOutcome(msg *jsonrpc.Message, e *jsonrpc.Error) (json.RawMessage, *json
 	case e != nil:
 		return nil, e
 	case msg.Error != nil:
-		return nil, upstreamError(msg.Error)
+		return nil, jsonrpc.DecodeError(msg.Error)
 	}
 	var r struct {
 		ResultType string `json:"resultType"`

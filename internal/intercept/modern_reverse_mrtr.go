@@ -141,7 +141,7 @@ func (g *Gateway) askLegacyClient(ctx context.Context, x *Exchange, emit func([]
 			var id string
 			_ = json.Unmarshal(m.ID, &id)
 			if m.Error != nil {
-				return nil, upstreamError(m.Error) // the client could not answer: so be it
+				return nil, jsonrpc.DecodeError(m.Error) // the client could not answer: so be it
 			}
 			answers[ids[id]] = m.Result
 		}

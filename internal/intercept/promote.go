@@ -131,11 +131,7 @@ func (s *promotedSink) Done(resp *jsonrpc.Message, err *jsonrpc.Error) {
 	if resp != nil {
 		switch {
 		case resp.Error != nil:
-			var e jsonrpc.Error
-			if json.Unmarshal(resp.Error, &e) != nil {
-				e = *jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamError", string(resp.Error))
-			}
-			o.err = &e
+			o.err = jsonrpc.DecodeError(resp.Error)
 		default:
 			o.result = append(json.RawMessage(nil), resp.Result...)
 		}

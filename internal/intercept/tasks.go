@@ -359,11 +359,7 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 		return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
 	}
 	if rep.Msg.Error != nil {
-		var e jsonrpc.Error
-		if json.Unmarshal(rep.Msg.Error, &e) != nil {
-			e = *jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamError", string(rep.Msg.Error))
-		}
-		return nil, &e
+		return nil, jsonrpc.DecodeError(rep.Msg.Error)
 	}
 	return rep.Msg.Result, nil
 }

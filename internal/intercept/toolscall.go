@@ -314,10 +314,12 @@ func (g *Gateway) outcomeResponse(ctx context.Context, x *Exchange, own, id stri
 		return nil // the client went away; the task goes on
 	case rpcErr != nil:
 		e := rpcErr.WithCorrelation(x.CorrID)
-		if e.Data == nil {
-			e.Data = map[string]any{}
+		if e.RawData == nil { // data that is not an object is relayed as the upstream sent it
+			if e.Data == nil {
+				e.Data = map[string]any{}
+			}
+			e.Data["taskId"] = id
 		}
-		e.Data["taskId"] = id
 		return jsonrpc.ErrorResponse(x.Msg.ID, e)
 	}
 	return jsonrpc.ResultResponse(x.Msg.ID, withRelatedTask(res, id))

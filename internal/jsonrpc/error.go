@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -27,10 +28,14 @@ const (
 
 // Error is the one JSON-RPC error type used at Tollgate's edge. Data always carries a stable
 // "error" name and, once the request is known, its "correlation_id".
+//
+// An error the upstream sent is kept as it came: JSON-RPC 2.0 §5.1 lets "data" be any value,
+// so a string, number or array is held in RawData (Data stays nil) and written back unchanged.
 type Error struct {
-	Code    int            `json:"code"`
-	Message string         `json:"message"`
-	Data    map[string]any `json:"data,omitempty"`
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    map[string]any  `json:"data,omitempty"`
+	RawData json.RawMessage `json:"-"` // "data" when it is not an object (from UnmarshalJSON)
 }
 
 // NewError builds an error whose data.error is name; extra key/value pairs are added to data.
@@ -60,9 +65,10 @@ func (e *Error) Name() string {
 	return ""
 }
 
-// WithCorrelation returns a copy whose data carries correlation_id.
+// WithCorrelation returns a copy whose data carries correlation_id. Data that is not an
+// object (RawData) has no room for it and is left as the upstream sent it.
 func (e *Error) WithCorrelation(id string) *Error {
-	if id == "" {
+	if id == "" || e.RawData != nil {
 		return e
 	}
 	c := *e
@@ -76,8 +82,47 @@ func (e *Error) WithCorrelation(id string) *Error {
 
 // MarshalJSON keeps "data" out when empty and never HTML-escapes.
 func (e *Error) MarshalJSON() ([]byte, error) {
+	if e.RawData != nil && e.Data == nil {
+		return marshalNoEscape(struct {
+			Code    int             `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		}{e.Code, e.Message, e.RawData})
+	}
 	type wire Error
 	return marshalNoEscape((*wire)(e))
+}
+
+// UnmarshalJSON reads an error object whose "data" may be any JSON value (JSON-RPC 2.0 §5.1):
+// an object fills Data, anything else but null is kept verbatim in RawData.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*e = Error{Code: w.Code, Message: w.Message}
+	switch d := bytes.TrimSpace(w.Data); {
+	case len(d) == 0 || string(d) == "null":
+	case d[0] == '{':
+		return json.Unmarshal(d, &e.Data)
+	default:
+		e.RawData = append(json.RawMessage(nil), d...)
+	}
+	return nil
+}
+
+// DecodeError reads the "error" member of a reply; one that cannot be read (no object, no
+// integer code) becomes -32603 UpstreamError carrying its text.
+func DecodeError(raw json.RawMessage) *Error {
+	var e Error
+	if json.Unmarshal(raw, &e) != nil {
+		return NewError(CodeInternalError, "UpstreamError", string(raw))
+	}
+	return &e
 }
 
 // ErrorResponse encodes a complete JSON-RPC error response for id (raw, as the client sent it;

@@ -90,6 +90,7 @@ func (t *Task) Clone() *Task {
 	}
 	if t.Error != nil {
 		e := *t.Error
+		e.RawData = slices.Clone(t.Error.RawData)
 		if t.Error.Data != nil {
 			e.Data = make(map[string]any, len(t.Error.Data))
 			for k, v := range t.Error.Data {
