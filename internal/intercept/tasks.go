@@ -347,7 +347,14 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	}
 	hdr := callerHeaders(t.Headers, t.SessionID)
 	id := json.RawMessage(rawString("tollgate-exec-" + t.ID))
-	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), nil)
+	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), func(m *jsonrpc.Message) {
+		if m.Kind == jsonrpc.KindRequest {
+			// No client is connected to an execution Tollgate runs itself: refuse the
+			// upstream's elicitation/sampling/roots request at once, so the tool decides
+			// instead of waiting for an answer nobody sends.
+			g.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, noClientToAsk(m.Method)))
+		}
+	})
 	if err != nil {
 		var ue interface{ RPCError() *jsonrpc.Error }
 		if rep == nil && errors.As(err, &ue) {
@@ -378,6 +385,13 @@ func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 			fmt.Sprintf("Policy changed since approval: tool %q is now denied", t.Tool), "taskId", t.ID, "tool", t.Tool)
 	}
 	return nil
+}
+
+// noClientToAsk answers a server→client request sent during an approved call Tollgate
+// executes on the caller's behalf (the same refusal a bridged 2026-07-28 execution gets).
+func noClientToAsk(method string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
+		"Tollgate executes this approved call on the caller's behalf with no client connected to answer "+method)
 }
 
 func sessionGone(t *tasks.Task) *jsonrpc.Error {
