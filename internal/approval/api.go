@@ -21,15 +21,18 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // Tasks is what the approvals API needs from the task manager (*tasks.Manager).
 type Tasks interface {
-	Lookup(ctx context.Context, id string) (*Task, error)
-	ListAll(ctx context.Context, f Filter) ([]*Task, error)
-	Approve(ctx context.Context, id, approver, reason string) (*Task, error)
-	Reject(ctx context.Context, id, approver, reason string) (*Task, error)
+	Lookup(ctx context.Context, id string) (*tasks.Task, error)
+	ListAll(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
+	Approve(ctx context.Context, id, approver, reason string) (*tasks.Task, error)
+	Reject(ctx context.Context, id, approver, reason string) (*tasks.Task, error)
 }
+
+var _ Tasks = (*tasks.Manager)(nil)
 
 // Options configures the approvals API.
 type Options struct {
@@ -162,22 +165,22 @@ func bearerToken(r *http.Request) (string, bool) {
 // statusGroups maps ?status= keywords to the task states they cover. "approved" additionally
 // requires an approving decision (accelerated tasks never had one). Internal state names are
 // accepted as well.
-var statusGroups = map[string][]State{
-	"pending":  {AwaitingApproval},
-	"approved": {Approved, Executing, Completed, Failed},
-	"rejected": {Rejected},
+var statusGroups = map[string][]tasks.State{
+	"pending":  {tasks.AwaitingApproval},
+	"approved": {tasks.Approved, tasks.Executing, tasks.Completed, tasks.Failed},
+	"rejected": {tasks.Rejected},
 }
 
-var allStates = []State{AwaitingApproval, Approved, Executing, Completed, Failed, Rejected, Expired, TimedOut, Cancelled}
+var allStates = []tasks.State{tasks.AwaitingApproval, tasks.Approved, tasks.Executing, tasks.Completed, tasks.Failed, tasks.Rejected, tasks.Expired, tasks.TimedOut, tasks.Cancelled}
 
 type statusFilter struct {
 	all      bool
-	states   map[State]bool // states accepted unconditionally
-	approved map[State]bool // states accepted only with an approving decision
+	states   map[tasks.State]bool // states accepted unconditionally
+	approved map[tasks.State]bool // states accepted only with an approving decision
 }
 
 func parseStatus(values []string) (statusFilter, error) {
-	f := statusFilter{states: map[State]bool{}, approved: map[State]bool{}}
+	f := statusFilter{states: map[tasks.State]bool{}, approved: map[tasks.State]bool{}}
 	n := 0
 	for _, v := range values {
 		for _, s := range strings.Split(v, ",") {
@@ -197,15 +200,15 @@ func parseStatus(values []string) (statusFilter, error) {
 				for _, st := range statusGroups[s] {
 					f.states[st] = true
 				}
-			case slices.Contains(allStates, State(s)):
-				f.states[State(s)] = true
+			case slices.Contains(allStates, tasks.State(s)):
+				f.states[tasks.State(s)] = true
 			default:
 				return f, fmt.Errorf("unknown status %q; use pending, approved, rejected, all or a task state (%s)", s, joinStates())
 			}
 		}
 	}
 	if n == 0 {
-		f.states[AwaitingApproval] = true
+		f.states[tasks.AwaitingApproval] = true
 	}
 	return f, nil
 }
@@ -218,7 +221,7 @@ func joinStates() string {
 	return strings.Join(s, ", ")
 }
 
-func (f statusFilter) match(t *Task) bool {
+func (f statusFilter) match(t *tasks.Task) bool {
 	if t.Accelerated {
 		return false // never awaited a human; not an approval request
 	}
@@ -229,11 +232,11 @@ func (f statusFilter) match(t *Task) bool {
 }
 
 // query is the manager filter covering f, and whether f needs no post-filtering.
-func (f statusFilter) query() (Filter, bool) {
+func (f statusFilter) query() (tasks.Filter, bool) {
 	if f.all {
-		return Filter{IncludeFinished: true}, false
+		return tasks.Filter{IncludeFinished: true}, false
 	}
-	var q Filter
+	var q tasks.Filter
 	for _, st := range allStates {
 		if f.states[st] || f.approved[st] {
 			q.States = append(q.States, st)
@@ -268,8 +271,8 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		h.internalError(w, "list approvals", err)
 		return
 	}
-	ts = slices.DeleteFunc(ts, func(t *Task) bool { return t == nil || !f.match(t) })
-	slices.SortFunc(ts, func(a, b *Task) int {
+	ts = slices.DeleteFunc(ts, func(t *tasks.Task) bool { return t == nil || !f.match(t) })
+	slices.SortFunc(ts, func(a, b *tasks.Task) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	resp := ListResponse{Approvals: make([]View, 0, min(len(ts), limit))}
@@ -304,7 +307,7 @@ func (h *handler) decide(approve bool) http.HandlerFunc {
 			writeError(w, status, http.StatusText(status), err.Error(), nil)
 			return
 		}
-		var t *Task
+		var t *tasks.Task
 		if approve {
 			t, err = h.tasks.Approve(r.Context(), id, approver, reason)
 		} else {
@@ -351,7 +354,7 @@ func readReason(w http.ResponseWriter, r *http.Request) (string, int, error) {
 }
 
 func (h *handler) taskError(w http.ResponseWriter, id, op string, err error) {
-	if ce, ok := errors.AsType[*ConflictError](err); ok {
+	if ce, ok := errors.AsType[*tasks.ConflictError](err); ok {
 		var v *View
 		msg := fmt.Sprintf("task %s is no longer awaiting approval", id)
 		if ce.Task != nil {
@@ -367,9 +370,9 @@ func (h *handler) taskError(w http.ResponseWriter, id, op string, err error) {
 		return
 	}
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, tasks.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("task %s not found", id), nil)
-	case errors.Is(err, ErrSelfApproval):
+	case errors.Is(err, tasks.ErrSelfApproval):
 		writeError(w, http.StatusForbidden, "self_approval", "the requester of a call cannot decide on it", nil)
 	default:
 		h.internalError(w, op+" task "+id, err)
@@ -388,7 +391,7 @@ func (h *handler) internalError(w http.ResponseWriter, op string, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log", nil)
 }
 
-func (h *handler) view(t *Task) View {
+func (h *handler) view(t *tasks.Task) View {
 	v := View{
 		TaskID:        t.ID,
 		Tool:          t.Tool,
@@ -424,7 +427,7 @@ func (h *handler) view(t *Task) View {
 // redact applies the task's workflow redact_fields. Without a workflow ("" = accelerated
 // forward, no approval) nothing is hidden; when the workflow cannot be found (removed by a
 // reload, or no lookup wired) the whole arguments are hidden, failing closed.
-func (h *handler) redact(t *Task) json.RawMessage {
+func (h *handler) redact(t *tasks.Task) json.RawMessage {
 	args := t.Arguments
 	if len(args) == 0 {
 		args = json.RawMessage("{}")

@@ -14,21 +14,22 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // fixture is a fresh set of tasks in every state the API distinguishes.
 func fixture() *fakeTasks {
 	approved := pendingTask("tg_c", 20*time.Minute)
-	approved.State, approved.Decision = Approved, &Decision{Approved: true, By: "alice", Reason: "fine", At: t0}
+	approved.State, approved.Decision = tasks.Approved, &tasks.Decision{Approved: true, By: "alice", Reason: "fine", At: t0}
 	rejected := pendingTask("tg_d", 30*time.Minute)
-	rejected.State, rejected.Decision = Rejected, &Decision{Approved: false, By: "bob", Reason: "no", At: t0}
+	rejected.State, rejected.Decision = tasks.Rejected, &tasks.Decision{Approved: false, By: "bob", Reason: "no", At: t0}
 	accel := pendingTask("tg_e", 40*time.Minute)
-	accel.State, accel.Accelerated, accel.Workflow = Completed, true, ""
+	accel.State, accel.Accelerated, accel.Workflow = tasks.Completed, true, ""
 	failed := pendingTask("tg_f", 50*time.Minute)
-	failed.State, failed.Decision = Failed, &Decision{Approved: true, By: "bob", At: t0}
+	failed.State, failed.Decision = tasks.Failed, &tasks.Decision{Approved: true, By: "bob", At: t0}
 	failed.Error = jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged", "policy changed for "+secretPW)
 	timedOut := pendingTask("tg_g", 60*time.Minute)
-	timedOut.State = TimedOut
+	timedOut.State = tasks.TimedOut
 	gone := pendingTask("tg_h", 2*time.Minute)
 	gone.Workflow = "removed_by_reload"
 	return newFake(pendingTask("tg_a", 5*time.Minute), pendingTask("tg_b", time.Minute),
@@ -64,14 +65,14 @@ func TestHandler(t *testing.T) {
 			}},
 		{name: "token on decision needs auth too", method: "POST", path: "/api/v1/approvals/tg_a/approve", wantStatus: 401, wantError: "unauthorized",
 			check: func(t *testing.T, f *fakeTasks, _ []byte, _ http.Header) {
-				if f.tasks["tg_a"].State != AwaitingApproval {
+				if f.tasks["tg_a"].State != tasks.AwaitingApproval {
 					t.Error("unauthenticated approve changed the task")
 				}
 			}},
 		{name: "list default pending, oldest first", method: "GET", path: "/api/v1/approvals", token: aliceToken,
 			wantStatus: 200, wantIDs: []string{"tg_a", "tg_h", "tg_b"},
 			check: func(t *testing.T, f *fakeTasks, _ []byte, _ http.Header) {
-				if !slices.Equal(f.lastQ.States, []State{AwaitingApproval}) || f.lastQ.IncludeFinished {
+				if !slices.Equal(f.lastQ.States, []tasks.State{tasks.AwaitingApproval}) || f.lastQ.IncludeFinished {
 					t.Errorf("manager filter = %+v", f.lastQ)
 				}
 			}},
@@ -185,13 +186,13 @@ func TestHandler(t *testing.T) {
 		// DESIGN.md §4: the reason is optional (`reject ID [--reason R]`).
 		{name: "reject without reason", method: "POST", path: "/api/v1/approvals/tg_b/reject", token: aliceToken, wantStatus: 200,
 			check: func(t *testing.T, f *fakeTasks, _ []byte, _ http.Header) {
-				if f.tasks["tg_b"].State != Rejected {
+				if f.tasks["tg_b"].State != tasks.Rejected {
 					t.Errorf("state %s, want rejected", f.tasks["tg_b"].State)
 				}
 			}},
 		{name: "reject", method: "POST", path: "/api/v1/approvals/tg_b/reject", token: aliceToken, body: `{"reason":"not today"}`, wantStatus: 200,
 			check: func(t *testing.T, f *fakeTasks, _ []byte, _ http.Header) {
-				if tk := f.tasks["tg_b"]; tk.State != Rejected || tk.Decision.Reason != "not today" {
+				if tk := f.tasks["tg_b"]; tk.State != tasks.Rejected || tk.Decision.Reason != "not today" {
 					t.Errorf("task = %+v", tk)
 				}
 			}},
@@ -205,7 +206,7 @@ func TestHandler(t *testing.T) {
 		{name: "body too large", method: "POST", path: "/api/v1/approvals/tg_a/approve", token: aliceToken,
 			body: `{"reason":"` + strings.Repeat("r", MaxBodyBytes) + `"}`, wantStatus: 413, wantError: "request_entity_too_large",
 			check: func(t *testing.T, f *fakeTasks, _ []byte, _ http.Header) {
-				if f.tasks["tg_a"].State != AwaitingApproval {
+				if f.tasks["tg_a"].State != tasks.AwaitingApproval {
 					t.Error("oversized request changed the task")
 				}
 			}},

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 func TestRunCLI(t *testing.T) {
@@ -45,7 +47,7 @@ func TestRunCLI(t *testing.T) {
 		{name: "bad id", args: []string{"show", "../x"}, wantCode: 2, wantErr: []string{"invalid task ID"}},
 		{name: "reject without reason", args: []string{"reject", "tg_b"}, wantCode: 0,
 			checkState: func(t *testing.T, f *fakeTasks) {
-				if f.tasks["tg_b"].State != Rejected {
+				if f.tasks["tg_b"].State != tasks.Rejected {
 					t.Errorf("state %s, want rejected", f.tasks["tg_b"].State)
 				}
 			}},
@@ -73,7 +75,7 @@ func TestRunCLI(t *testing.T) {
 		{name: "after -- is positional", args: []string{"show", "--", "tg_a"}, wantCode: 0, wantOut: []string{"tg_a"}},
 		{name: "reject", args: []string{"reject", "tg_b", "--reason=not now"}, wantCode: 0, wantOut: []string{"rejected tg_b"},
 			checkState: func(t *testing.T, f *fakeTasks) {
-				if f.tasks["tg_b"].State != Rejected {
+				if f.tasks["tg_b"].State != tasks.Rejected {
 					t.Errorf("state = %s", f.tasks["tg_b"].State)
 				}
 			}},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -25,20 +26,20 @@ const (
 // the requester cannot decide, unknown ids are not found.
 type fakeTasks struct {
 	mu      sync.Mutex
-	tasks   map[string]*Task
+	tasks   map[string]*tasks.Task
 	listErr error
-	lastQ   Filter
+	lastQ   tasks.Filter
 }
 
-func newFake(ts ...*Task) *fakeTasks {
-	f := &fakeTasks{tasks: map[string]*Task{}}
+func newFake(ts ...*tasks.Task) *fakeTasks {
+	f := &fakeTasks{tasks: map[string]*tasks.Task{}}
 	for _, t := range ts {
 		f.tasks[t.ID] = t
 	}
 	return f
 }
 
-func clone(t *Task) *Task {
+func clone(t *tasks.Task) *tasks.Task {
 	c := *t
 	if t.Decision != nil {
 		d := *t.Decision
@@ -47,24 +48,24 @@ func clone(t *Task) *Task {
 	return &c
 }
 
-func (f *fakeTasks) Lookup(_ context.Context, id string) (*Task, error) {
+func (f *fakeTasks) Lookup(_ context.Context, id string) (*tasks.Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, ok := f.tasks[id]
 	if !ok {
-		return nil, ErrNotFound
+		return nil, tasks.ErrNotFound
 	}
 	return clone(t), nil
 }
 
-func (f *fakeTasks) ListAll(_ context.Context, q Filter) ([]*Task, error) {
+func (f *fakeTasks) ListAll(_ context.Context, q tasks.Filter) ([]*tasks.Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastQ = q
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
-	var out []*Task
+	var out []*tasks.Task
 	for _, t := range f.tasks {
 		if len(q.States) > 0 && !slices.Contains(q.States, t.State) {
 			continue
@@ -74,48 +75,48 @@ func (f *fakeTasks) ListAll(_ context.Context, q Filter) ([]*Task, error) {
 		}
 		out = append(out, clone(t))
 	}
-	slices.SortFunc(out, func(a, b *Task) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(out, func(a, b *tasks.Task) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
 	return out, nil
 }
 
-func (f *fakeTasks) decide(id, approver, reason string, approve bool) (*Task, error) {
+func (f *fakeTasks) decide(id, approver, reason string, approve bool) (*tasks.Task, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t, ok := f.tasks[id]
 	if !ok {
-		return nil, ErrNotFound
+		return nil, tasks.ErrNotFound
 	}
-	if t.State != AwaitingApproval {
-		return nil, &ConflictError{Task: clone(t)}
+	if t.State != tasks.AwaitingApproval {
+		return nil, &tasks.ConflictError{Task: clone(t)}
 	}
 	if t.RequestedBy != "" && t.RequestedBy == approver {
-		return nil, ErrSelfApproval
+		return nil, tasks.ErrSelfApproval
 	}
-	t.Decision = &Decision{Approved: approve, By: approver, Reason: reason, At: t0.Add(time.Minute)}
-	t.State = Rejected
+	t.Decision = &tasks.Decision{Approved: approve, By: approver, Reason: reason, At: t0.Add(time.Minute)}
+	t.State = tasks.Rejected
 	if approve {
-		t.State = Approved
+		t.State = tasks.Approved
 	}
 	t.UpdatedAt = t0.Add(time.Minute)
 	t.Version++
 	return clone(t), nil
 }
 
-func (f *fakeTasks) Approve(_ context.Context, id, approver, reason string) (*Task, error) {
+func (f *fakeTasks) Approve(_ context.Context, id, approver, reason string) (*tasks.Task, error) {
 	return f.decide(id, approver, reason, true)
 }
 
-func (f *fakeTasks) Reject(_ context.Context, id, approver, reason string) (*Task, error) {
+func (f *fakeTasks) Reject(_ context.Context, id, approver, reason string) (*tasks.Task, error) {
 	return f.decide(id, approver, reason, false)
 }
 
 var errBoom = errors.New("store exploded")
 
-func pendingTask(id string, age time.Duration) *Task {
-	return &Task{
+func pendingTask(id string, age time.Duration) *tasks.Task {
+	return &tasks.Task{
 		ID:               id,
 		Owner:            sessionID,
 		SessionID:        "7f3c9a1e5b2d4c6a8e0f",
@@ -124,7 +125,7 @@ func pendingTask(id string, age time.Duration) *Task {
 		Arguments:        json.RawMessage(`{"user":"bob","password":"` + secretPW + `","credentials":{"api_key":"` + secretPW + `","region":"eu"}}`),
 		ArgsHash:         "abc123",
 		Workflow:         "default",
-		State:            AwaitingApproval,
+		State:            tasks.AwaitingApproval,
 		StatusMessage:    "Awaiting approval (default)",
 		CreatedAt:        t0.Add(-age),
 		UpdatedAt:        t0.Add(-age),

@@ -13,10 +13,6 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
-// relatedTaskKey marks a result as belonging to a task (spec 2025-11-25 tasks, related-task
-// metadata).
-const relatedTaskKey = "io.modelcontextprotocol/related-task"
-
 // taskView is what the tools show of a task: never its arguments, headers or stored result.
 type taskView struct {
 	TaskID           string         `json:"taskId"`
@@ -220,7 +216,7 @@ func (g *Tools) getTaskResult(ctx context.Context, c Caller, a args) result {
 		return g.internalError(ToolGetTaskResult, id, err)
 	}
 
-	meta := map[string]any{relatedTaskKey: map[string]string{"taskId": id}}
+	meta := map[string]any{tasks.RelatedTaskKey: map[string]string{"taskId": id}}
 	if rpcErr != nil {
 		// The governed call failed (rejected, timed out, expired, cancelled, upstream error):
 		// that is the outcome of the task, shown as a tool error the model can read.

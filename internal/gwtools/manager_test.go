@@ -51,7 +51,7 @@ func TestWithManager(t *testing.T) {
 	})
 	d = call(t, g, alice, ToolGetTaskResult, `{"task_id":"`+task.ID+`","timeout_ms":60000}`)
 	wg.Wait()
-	if d.IsError || d.Content[0].Text != "done" || !strings.Contains(string(d.Meta[relatedTaskKey]), task.ID) {
+	if d.IsError || d.Content[0].Text != "done" || !strings.Contains(string(d.Meta[tasks.RelatedTaskKey]), task.ID) {
 		t.Fatalf("result = %+v", d)
 	}
 

@@ -208,7 +208,7 @@ func TestGetTaskResult(t *testing.T) {
 				if d.IsError || d.Content[0].Text != "deleted" || string(d.StructuredContent["n"]) != "1" || string(d.Extra) != `"kept"` {
 					t.Fatalf("result not passed through: %+v", d)
 				}
-				if got := string(d.Meta[relatedTaskKey]); got != `{"taskId":"tg_done"}` {
+				if got := string(d.Meta[tasks.RelatedTaskKey]); got != `{"taskId":"tg_done"}` {
 					t.Fatalf("related-task = %s", got)
 				}
 			},

@@ -70,7 +70,7 @@ func (q *questions) take(id string) (question, bool) {
 func (g *Gateway) askRequester(t *tasks.Task, owner string, emit func([]byte) bool) {
 	id := g.questions.add(question{taskID: t.ID, owner: owner})
 	q := g.approvalQuestion(t)
-	q["_meta"] = map[string]any{relatedTaskKey: map[string]string{"taskId": t.ID}}
+	q["_meta"] = map[string]any{tasks.RelatedTaskKey: map[string]string{"taskId": t.ID}}
 	params, _ := jsonrpc.Marshal(q)
 	if !emit(jsonrpc.Request(rawString(id), "elicitation/create", params)) {
 		g.questions.take(id) // no stream to ask on; approvers can still decide

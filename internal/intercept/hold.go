@@ -139,5 +139,5 @@ func heldResult(t *tasks.Task, consoleURL string, outputSchema bool) []byte {
 		isError = "true"
 	}
 	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"isError":` + isError +
-		`,"_meta":{"` + relatedTaskKey + `":{"taskId":` + string(rawString(t.ID)) + `},"` + approvalMetaKey + `":` + meta + `}}`)
+		`,"_meta":{"` + tasks.RelatedTaskKey + `":{"taskId":` + string(rawString(t.ID)) + `},"` + approvalMetaKey + `":` + meta + `}}`)
 }

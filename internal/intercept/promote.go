@@ -163,6 +163,5 @@ func promotedSlowResult(t *tasks.Task, after time.Duration) []byte {
 		"Call tollgate_get_task_result with {\"task_id\":\"%s\"} (it can wait with timeout_ms) "+
 		"or tollgate_await_activity to be told when it finishes.", t.Tool, after, t.ID, t.ID)
 	sc := fmt.Sprintf(`{"taskId":%s,"status":"working","promoted":true,"next":["tollgate_get_task_result","tollgate_await_activity"]}`, rawString(t.ID))
-	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"structuredContent":` + sc +
-		`,"_meta":{"` + relatedTaskKey + `":{"taskId":` + string(rawString(t.ID)) + `}}}`)
+	return handoffResult(t.ID, text, sc)
 }

@@ -15,9 +15,6 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
-// relatedTaskKey is the _meta key tasks/result carries (spec 2025-11-25 tasks).
-const relatedTaskKey = "io.modelcontextprotocol/related-task"
-
 func taskIDParam(x *Exchange) (string, *jsonrpc.Error) {
 	var p struct {
 		TaskID string `json:"taskId"`
@@ -122,7 +119,7 @@ func withRelatedTask(result []byte, id string) []byte {
 	if meta == nil || string(meta) == "null" {
 		meta = []byte(`{}`)
 	}
-	nm, err := jsonrpc.Replace(meta, relatedTaskKey, rel)
+	nm, err := jsonrpc.Replace(meta, tasks.RelatedTaskKey, rel)
 	if err != nil {
 		return result
 	}
@@ -309,8 +306,15 @@ func promotedResult(t *tasks.Task) []byte {
 		`{"task_id":"%s"} to get the tool's result.`, t.ID, t.StatusMessage, t.ID)
 	sc := fmt.Sprintf(`{"taskId":%s,"status":%s,"statusMessage":%s,"next":["tollgate_await_activity","tollgate_get_task_result"]}`,
 		rawString(t.ID), rawString(t.WireStatus()), rawString(t.StatusMessage))
-	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"structuredContent":` + sc +
-		`,"_meta":{"` + relatedTaskKey + `":{"taskId":` + string(rawString(t.ID)) + `}}}`)
+	return handoffResult(t.ID, text, sc)
+}
+
+// handoffResult is the plain tool result that hands a call over to task id, for a client
+// without tasks: text for the model, structuredContent for programs, and the related-task
+// _meta (spec 2025-11-25 tasks).
+func handoffResult(id, text, structured string) []byte {
+	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"structuredContent":` + structured +
+		`,"_meta":{"` + tasks.RelatedTaskKey + `":{"taskId":` + string(rawString(id)) + `}}}`)
 }
 
 // OnTaskChange pushes notifications/tasks/status to the owning session's open stream only

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 func taskRequest(method, params string) string {
@@ -158,8 +159,8 @@ func TestTasksEdgeCases(t *testing.T) {
 		if err := json.Unmarshal(out, &r); err != nil || len(r.Result.Content) != 1 || r.Result.Content[0].Text != "ran" {
 			t.Fatalf("tasks/result = %s, want the upstream's tool result", out)
 		}
-		if r.Result.Meta[relatedTaskKey].TaskID != id {
-			t.Errorf("_meta[%s] = %v, want taskId %s", relatedTaskKey, r.Result.Meta, id)
+		if r.Result.Meta[tasks.RelatedTaskKey].TaskID != id {
+			t.Errorf("_meta[%s] = %v, want taskId %s", tasks.RelatedTaskKey, r.Result.Meta, id)
 		}
 		if got := h.up.methods(); len(got) != 1 || got[0] != "tools/call" {
 			t.Errorf("upstream saw %v, want exactly one tools/call (executed at most once)", got)

@@ -26,9 +26,6 @@ const (
 	Required  TaskSupport = "required"
 )
 
-// DefaultWorkflow is the approval workflow used when a rule names none.
-const DefaultWorkflow = "default"
-
 // MaxCachedTools bounds the per-tool decision cache. Tool names come from clients
 // (tools/call params.name), so an unbounded cache would let a client grow memory at will;
 // beyond the cap decisions are still correct, just computed each time.
@@ -113,7 +110,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 			prefixes: literalPrefixes(r.Match, 0),
 			match:    r.Match,
 			action:   r.Action,
-			workflow: orDefault(r.Approval, DefaultWorkflow),
+			workflow: orDefault(r.Approval, config.DefaultWorkflow),
 			policyID: r.PolicyID,
 		})
 	}
@@ -133,7 +130,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 	e.defaults = Decision{
 		Action:   defAction,
 		Rule:     -1,
-		Workflow: orDefault(gov.Defaults.Approval, DefaultWorkflow),
+		Workflow: orDefault(gov.Defaults.Approval, config.DefaultWorkflow),
 	}
 	for _, name := range forceRequired {
 		if name = strings.TrimSpace(name); name != "" {

@@ -64,7 +64,6 @@ const (
 	DefaultTTL          = 10 * time.Minute
 	DefaultMaxTTL       = 24 * time.Hour
 	DefaultPollInterval = 2 * time.Second
-	DefaultWorkflow     = "default"
 )
 
 // CreateRequest describes a held (or accelerated) tool call.
@@ -256,7 +255,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		t.Decision = &Decision{Approved: true, By: ByAccelerated, Reason: "rule forwards the call; Tollgate runs it as a task", At: now}
 	} else {
 		if t.Workflow == "" {
-			t.Workflow = DefaultWorkflow
+			t.Workflow = config.DefaultWorkflow
 		}
 		t.State = AwaitingApproval
 		t.StatusMessage = fmt.Sprintf("Awaiting approval (%s)", t.Workflow)

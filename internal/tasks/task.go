@@ -36,6 +36,10 @@ const (
 	ByAccelerated = "system:accelerated"
 )
 
+// RelatedTaskKey is the _meta key that marks a result or a message as belonging to a task
+// (spec 2025-11-25 tasks, related-task metadata).
+const RelatedTaskKey = "io.modelcontextprotocol/related-task"
+
 // Task is one Tollgate-owned task. Arguments and Headers are never logged.
 type Task struct {
 	ID          string          `json:"id"`
