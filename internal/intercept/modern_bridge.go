@@ -3,7 +3,6 @@ package intercept
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -110,16 +109,12 @@ func (g *Gateway) bridgeCall(ctx context.Context, captured http.Header, body []b
 				g.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
 			}
 		})
+		if upstream.StatusOf(rep, err) == http.StatusNotFound && attempt == 0 {
+			g.dropBridgeSession(sid) // the upstream forgot the session: open a new one once
+			continue
+		}
 		if err != nil {
-			if rep != nil && rep.Status == http.StatusNotFound && attempt == 0 {
-				g.dropBridgeSession(sid) // the upstream forgot the session: open a new one once
-				continue
-			}
-			var ue *upstream.Error
-			if errors.As(err, &ue) {
-				return nil, ue.RPCError()
-			}
-			return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
+			return nil, upstream.AsError(err).RPCError()
 		}
 		return rep.Msg, nil
 	}
@@ -234,11 +229,7 @@ func (g *Gateway) executeModern(ctx context.Context, t *tasks.Task) (json.RawMes
 	hdr = modernHeaders(hdr, "tools/call", t.Tool)
 	rep, err := g.d.Upstream.Call(ctx, hdr, body, nil)
 	if err != nil {
-		var ue *upstream.Error
-		if errors.As(err, &ue) {
-			return nil, ue.RPCError()
-		}
-		return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
+		return nil, upstream.AsError(err).RPCError()
 	}
 	return callOutcome(rep.Msg, nil)
 }

@@ -3,7 +3,6 @@ package intercept
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -153,11 +152,7 @@ func (g *Gateway) forwardModern(x *Exchange, f *Forward) Result {
 				}
 			})
 			if err != nil {
-				var ue *upstream.Error
-				e := jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
-				if errors.As(err, &ue) {
-					e = ue.RPCError()
-				}
+				e := upstream.AsError(err).RPCError()
 				if rep != nil && rep.Msg != nil {
 					return rep.Msg.WithID(x.Msg.ID) // an error the upstream answered with (HTTP 4xx)
 				}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
 func taskIDParam(x *Exchange) (string, *jsonrpc.Error) {
@@ -359,15 +361,13 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 			g.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, noClientToAsk(m.Method)))
 		}
 	})
+	if upstream.StatusOf(rep, err) == http.StatusNotFound {
+		// Spec 2025-11-25 transports (session management): a server answers 404 for an ended
+		// session, as plain text or with a JSON-RPC error; either way the session is gone.
+		return nil, sessionGone(t)
+	}
 	if err != nil {
-		var ue interface{ RPCError() *jsonrpc.Error }
-		if rep == nil && errors.As(err, &ue) {
-			if strings.Contains(err.Error(), "HTTP 404") {
-				return nil, sessionGone(t) // spec: a server answers 404 for an ended session
-			}
-			return nil, ue.RPCError()
-		}
-		return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", err.Error())
+		return nil, upstream.AsError(err).RPCError()
 	}
 	if rep.Msg.Error != nil {
 		return nil, jsonrpc.DecodeError(rep.Msg.Error)

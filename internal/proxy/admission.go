@@ -58,10 +58,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, co
 	if err != nil {
 		if r.Context().Err() == nil {
 			h.log.Warn("confirming a session with the upstream failed", "correlation_id", corr, "error", err.Error())
-			var ue *upstream.Error
-			if !errors.As(err, &ue) {
-				ue = &upstream.Error{Err: err}
-			}
+			ue := upstream.AsError(err)
 			writeJSON(w, http.StatusBadGateway, jsonrpc.ErrorResponse(nil, ue.RPCError().WithCorrelation(corr)))
 		}
 		return nil, false

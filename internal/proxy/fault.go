@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"io"
 	"net/http"
 
@@ -66,10 +65,7 @@ func (h *Handler) faultEvent(sw *sseWriter, x *intercept.Exchange, err error) st
 // faultError logs a fault (never the upstream's bytes: they may hold tool output) and returns
 // the client's error and the metrics outcome.
 func (h *Handler) faultError(x *intercept.Exchange, err error) (*jsonrpc.Error, string) {
-	var ue *upstream.Error
-	if !errors.As(err, &ue) {
-		ue = &upstream.Error{Err: err}
-	}
+	ue := upstream.AsError(err)
 	h.log.Warn("upstream request failed", "method", x.Msg.Method, "correlation_id", x.CorrID, "error", ue.Error())
 	return ue.RPCError().WithCorrelation(x.CorrID), faultOutcome(ue)
 }

@@ -199,10 +199,7 @@ func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte
 func collect(items <-chan upstreamItem, sink intercept.PromotedSink, reqID json.RawMessage) {
 	defer drain(items)
 	fail := func(err error) {
-		var ue *upstream.Error
-		if !errors.As(err, &ue) {
-			ue = &upstream.Error{Err: err}
-		}
+		ue := upstream.AsError(err)
 		sink.Done(nil, ue.RPCError())
 	}
 	for it := range items {

@@ -481,10 +481,7 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, e
 	if x.HTTP.Context().Err() != nil {
 		return "client_gone"
 	}
-	var ue *upstream.Error
-	if !errors.As(err, &ue) {
-		ue = &upstream.Error{Err: err}
-	}
+	ue := upstream.AsError(err)
 	if timedOut && !ue.Timeout {
 		ue = &upstream.Error{Timeout: true, Err: ue.Err}
 	}
@@ -526,9 +523,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, sess *session.Sess
 		var err error
 		resp, err = h.o.Upstream.Send(ctx, http.MethodGet, outboundHeader(r.Header, sess), nil)
 		if err != nil {
-			var ue *upstream.Error
-			errors.As(err, &ue)
-			http.Error(w, ue.RPCError().Message, http.StatusBadGateway)
+			http.Error(w, upstream.AsError(err).RPCError().Message, http.StatusBadGateway)
 			return
 		}
 		defer resp.Body.Close()
@@ -617,9 +612,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	resp, err := h.o.Upstream.Send(ctx, http.MethodDelete, outboundHeader(r.Header, sess), nil)
 	if err != nil {
-		var ue *upstream.Error
-		errors.As(err, &ue)
-		http.Error(w, ue.RPCError().Message, http.StatusBadGateway)
+		http.Error(w, upstream.AsError(err).RPCError().Message, http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()

@@ -144,6 +144,29 @@ func (e *Error) RPCError() *jsonrpc.Error {
 		"Upstream MCP server is unreachable: "+shortCause(e.Err))
 }
 
+// AsError returns err as an *Error. Every failure this package reports is one; anything else
+// (a caller's own error) counts as no answer, so callers never dereference a nil *Error.
+func AsError(err error) *Error {
+	var ue *Error
+	if errors.As(err, &ue) {
+		return ue
+	}
+	return &Error{Err: err}
+}
+
+// StatusOf is the HTTP status the upstream answered a Call with: the reply's, or that of a
+// FaultHTTP failure; 0 when no answer arrived.
+func StatusOf(rep *Reply, err error) int {
+	if rep != nil {
+		return rep.Status
+	}
+	var ue *Error
+	if errors.As(err, &ue) && ue.Fault == FaultHTTP {
+		return ue.Status
+	}
+	return 0
+}
+
 // HTTPFault is the error for an answer with HTTP status code and no JSON-RPC reply.
 func HTTPFault(status int) *Error {
 	return &Error{Fault: FaultHTTP, Status: status, Err: errors.New(http.StatusText(status))}

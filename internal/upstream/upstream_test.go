@@ -576,3 +576,41 @@ func TestReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestAsErrorAndStatusOf: callers map any failure to a JSON-RPC error and read the answer's
+// HTTP status without assuming the error's type (a failure that is not an *Error once made
+// the GET and DELETE relays dereference a nil *Error).
+func TestAsErrorAndStatusOf(t *testing.T) {
+	foreign := errors.New("not from this package")
+	http404 := HTTPFault(http.StatusNotFound)
+	tests := []struct {
+		name       string
+		rep        *Reply
+		err        error
+		wantName   string
+		wantStatus int
+	}{
+		{"foreign error", nil, foreign, "UpstreamUnreachable", 0},
+		{"wrapped foreign error", nil, fmt.Errorf("ctx: %w", foreign), "UpstreamUnreachable", 0},
+		{"HTTP fault", nil, http404, "UpstreamHTTPError", http.StatusNotFound},
+		{"wrapped HTTP fault", nil, fmt.Errorf("initialize: %w", http404), "UpstreamHTTPError", http.StatusNotFound},
+		{"timeout", nil, &Error{Timeout: true, Err: context.DeadlineExceeded}, "UpstreamTimeout", 0},
+		{"reply with a status", &Reply{Status: http.StatusNotFound}, nil, "", http.StatusNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.err != nil {
+				ue := AsError(tc.err)
+				if ue == nil {
+					t.Fatal("AsError returned nil")
+				}
+				if got, _ := ue.RPCError().Data["error"].(string); got != tc.wantName {
+					t.Errorf("RPCError name = %q, want %q", got, tc.wantName)
+				}
+			}
+			if got := StatusOf(tc.rep, tc.err); got != tc.wantStatus {
+				t.Errorf("StatusOf = %d, want %d", got, tc.wantStatus)
+			}
+		})
+	}
+}

@@ -192,7 +192,7 @@ func TestTaskStatusNotifications(t *testing.T) {
 	defer closeA()
 	lb, closeB := open(b.Session)
 	defer closeB()
-	time.Sleep(100 * time.Millisecond)
+	// Both streams are attached: their headers arrived (open returned after Do).
 
 	tid := a.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
 	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
@@ -244,19 +244,25 @@ func TestApprovalRace(t *testing.T) {
 			defer wg.Done()
 			outcomes[w] = map[int]int{}
 			tid := ids[w%tasks]
+			// Not the test's goroutine: failures are reported with t.Error, never t.Fatal.
+			var err error
+			c := &testkit.RPC{URL: g.MCP, Session: a.Session}
 			switch w % 4 {
 			case 0:
-				st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`)
+				var st int
+				st, _, err = g.TryAdminRequest("POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`)
 				outcomes[w][st]++
 			case 1:
-				st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"race"}`)
+				var st int
+				st, _, err = g.TryAdminRequest("POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"race"}`)
 				outcomes[w][st]++
 			case 2:
-				c := &testkit.RPC{T: t, URL: g.MCP, Session: a.Session}
-				c.TaskRPC(1000+w, "tasks/cancel", tid)
+				_, err = c.TryTaskRPC(1000+w, "tasks/cancel", tid)
 			case 3:
-				c := &testkit.RPC{T: t, URL: g.MCP, Session: a.Session}
-				c.TaskRPC(2000+w, "tasks/result", tid)
+				_, err = c.TryTaskRPC(2000+w, "tasks/result", tid)
+			}
+			if err != nil {
+				t.Error(err)
 			}
 		}(w)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -70,7 +71,10 @@ func TestPromoteMode(t *testing.T) {
 	approved := make(chan int, 1)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ok"}`)
+		st, _, err := g.TryAdminRequest("POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{"reason":"ok"}`)
+		if err != nil {
+			t.Error(err) // not Fatal: this goroutine must still send
+		}
 		approved <- st
 	}()
 	start := time.Now()
@@ -101,19 +105,29 @@ func TestBlockMode(t *testing.T) {
 	g := testkit.StartGateway(t, syncApprovalConfig(upURL, "block", ""), approverEnv, nil)
 	g.WaitReady(t)
 	c := mcpGoClient(t, g.MCP)
+	approved := make(chan error, 1)
 	go func() {
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
-			_, list := g.AdminRequest(t, "GET", "/api/v1/approvals", "alice-secret-token", "")
+			_, list, err := g.TryAdminRequest("GET", "/api/v1/approvals", "alice-secret-token", "")
+			if err != nil {
+				approved <- err
+				return
+			}
 			if items, _ := list["approvals"].([]any); len(items) > 0 {
 				id, _ := testkit.Dig(items[0], "taskId").(string)
-				g.AdminRequest(t, "POST", "/api/v1/approvals/"+id+"/approve", "alice-secret-token", `{}`)
+				_, _, err := g.TryAdminRequest("POST", "/api/v1/approvals/"+id+"/approve", "alice-secret-token", `{}`)
+				approved <- err
 				return
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		approved <- errors.New("no approval showed up within 10s")
 	}()
 	text, res := callText(t, c, "delete_user", map[string]any{"user_id": "u-003"})
+	if err := <-approved; err != nil {
+		t.Fatalf("approving the held call: %v", err)
+	}
 	if res.IsError || !strings.Contains(text, "u-003") {
 		t.Fatalf("blocked call result: %q", text)
 	}

@@ -178,7 +178,8 @@ func TestHotReload(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The stream is attached to the session before its headers reach the client (Do returned):
+	// no wait is needed for the notification to find it.
 
 	path := filepath.Join(g.Dir, "tollgate.yaml")
 	// Write via rename, as editors and Kubernetes do.

@@ -129,7 +129,20 @@ func (g *Gateway) WaitReady(t testing.TB) {
 // AdminRequest calls the admin API with a bearer token ("" = none) and decodes the JSON answer.
 func (g *Gateway) AdminRequest(t testing.TB, method, path, token, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, g.Admin+path, strings.NewReader(body))
+	st, m, err := g.TryAdminRequest(method, path, token, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, m
+}
+
+// TryAdminRequest is AdminRequest for goroutines other than the test's own: t.Fatal there
+// would end only that goroutine (testing.T.FailNow) and leave the test waiting for it.
+func (g *Gateway) TryAdminRequest(method, path, token, body string) (int, map[string]any, error) {
+	req, err := http.NewRequest(method, g.Admin+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -138,13 +151,13 @@ func (g *Gateway) AdminRequest(t testing.TB, method, path, token, body string) (
 	}
 	resp, err := HTTPClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	return resp.StatusCode, m
+	return resp.StatusCode, m, nil
 }
 
 // SyncBuffer is a goroutine-safe log sink.
@@ -202,7 +215,20 @@ type Reply struct {
 // Post sends one raw JSON-RPC message and returns the raw reply (SSE bodies as they are).
 func (c *RPC) Post(body string) Reply {
 	c.T.Helper()
-	req, _ := http.NewRequest(http.MethodPost, c.URL, strings.NewReader(body))
+	r, err := c.TryPost(body)
+	if err != nil {
+		c.T.Fatalf("POST: %v", err)
+	}
+	return r
+}
+
+// TryPost is Post for goroutines other than the test's own (see TryAdminRequest); c.T is
+// not used.
+func (c *RPC) TryPost(body string) (Reply, error) {
+	req, err := http.NewRequest(http.MethodPost, c.URL, strings.NewReader(body))
+	if err != nil {
+		return Reply{}, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if c.Session != "" {
@@ -214,11 +240,11 @@ func (c *RPC) Post(body string) Reply {
 	}
 	resp, err := HTTPClient.Do(req)
 	if err != nil {
-		c.T.Fatalf("POST: %v", err)
+		return Reply{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	b, err := io.ReadAll(resp.Body)
+	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
 }
 
 // Initialize performs the handshake and keeps the session id.
@@ -262,7 +288,17 @@ func (c *RPC) CallTask(id int, tool, args string) string {
 
 // TaskRPC sends tasks/get, tasks/result or tasks/cancel for taskID.
 func (c *RPC) TaskRPC(id int, method, taskID string) Reply {
-	return c.Post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":%q}}`, id, method, taskID))
+	c.T.Helper()
+	return c.Post(taskRPC(id, method, taskID))
+}
+
+// TryTaskRPC is TaskRPC for goroutines other than the test's own (see TryAdminRequest).
+func (c *RPC) TryTaskRPC(id int, method, taskID string) (Reply, error) {
+	return c.TryPost(taskRPC(id, method, taskID))
+}
+
+func taskRPC(id int, method, taskID string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"taskId":%q}}`, id, method, taskID)
 }
 
 // Message extracts the JSON-RPC response from a reply (JSON body or the last response event).
