@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -106,7 +107,7 @@ func Diagrams() json.RawMessage {
 			Mermaid:     mermaid(toolCallLifecycle, nil),
 		},
 	}}
-	raw, err := marshal(doc)
+	raw, err := jsonrpc.Marshal(doc)
 	if err != nil {
 		panic("gwtools: diagrams: " + err.Error()) // static data
 	}
@@ -115,7 +116,7 @@ func Diagrams() json.RawMessage {
 
 // DiagramsResource is the MCP Resource object for resources/list.
 func DiagramsResource() json.RawMessage {
-	raw, _ := marshal(map[string]string{
+	raw, _ := jsonrpc.Marshal(map[string]string{
 		"uri":         DiagramsURI,
 		"name":        "tollgate-diagrams",
 		"title":       "Tollgate state machines",
@@ -127,7 +128,7 @@ func DiagramsResource() json.RawMessage {
 
 // DiagramsReadResult is the resources/read result for tollgate://diagrams.
 func DiagramsReadResult() json.RawMessage {
-	raw, _ := marshal(map[string]any{
+	raw, _ := jsonrpc.Marshal(map[string]any{
 		"contents": []map[string]string{{
 			"uri":      DiagramsURI,
 			"mimeType": "application/json",

@@ -134,7 +134,7 @@ func (r *result) appendEvents(b events.Batch) {
 	if b.Evicted > 0 {
 		block["events_evicted"] = b.Evicted
 	}
-	text, _ := marshal(block)
+	text, _ := jsonrpc.Marshal(block)
 	if r.raw != nil {
 		r.extraText = append(r.extraText, string(text))
 		return
@@ -164,7 +164,7 @@ func (r *result) encode() (json.RawMessage, error) {
 	content = append(content, textContent{"text", r.text[0]})
 	if r.structured != nil {
 		// MCP 2025-11-25 tools: structured content SHOULD also be returned as serialized JSON text.
-		js, err := marshal(r.structured)
+		js, err := jsonrpc.Marshal(r.structured)
 		if err != nil {
 			return nil, err
 		}
@@ -179,7 +179,7 @@ func (r *result) encode() (json.RawMessage, error) {
 		StructuredContent map[string]any `json:"structuredContent,omitempty"`
 		IsError           bool           `json:"isError,omitempty"`
 	}{r.meta, content, r.structured, r.isError}
-	return marshal(out)
+	return jsonrpc.Marshal(out)
 }
 
 // encodeRaw edits a stored CallToolResult minimally: _meta keys set, extra text blocks appended
@@ -195,13 +195,13 @@ func (r *result) encodeRaw() (json.RawMessage, error) {
 			_ = json.Unmarshal(m, &meta) // a malformed _meta is replaced
 		}
 		for k, v := range r.meta {
-			b, err := marshal(v)
+			b, err := jsonrpc.Marshal(v)
 			if err != nil {
 				return nil, err
 			}
 			meta[k] = b
 		}
-		b, err := marshal(meta)
+		b, err := jsonrpc.Marshal(meta)
 		if err != nil {
 			return nil, err
 		}
@@ -215,28 +215,17 @@ func (r *result) encodeRaw() (json.RawMessage, error) {
 			}
 		}
 		for _, t := range r.extraText {
-			b, err := marshal(textContent{"text", t})
+			b, err := jsonrpc.Marshal(textContent{"text", t})
 			if err != nil {
 				return nil, err
 			}
 			content = append(content, b)
 		}
-		b, err := marshal(content)
+		b, err := jsonrpc.Marshal(content)
 		if err != nil {
 			return nil, err
 		}
 		obj["content"] = b
 	}
-	return marshal(obj)
-}
-
-// marshal encodes without HTML escaping (DESIGN.md §1) and without the trailing newline.
-func marshal(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return jsonrpc.Marshal(obj)
 }

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/tools/txtar"
 
 	"github.com/tollgate-mcp/tollgate/internal/session"
 )
@@ -18,9 +19,10 @@ import (
 // diff before committing it: a golden file is only as right as the eyes that read it.
 var update = flag.Bool("update", false, "rewrite testdata/golden/*.txtar client sections")
 
-// A golden file is txtar-shaped: free text (what the transcript shows and why), then sections
-// opened by a line "-- name --". Each section's content is its lines with the one final newline
-// removed, so a JSON message on one line is exactly that line's bytes.
+// A golden file is a txtar archive (golang.org/x/tools/txtar): free text (what the transcript
+// shows and why), then sections opened by a line "-- name --". A section's content is its lines
+// with the one final newline removed (sectionData), so a JSON message on one line is exactly
+// that line's bytes.
 //
 //	-- config.yaml --  optional governance config (default: unitConfig)
 //	-- request --      a client request, as the client sent it
@@ -29,58 +31,7 @@ var update = flag.Bool("update", false, "rewrite testdata/golden/*.txtar client 
 //
 // request/upstream/client triples repeat and run in order against one Gateway, so an
 // initialize earlier in a file sets the capability a later tools/list is annotated with.
-type goldenSection struct {
-	name string
-	data []byte
-}
-
-type goldenFile struct {
-	comment  []byte
-	sections []goldenSection
-}
-
-func parseGolden(b []byte) goldenFile {
-	var f goldenFile
-	var cur *goldenSection
-	var body bytes.Buffer
-	flush := func() {
-		if cur != nil {
-			cur.data = bytes.TrimSuffix(bytes.Clone(body.Bytes()), []byte("\n"))
-			f.sections = append(f.sections, *cur)
-		} else {
-			f.comment = bytes.Clone(body.Bytes())
-		}
-		body.Reset()
-	}
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i+1], b[i+1:]
-		} else {
-			b = nil
-		}
-		trimmed := bytes.TrimRight(line, "\n")
-		if bytes.HasPrefix(trimmed, []byte("-- ")) && bytes.HasSuffix(trimmed, []byte(" --")) && len(trimmed) > 6 {
-			flush()
-			cur = &goldenSection{name: string(trimmed[3 : len(trimmed)-3])}
-			continue
-		}
-		body.Write(line)
-	}
-	flush()
-	return f
-}
-
-func (f goldenFile) format() []byte {
-	var b bytes.Buffer
-	b.Write(f.comment)
-	for _, s := range f.sections {
-		fmt.Fprintf(&b, "-- %s --\n", s.name)
-		b.Write(s.data)
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
+func sectionData(f txtar.File) []byte { return bytes.TrimSuffix(f.Data, []byte("\n")) }
 
 // goldenExchange is one request of a transcript.
 type goldenExchange struct {
@@ -90,27 +41,28 @@ type goldenExchange struct {
 	hasClient         bool
 }
 
-func (f goldenFile) exchanges(t *testing.T) (cfg string, xs []goldenExchange) {
+func goldenExchanges(t *testing.T, ar *txtar.Archive) (cfg string, xs []goldenExchange) {
 	t.Helper()
 	cfg = unitConfig
-	for _, s := range f.sections {
-		switch s.name {
+	for _, s := range ar.Files {
+		data := sectionData(s)
+		switch s.Name {
 		case "config.yaml":
-			cfg = string(s.data)
+			cfg = string(data)
 		case "request":
-			xs = append(xs, goldenExchange{request: s.data})
+			xs = append(xs, goldenExchange{request: data})
 		case "upstream", "client":
 			if len(xs) == 0 {
-				t.Fatalf("section %q before any request", s.name)
+				t.Fatalf("section %q before any request", s.Name)
 			}
 			x := &xs[len(xs)-1]
-			if s.name == "upstream" {
-				x.upstream, x.hasUpstream = s.data, true
+			if s.Name == "upstream" {
+				x.upstream, x.hasUpstream = data, true
 			} else {
-				x.client, x.hasClient = s.data, true
+				x.client, x.hasClient = data, true
 			}
 		default:
-			t.Fatalf("unknown section %q", s.name)
+			t.Fatalf("unknown section %q", s.Name)
 		}
 	}
 	return cfg, xs
@@ -130,8 +82,8 @@ func TestGoldenTranscripts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := parseGolden(raw)
-			cfg, xs := f.exchanges(t)
+			ar := txtar.Parse(raw)
+			cfg, xs := goldenExchanges(t, ar)
 			if len(xs) == 0 {
 				t.Fatal("no request sections")
 			}
@@ -164,24 +116,24 @@ func TestGoldenTranscripts(t *testing.T) {
 				}
 			}
 			if *update {
-				writeGolden(t, path, f, got)
+				writeGolden(t, path, ar, got)
 			}
 		})
 	}
 }
 
 // writeGolden replaces (or adds) each exchange's client section with got.
-func writeGolden(t *testing.T, path string, f goldenFile, got [][]byte) {
+func writeGolden(t *testing.T, path string, ar *txtar.Archive, got [][]byte) {
 	t.Helper()
-	var out []goldenSection
+	var out []txtar.File
 	n := -1
 	emit := func() {
 		if n >= 0 {
-			out = append(out, goldenSection{name: "client", data: got[n]})
+			out = append(out, txtar.File{Name: "client", Data: append(bytes.Clone(got[n]), '\n')})
 		}
 	}
-	for _, s := range f.sections {
-		switch s.name {
+	for _, s := range ar.Files {
+		switch s.Name {
 		case "client":
 			continue
 		case "request":
@@ -191,13 +143,13 @@ func writeGolden(t *testing.T, path string, f goldenFile, got [][]byte) {
 		out = append(out, s)
 	}
 	emit()
-	f.sections = out
-	if err := os.WriteFile(path, f.format(), 0o644); err != nil {
+	ar.Files = out
+	if err := os.WriteFile(path, txtar.Format(ar), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestGoldenFormat pins the reader and writer: what is read is written back unchanged.
+// TestGoldenFormat pins what -update relies on: an archive read and written back is unchanged.
 func TestGoldenFormat(t *testing.T) {
 	tests := []struct{ name, in string }{
 		{"comment and sections", "about\n\n-- request --\n{\"a\":1}\n-- client --\n{}\n"},
@@ -207,7 +159,7 @@ func TestGoldenFormat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := string(parseGolden([]byte(tt.in)).format()); got != tt.in {
+			if got := string(txtar.Format(txtar.Parse([]byte(tt.in)))); got != tt.in {
 				t.Errorf("round trip:\n got %q\nwant %q", got, tt.in)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/approval"
 	"github.com/tollgate-mcp/tollgate/internal/audit"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -81,18 +82,7 @@ func webhookBody(it item, consoleURL string) ([]byte, error) {
 	if d := t.Decision; d != nil {
 		w.Decision = &WebhookDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: fmtTime(d.At)}
 	}
-	return marshal(w)
-}
-
-// marshal encodes without HTML escaping, as the rest of Tollgate's JSON.
-func marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
+	return jsonrpc.Marshal(w)
 }
 
 // Slack limits: a section's text is at most 3000 characters, a field's 2000.
@@ -204,5 +194,5 @@ func slackBody(it item, consoleURL string) ([]byte, error) {
 		}})
 	}
 	text := fmt.Sprintf("Tollgate: %s: %s (workflow %s)", title, slackEscape(tool), slackEscape(wf))
-	return marshal(Slack{Text: text, Blocks: blocks})
+	return jsonrpc.Marshal(Slack{Text: text, Blocks: blocks})
 }
