@@ -1,4 +1,4 @@
-// Package policies embeds Tollgate's example Cedar policies (DESIGN.md §5) so the demo and
+// Package policies embeds Tollgate's example Cedar policies so the demo and
 // tests can load them without touching the filesystem.
 package policies
 

@@ -1,4 +1,4 @@
-// Command tollgate is a governance gateway for one MCP server (DESIGN.md §4).
+// Command tollgate is a governance gateway for one MCP server (docs/contract.md §4).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Package approval is the human side of Tollgate's approval workflow: the admin approvals HTTP
-// API (DESIGN.md §4), the `tollgate approvals` CLI client that talks to it, and redaction of
+// API (docs/contract.md §4), the `tollgate approvals` CLI client that talks to it, and redaction of
 // tool arguments shown to approvers.
 package approval
 

@@ -183,7 +183,7 @@ func TestHandler(t *testing.T) {
 				}
 			}},
 		{name: "self approval forbidden", method: "POST", path: "/api/v1/approvals/tg_b/approve", token: carolToken, wantStatus: 403, wantError: "self_approval"},
-		// DESIGN.md §4: the reason is optional (`reject ID [--reason R]`).
+		// docs/contract.md §4: the reason is optional (`reject ID [--reason R]`).
 		{name: "reject without reason", method: "POST", path: "/api/v1/approvals/tg_b/reject", token: aliceToken, wantStatus: 200,
 			check: func(t *testing.T, f *fakeTasks, _ []byte, _ http.Header) {
 				if f.tasks["tg_b"].State != tasks.Rejected {

@@ -5,7 +5,7 @@ import (
 	"crypto/subtle"
 )
 
-// Authenticator maps a bearer token to the approver's name (DESIGN.md §4: "the approver's
+// Authenticator maps a bearer token to the approver's name (docs/contract.md §4: "the approver's
 // name comes from the token").
 type Authenticator interface {
 	Approver(token string) (name string, ok bool)

@@ -99,7 +99,7 @@ func TestWithTaskManager(t *testing.T) {
 		}
 	}
 
-	// Approval executes at once (DESIGN.md §3); rejection answers -32007.
+	// Approval executes at once (docs/contract.md §3); rejection answers -32007.
 	res, rpcErr, err := m.Result(ctx, sessionID, t1.ID)
 	if err != nil || rpcErr != nil || !bytes.Contains(res, []byte("deleted")) {
 		t.Fatalf("t1 result = %s, %v, %v", res, rpcErr, err)

@@ -737,7 +737,7 @@ func docTable(t *testing.T, doc, heading string) map[string]string {
 }
 
 // TestDocsMatchCode: docs/configuration.md lists exactly the config keys and
-// environment variables the code knows (CONVENTIONS.md habit 8).
+// environment variables the code knows (docs/contract.md §5.8).
 func TestDocsMatchCode(t *testing.T) {
 	data, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {

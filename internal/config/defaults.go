@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Ports and listen addresses (DESIGN.md §4). Kubernetes manifests set 0.0.0.0 explicitly.
+// Ports and listen addresses (docs/contract.md §4). Kubernetes manifests set 0.0.0.0 explicitly.
 const (
 	DefaultListenPort  = 7467
 	DefaultAdminPort   = 7469

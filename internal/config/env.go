@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Environment variable names (DESIGN.md §4; the seed's THOUGHTGATE_* names with
+// Environment variable names (docs/contract.md §4; the seed's THOUGHTGATE_* names with
 // Tollgate's prefix, REQ-CORE-007 §5.2).
 const (
 	EnvConfig              = "TOLLGATE_CONFIG"

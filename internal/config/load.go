@@ -13,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Config file locations tried after --config and $TOLLGATE_CONFIG (DESIGN.md §4).
+// Config file locations tried after --config and $TOLLGATE_CONFIG (docs/contract.md §4).
 const (
 	LocalConfigFile  = "tollgate.yaml"
 	SystemConfigFile = "/etc/tollgate/config.yaml"
@@ -74,7 +74,7 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	return Parse(data, path, lookupEnv)
 }
 
-// Parse builds a Config from YAML (CONVENTIONS.md habit 3): strict decode with
+// Parse builds a Config from YAML (docs/contract.md §5.3): strict decode with
 // ${VAR} / ${VAR:-default} expansion in scalar values, defaults, TOLLGATE_*
 // environment overrides, then Validate. The error joins every problem found, each
 // a *FieldError (see FieldErrors). path is only used to resolve relative paths and

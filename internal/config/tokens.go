@@ -9,7 +9,7 @@ import (
 // AdminApprover is the approver name given to $TOLLGATE_ADMIN_TOKEN.
 const AdminApprover = "admin"
 
-// ApproverTokens maps each bearer token to its approver's name (DESIGN.md §4):
+// ApproverTokens maps each bearer token to its approver's name (docs/contract.md §4):
 // approvers[].token_env, plus $TOLLGATE_ADMIN_TOKEN as "admin" when set. A listed
 // token_env that is unset or empty, or two approvers sharing a token, is an error.
 // Errors name approvers and variables, never token values. nil lookupEnv uses the

@@ -1,4 +1,4 @@
-// Package config holds Tollgate's configuration: the YAML schema (DESIGN.md §4), strict
+// Package config holds Tollgate's configuration: the YAML schema (docs/contract.md §4), strict
 // loading with ${VAR} expansion, defaults, environment overrides and validation.
 //
 // A loaded *Config is immutable; reloads build a new one.
@@ -16,7 +16,7 @@ const (
 	ActionPolicy  Action = "policy"
 )
 
-// Sync approval modes for clients that do not use tasks (DESIGN.md §3).
+// Sync approval modes for clients that do not use tasks (docs/contract.md §3).
 const (
 	SyncApprovalError   = "error"
 	SyncApprovalPromote = "promote"
@@ -145,7 +145,7 @@ type Store struct {
 	URL  string `yaml:"url"`  // redis://…
 }
 
-// Quotas bound what callers can hold (DESIGN.md §3).
+// Quotas bound what callers can hold (docs/contract.md §3).
 type Quotas struct {
 	MaxPendingPerOwner int   `yaml:"max_pending_per_owner"` // default 100
 	MaxPendingTotal    int   `yaml:"max_pending_total"`     // default 10000

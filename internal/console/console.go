@@ -1,5 +1,5 @@
 // Package console is the approvers' web console served by the admin listener at GET /approvals
-// (DESIGN.md §4). It is a static single page embedded in the binary: no build step, no CDN, no
+// (docs/contract.md §4). It is a static single page embedded in the binary: no build step, no CDN, no
 // server-side state. The page talks to the approvals API on the same origin with the bearer
 // token the approver types in, so it grants nothing the API does not.
 package console

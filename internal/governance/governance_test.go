@@ -128,7 +128,7 @@ func TestBuildWithoutCedar(t *testing.T) {
 	}
 }
 
-// Any failure leaves no snapshot (CONVENTIONS.md habit 3: a reload keeps the old one).
+// Any failure leaves no snapshot (docs/contract.md §5.3: a reload keeps the old one).
 func TestBuildErrors(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -301,7 +301,7 @@ func TestEvaluateWithoutEngine(t *testing.T) {
 }
 
 // Evaluation errors fail closed and are logged with the policy ids, never with the arguments
-// (CONVENTIONS.md habit 4).
+// (docs/contract.md §5.4).
 func TestEvaluateErrorFailsClosed(t *testing.T) {
 	const secret = "hunter2-s3cr3t"
 	tests := []struct {

@@ -1,6 +1,6 @@
 // Package governance turns a loaded configuration into an immutable snapshot — compiled rules,
 // Cedar policies, workflows — and holds the current one for lock-free reads. A reload builds a
-// whole new snapshot and swaps it in, or keeps the old one (CONVENTIONS.md habit 3).
+// whole new snapshot and swaps it in, or keeps the old one (docs/contract.md §5.3).
 package governance
 
 import (
@@ -132,7 +132,7 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 	return eff
 }
 
-// DeniedError is the -32003 answer for a denied call (DESIGN.md §2).
+// DeniedError is the -32003 answer for a denied call (docs/contract.md §2).
 func DeniedError(tool string, e Effective) *jsonrpc.Error {
 	rule := "defaults"
 	if e.Decision.Rule >= 0 {

@@ -9,14 +9,14 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
-// DiagramsURI is the resource with Tollgate's state machines (DESIGN.md §4, seed 000 "New
+// DiagramsURI is the resource with Tollgate's state machines (docs/contract.md §4, seed 000 "New
 // Resources").
 const DiagramsURI = "tollgate://diagrams"
 
 // edge is one arrow of a diagram; "" as From or To is the start/end pseudo-state [*].
 type edge struct{ From, To, Label string }
 
-// approvalFlow is how a held call gets decided (DESIGN.md §3 approval lifecycle).
+// approvalFlow is how a held call gets decided (docs/contract.md §3 approval lifecycle).
 var approvalFlow = []edge{
 	{"", "held", "rule approve, Cedar permit with decision approve, or force_required"},
 	{"held", "task_created", "task-augmented tools/call (params.task)"},
@@ -47,7 +47,7 @@ var approvalFlow = []edge{
 	{"expired", "", ""},
 }
 
-// toolCallLifecycle is what happens to one tools/call (DESIGN.md §2 decision matrix, §3 rules).
+// toolCallLifecycle is what happens to one tools/call (docs/contract.md §2 decision matrix, §3 rules).
 var toolCallLifecycle = []edge{
 	{"", "received", "tools/call from the client"},
 	{"received", "own_tool", "tollgate_* name: served by Tollgate, never forwarded"},
@@ -139,7 +139,7 @@ func DiagramsReadResult() json.RawMessage {
 }
 
 // TaskLifecycleMermaid renders tasks.Transitions() with the creation edges and the wire status
-// of each state (DESIGN.md §3).
+// of each state (docs/contract.md §3).
 func TaskLifecycleMermaid() string {
 	edges := []edge{
 		{"", string(tasks.AwaitingApproval), "call held for approval"},

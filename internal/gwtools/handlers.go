@@ -18,7 +18,7 @@ type taskView struct {
 	TaskID           string         `json:"taskId"`
 	ToolName         string         `json:"toolName"`
 	Status           string         `json:"status"` // spec status
-	State            string         `json:"state"`  // Tollgate state (DESIGN.md §3)
+	State            string         `json:"state"`  // Tollgate state (docs/contract.md §3)
 	StatusMessage    string         `json:"statusMessage,omitempty"`
 	Workflow         string         `json:"workflow,omitempty"`
 	CreatedAt        time.Time      `json:"createdAt"`

@@ -17,7 +17,7 @@ func TaskEvent(t *tasks.Task) (typ string, data map[string]any, ok bool) {
 	case tasks.Approved:
 		typ = events.TypeTaskDecided
 		if t.Accelerated {
-			typ = events.TypeTaskCreated // accelerated tasks start approved (DESIGN.md §2)
+			typ = events.TypeTaskCreated // accelerated tasks start approved (docs/contract.md §2)
 		}
 	case tasks.Rejected:
 		typ = events.TypeTaskDecided

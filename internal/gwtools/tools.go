@@ -1,6 +1,6 @@
 // Package gwtools serves Tollgate's own MCP tools (tollgate_*) and the tollgate://diagrams
 // resource in-process. They give clients without MCP Tasks support the same governance view
-// (DESIGN.md §3 sync_approval, §4; seed 000 "New Tools", seed 002 await_activity).
+// (docs/contract.md §3 sync_approval, §4; seed 000 "New Tools", seed 002 await_activity).
 //
 // The proxy hands Call the raw tools/call arguments and returns the raw CallToolResult. Tool
 // definitions are built with mcp-go; results are encoded here so that raw upstream results
@@ -22,7 +22,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
-// Tool names (DESIGN.md §4).
+// Tool names (docs/contract.md §4).
 const (
 	ToolListTasks     = "tollgate_list_tasks"
 	ToolGetTask       = "tollgate_get_task"
@@ -37,7 +37,7 @@ const (
 	DefaultDefaultAwait = 30 * time.Second // seed 000 await_activity timeout_ms default
 )
 
-// Caller identifies who calls a tool: the task owner (DESIGN.md §3) and the MCP session the
+// Caller identifies who calls a tool: the task owner (docs/contract.md §3) and the MCP session the
 // call arrived on (the event queue key).
 type Caller struct{ Owner, SessionID string }
 
@@ -264,5 +264,5 @@ func statusNames() []string {
 	return names
 }
 
-// allStates lists every internal task state (DESIGN.md §3).
+// allStates lists every internal task state (docs/contract.md §3).
 var allStates = tasks.States()

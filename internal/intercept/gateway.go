@@ -130,7 +130,7 @@ func (g *Gateway) identified(h Handler) Handler {
 // UpstreamSupportsTasks is the cached capability.
 func (g *Gateway) UpstreamSupportsTasks() bool { return g.upstreamTasks.Load() }
 
-// owner is the task owner of an exchange (DESIGN.md §3): the identity from
+// owner is the task owner of an exchange (docs/contract.md §3): the identity from
 // server.identity_header when there is one, else the MCP session.
 func owner(x *Exchange) string {
 	switch {

@@ -10,7 +10,7 @@ import (
 )
 
 // TestUpstreamDeclaresToolTasks: which tasks capability values count as "the upstream runs
-// task-augmented tools/call" (seed §5.4, DESIGN.md §2). The spec's shape is an object ({}); the
+// task-augmented tools/call" (seed §5.4, docs/contract.md §2). The spec's shape is an object ({}); the
 // seed's boolean true is accepted too; absent, null and false are not support.
 func TestUpstreamDeclaresToolTasks(t *testing.T) {
 	tests := []struct {
@@ -49,7 +49,7 @@ func TestUpstreamDeclaresToolTasks(t *testing.T) {
 }
 
 // TestCapabilityRows covers the capability rows of seed §9.1 through the initialize handler.
-// Where the seed and the spec disagree the spec wins (DESIGN.md §2): Tollgate declares
+// Where the seed and the spec disagree the spec wins (docs/contract.md §2): Tollgate declares
 // {"list":{},"cancel":{},"requests":{"tools":{"call":{}}}}, never {"requests":{"tools/call":true}},
 // and there is no notifications.tasks.status capability in MCP 2025-11-25 — Tollgate neither
 // adds one nor drops an upstream's unknown "notifications" member; notifications/tasks/status
@@ -61,10 +61,10 @@ func TestCapabilityRows(t *testing.T) {
 		wantCaps     string
 		wantSupports bool
 	}{
-		// Seed row expects {"tasks":{"requests":{"tools/call":true}}}; DESIGN.md §2 shape instead.
+		// Seed row expects {"tasks":{"requests":{"tools/call":true}}}; docs/contract.md §2 shape instead.
 		{"Capability_injection_upstream_has_none", `{}`, `{` + tollgateTasks + `}`, false},
 		// Seed row expects the upstream's capability preserved; Tollgate serves tasks/list and
-		// tasks/cancel itself, so its own declaration replaces the upstream's in place (DESIGN.md §2).
+		// tasks/cancel itself, so its own declaration replaces the upstream's in place (docs/contract.md §2).
 		{"Capability_injection_upstream_has_tasks", `{"tasks":{"requests":{"tools":{"call":{}}}},"tools":{}}`, `{` + tollgateTasks + `,"tools":{}}`, true},
 		{"Upstream_capability_detection_has_tasks", `{"tasks":{"requests":{"tools":{"call":true}}}}`, `{` + tollgateTasks + `}`, true},
 		{"Upstream_capability_detection_no_tasks", `{"tools":{}}`, `{"tools":{},` + tollgateTasks + `}`, false},
@@ -111,7 +111,7 @@ func TestInitializeSetsProtocol(t *testing.T) {
 
 // TestAnnotationRows covers the annotation rows of seed §9.1 through tools/list. "Approval
 // path" is a rule with action approve or policy; the seed's "preserve upstream annotation"
-// row differs on purpose for absent/forbidden (DESIGN.md §2: → optional, F-005.6).
+// row differs on purpose for absent/forbidden (docs/contract.md §2: → optional, F-005.6).
 func TestAnnotationRows(t *testing.T) {
 	tests := []struct {
 		name          string
@@ -159,7 +159,7 @@ func TestAnnotationRows(t *testing.T) {
 }
 
 // TestSyncApprovalAnnotations: hold, promote and block serve task-less clients, so approval
-// tools are advertised optional instead of required (DESIGN.md §3).
+// tools are advertised optional instead of required (docs/contract.md §3).
 func TestSyncApprovalAnnotations(t *testing.T) {
 	for _, mode := range []string{"error", "promote", "block", "hold"} {
 		t.Run(mode, func(t *testing.T) {

@@ -201,7 +201,7 @@ func (g *Gateway) openLegacySession(ctx context.Context, purpose string) (sid, p
 }
 
 // executeModern runs an approved modern task's call: as a modern request when the upstream is
-// modern (no session: any replica can, DESIGN.md shared stores), else on the bridge session.
+// modern (no session: any replica can, docs/contract.md §1 task stores), else on the bridge session.
 func (g *Gateway) executeModern(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
 	meta := t.Meta
 	if len(meta) == 0 {

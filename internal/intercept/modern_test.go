@@ -68,7 +68,7 @@ func (h *gwHarness) routeModern(x *Exchange) Result {
 // TestModernToolsCallGovernance pins governance of a modern tools/call per the tasks
 // extension ("Capability Negotiation": MUST NOT return CreateTaskResult to a client that did
 // not declare the extension; -32021 with requiredCapabilities when a task is needed) and
-// DESIGN.md §3 (deny never reaches the upstream).
+// docs/contract.md §3 (deny never reaches the upstream).
 func TestModernToolsCallGovernance(t *testing.T) {
 	cases := []struct {
 		name, tool, caps, sync string

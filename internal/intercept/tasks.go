@@ -32,7 +32,7 @@ func notFound(id string) *jsonrpc.Error {
 		fmt.Sprintf("Invalid params: task %q not found", id), "taskId", id)
 }
 
-// isTollgateTask: ids Tollgate creates start with tg_ (DESIGN.md §2), but an upstream may use
+// isTollgateTask: ids Tollgate creates start with tg_ (docs/contract.md §2), but an upstream may use
 // the prefix too; an id this session created upstream stays the upstream's.
 func (g *Gateway) isTollgateTask(x *Exchange, id string) bool {
 	if x.Session != nil && x.Session.OwnsUpstreamTask(id) {
@@ -57,7 +57,7 @@ func (g *Gateway) tollgateTask(x *Exchange) (string, *Result) {
 }
 
 // upstreamTask routes a non-Tollgate task id to the upstream, but only for the session that
-// created it (REQ-CORE-007 F-006, DESIGN.md §2 routing).
+// created it (REQ-CORE-007 F-006, docs/contract.md §2 routing).
 func (g *Gateway) upstreamTask(x *Exchange, id string) Result {
 	if x.Session == nil || !x.Session.OwnsUpstreamTask(id) {
 		return ReplyError(x, notFound(id))
@@ -320,7 +320,7 @@ func handoffResult(id, text, structured string) []byte {
 }
 
 // OnTaskChange pushes notifications/tasks/status to the owning session's open stream only
-// (DESIGN.md §2).
+// (docs/contract.md §2).
 func (g *Gateway) OnTaskChange(t *tasks.Task) {
 	if t.UpdatedAt.Equal(t.CreatedAt) {
 		return // creation: the client learns the initial state from CreateTaskResult
@@ -375,7 +375,7 @@ func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, 
 	return rep.Msg.Result, nil
 }
 
-// Recheck re-evaluates governance right before an approved task executes (DESIGN.md §3); the
+// Recheck re-evaluates governance right before an approved task executes (docs/contract.md §3); the
 // tasks manager has checked the keyed arguments hash already.
 func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 	if t.Accelerated {

@@ -24,7 +24,7 @@ func (h *gwHarness) newTaskFor(t *testing.T, sess *session.Session) string {
 	return id
 }
 
-// TestTasksRouting covers seed §9.1 "Task ID routing" and DESIGN.md §2 routing: a tg_ id goes
+// TestTasksRouting covers seed §9.1 "Task ID routing" and docs/contract.md §2 routing: a tg_ id goes
 // to Tollgate's manager; any other id goes upstream only if this session created it
 // (Session.BindUpstreamTask), else -32602 — for tasks/get, tasks/result and tasks/cancel alike.
 func TestTasksRouting(t *testing.T) {
@@ -48,7 +48,7 @@ func TestTasksRouting(t *testing.T) {
 				}, "mine", "notfound"},
 				{"Task_ID_routing_other_unbound", func(*gwHarness, *session.Session, *session.Session) string { return "abc123" }, "mine", "notfound"},
 				{"Task_ID_routing_other_no_session", func(_ *gwHarness, mine, _ *session.Session) string { mine.BindUpstreamTask("abc123"); return "abc123" }, "none", "notfound"},
-				// DESIGN.md §2: tg_ ids are Tollgate's only when it created them; an upstream id
+				// docs/contract.md §2: tg_ ids are Tollgate's only when it created them; an upstream id
 				// that happens to start with tg_ stays the upstream's for the session that made it.
 				{"Task_ID_routing_upstream_id_with_tg_prefix", func(_ *gwHarness, mine, _ *session.Session) string {
 					mine.BindUpstreamTask("tg_from-upstream")
@@ -236,7 +236,7 @@ func TestForwardWithTaskBindsUpstreamID(t *testing.T) {
 	h.forward(t, mine, callRequest(`{"name":"analyze","task":{"ttl":60000}}`), `{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"x"}}`)
 }
 
-// TestTasksListCursor covers the opaque tasks/list cursor (DESIGN.md §2: invalid → -32602).
+// TestTasksListCursor covers the opaque tasks/list cursor (docs/contract.md §2: invalid → -32602).
 func TestTasksListCursor(t *testing.T) {
 	enc := func(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 	tests := []struct {

@@ -275,7 +275,7 @@ func createTaskResult(t *tasks.Task) []byte {
 	return []byte(`{"task":` + string(t.WireJSON()) + `}`)
 }
 
-// syncApproval handles an approval-gated call without task metadata (DESIGN.md §3
+// syncApproval handles an approval-gated call without task metadata (docs/contract.md §3
 // tasks.sync_approval). With "error" the TaskRequired check above already answered. The same
 // call sent again by the same owner attaches to the task it made (no second approval): a
 // finished one answers with its outcome at once.

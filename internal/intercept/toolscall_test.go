@@ -37,7 +37,7 @@ func createdTask(t *testing.T, res Result) (id string, ttl int64, status string)
 }
 
 // TestToolsCall_TaskMetadata covers task metadata validation (REQ-CORE-007 F-004, seed §9.5
-// EC-SEP-001…003, DESIGN.md §2: ≤0 or non-integer → -32602, above max → clamp and log,
+// EC-SEP-001…003, docs/contract.md §2: ≤0 or non-integer → -32602, above max → clamp and log,
 // absent → default). delete_* needs approval, so a valid call creates a Tollgate task whose
 // ttl shows what was accepted. unitConfig: default_ttl 10m, max_ttl 1h.
 func TestToolsCall_TaskMetadata(t *testing.T) {
@@ -100,7 +100,7 @@ func TestToolsCall_TaskMetadata(t *testing.T) {
 	}
 }
 
-// TestToolsCall_TaskMetadataDeviations are inputs where the code and DESIGN.md §2 disagree
+// TestToolsCall_TaskMetadataDeviations are inputs where the code and docs/contract.md §2 disagree
 // today; each is skipped with the finding until the lead fixes the code.
 func TestToolsCall_TaskMetadataDeviations(t *testing.T) {
 	tests := []struct {
@@ -133,7 +133,7 @@ func TestToolsCall_TaskMetadataDeviations(t *testing.T) {
 }
 
 // TestToolsCall_ValidationRows covers seed §9.1 "Validation: required + no task" and
-// "Validation: forbidden + task present" with the error shapes of DESIGN.md §2: -32601, the
+// "Validation: forbidden + task present" with the error shapes of docs/contract.md §2: -32601, the
 // message prefixed with the error name, data {error, tool, reason[, hint]}.
 func TestToolsCall_ValidationRows(t *testing.T) {
 	tests := []struct {
@@ -142,7 +142,7 @@ func TestToolsCall_ValidationRows(t *testing.T) {
 		params        string
 		wantName      string // TaskRequired | TaskForbidden
 		wantReason    string // substring of data.reason
-		deviation     string // known disagreement with DESIGN.md, reported to the lead
+		deviation     string // known disagreement with docs/contract.md
 	}{
 		{"Validation_required_no_task/approve", false, `{"name":"delete_x","arguments":{}}`, "TaskRequired", `workflow "default"`, ""},
 		{"Validation_required_no_task/policy", false, `{"name":"transfer_funds","arguments":{"amount":1}}`, "TaskRequired", "Cedar policy", ""},
@@ -193,7 +193,7 @@ func TestToolsCall_ValidationRows(t *testing.T) {
 	}
 }
 
-// TestToolsCall_Deny: DESIGN.md §2 "denied → -32003 PolicyDenied with data {error, tool,
+// TestToolsCall_Deny: docs/contract.md §2 "denied → -32003 PolicyDenied with data {error, tool,
 // rule}; never reaches upstream" — Route answers with a Reply (not a Forward), whatever the
 // task metadata, and the stub upstream sees nothing.
 func TestToolsCall_Deny(t *testing.T) {
@@ -233,7 +233,7 @@ func TestToolsCall_Deny(t *testing.T) {
 	}
 }
 
-// TestToolsCall_Routing pins where a valid call goes (DESIGN.md §2 decision matrix).
+// TestToolsCall_Routing pins where a valid call goes (docs/contract.md §2 decision matrix).
 func TestToolsCall_Routing(t *testing.T) {
 	tests := []struct {
 		name          string

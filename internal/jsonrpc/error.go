@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Standard JSON-RPC codes and Tollgate's own (DESIGN.md §2).
+// Standard JSON-RPC codes and Tollgate's own (docs/contract.md §2).
 const (
 	CodeParseError     = -32700
 	CodeInvalidRequest = -32600

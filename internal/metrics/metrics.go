@@ -1,5 +1,5 @@
 // Package metrics holds the transport-level Prometheus metrics. Registerers are injected, never
-// global (CONVENTIONS.md); label sets are bounded.
+// global (docs/contract.md §5); label sets are bounded.
 package metrics
 
 import (

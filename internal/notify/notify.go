@@ -1,4 +1,4 @@
-// Package notify tells approval channels about held tool calls (DESIGN.md §1 "webhooks out"):
+// Package notify tells approval channels about held tool calls (docs/contract.md §1 "webhooks out"):
 // when a task starts awaiting approval and when its wait ends, it POSTs a JSON event to the
 // workflow's webhook, or a short summary to a Slack incoming webhook. Approvals themselves go
 // through the approvals API and console; these messages carry no buttons.

@@ -29,7 +29,7 @@ var ErrArguments = errors.New("policy: invalid tool arguments")
 // errOutOfRange names no value: error texts never carry tool arguments.
 var errOutOfRange = fmt.Errorf("%w: integer out of the 64-bit range", ErrArguments)
 
-// FromJSON converts tool arguments to a Cedar value with Tollgate's own mapping (DESIGN.md §3),
+// FromJSON converts tool arguments to a Cedar value with Tollgate's own mapping (docs/contract.md §3),
 // not Cedar's entity-JSON format, so a client can never smuggle entity references or
 // extension values into a policy:
 //

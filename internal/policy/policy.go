@@ -1,5 +1,5 @@
 // Package policy evaluates Cedar policies for rules with `action: policy` (REQ-POL-001,
-// DESIGN.md §3). One policy set yields three outcomes: a matching forbid denies, a matching
+// docs/contract.md §3). One policy set yields three outcomes: a matching forbid denies, a matching
 // permit annotated @decision("approve") asks for approval, any other matching permit
 // forwards, and no match denies. Everything fails closed.
 //
@@ -37,7 +37,7 @@ const (
 	Deny    Outcome = "deny"
 )
 
-// Names of the Cedar request parts (DESIGN.md §3). Policies and schemas use these.
+// Names of the Cedar request parts (docs/contract.md §3). Policies and schemas use these.
 const (
 	EntityUser     = "User"
 	EntitySession  = "Session"
@@ -240,7 +240,7 @@ func (e *Engine) Len() int { return len(e.policies) }
 
 // Decide evaluates the policy set once for req. Any error (bad arguments, a policy that
 // fails to evaluate) yields a Deny decision together with the error: fail closed
-// (DESIGN.md §3). Policies should guard optional attributes with `has`.
+// (docs/contract.md §3). Policies should guard optional attributes with `has`.
 func (e *Engine) Decide(req Request) (Decision, error) {
 	args, err := FromJSON(req.Arguments)
 	if err != nil {

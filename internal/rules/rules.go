@@ -1,5 +1,5 @@
-// Package rules maps tool names to governance actions (DESIGN.md §3) and computes the
-// taskSupport annotation Tollgate advertises for each tool (DESIGN.md §2, REQ-CORE-007 §5.3).
+// Package rules maps tool names to governance actions (docs/contract.md §3) and computes the
+// taskSupport annotation Tollgate advertises for each tool (docs/contract.md §2, REQ-CORE-007 §5.3).
 //
 // An Engine is built once per config snapshot and is immutable apart from its internal
 // per-tool decision cache, which is safe for concurrent use.
@@ -80,7 +80,7 @@ type cacheKey struct {
 }
 
 // Compile compiles every rule glob once. Globs use gobwas/glob syntax without separators
-// (DESIGN.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`. forceRequired lists exact tool names
+// (docs/contract.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`. forceRequired lists exact tool names
 // (task_annotation_overrides.force_required / TOLLGATE_TASK_FORCE_REQUIRED).
 func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 	e := &Engine{
@@ -115,7 +115,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 		})
 	}
 	// An empty default action means the config layer did not set one; forward is the
-	// documented default (DESIGN.md §4 example, config.Defaults).
+	// documented default (docs/contract.md §4 example, config.Defaults).
 	defAction := gov.Defaults.Action
 	if defAction == "" {
 		defAction = config.ActionForward
@@ -192,7 +192,7 @@ func (e *Engine) decide(tool string, h Hints) Decision {
 	return d
 }
 
-// Annotation applies the decision matrix (DESIGN.md §2, REQ-CORE-007 §5.3 / §9.1):
+// Annotation applies the decision matrix (docs/contract.md §2, REQ-CORE-007 §5.3 / §9.1):
 //
 //	force_required                  → required
 //	deny                            → forbidden

@@ -28,7 +28,7 @@ func mustCompile(t testing.TB, gov config.Governance, force ...string) *Engine {
 }
 
 // TestAnnotationSeedRows covers the annotation rows of REQ-CORE-007 §9.1 and the matrix of
-// DESIGN.md §2 (which wins where the two differ).
+// docs/contract.md §2 (which wins where the two differ).
 func TestAnnotationSeedRows(t *testing.T) {
 	fwd := Decision{Action: config.ActionForward, Rule: -1}
 	approve := Decision{Action: config.ActionApprove, Rule: 0, Workflow: "default"}
@@ -50,7 +50,7 @@ func TestAnnotationSeedRows(t *testing.T) {
 		{"upstream no tasks + approval possible (policy)", pol, false, "", "", Required},
 		{"upstream has tasks + no approval preserves optional", fwd, true, Optional, "", Optional},
 		{"upstream has tasks + no approval preserves required", fwd, true, Required, "", Required},
-		// DESIGN.md §2: absent/forbidden become optional (accelerated approve, F-005.6).
+		// docs/contract.md §2: absent/forbidden become optional (accelerated approve, F-005.6).
 		{"upstream has tasks + no approval, absent becomes optional", fwd, true, "", "", Optional},
 		{"upstream has tasks + no approval, forbidden becomes optional", fwd, true, Forbidden, "", Optional},
 		{"upstream has tasks + no approval, unknown value becomes optional", fwd, true, "sometimes", "", Optional},

@@ -14,7 +14,7 @@ import (
 )
 
 // LocalPrefix marks session ids Tollgate minted because the upstream runs without sessions;
-// they are stripped before forwarding (DESIGN.md §3: tasks are owned by the MCP session).
+// they are stripped before forwarding (docs/contract.md §3: tasks are owned by the MCP session).
 const LocalPrefix = "tgs_"
 
 // NewLocalID returns an unguessable session id for a session-less upstream.

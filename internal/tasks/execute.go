@@ -38,7 +38,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	if err != nil || t.State != Approved {
 		return
 	}
-	// DESIGN.md §3: approval is bound to the canonical hash of (tool, arguments), and the
+	// docs/contract.md §3: approval is bound to the canonical hash of (tool, arguments), and the
 	// rule/policy is re-checked right before execution.
 	var denied *jsonrpc.Error
 	if !hmac.Equal([]byte(m.argsHash(t.Tool, t.Arguments)), []byte(t.ArgsHash)) {

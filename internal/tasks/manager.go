@@ -1,4 +1,4 @@
-// Package tasks is Tollgate's approval task manager (DESIGN.md §2, §3): it creates tasks for
+// Package tasks is Tollgate's approval task manager (docs/contract.md §2, §3): it creates tasks for
 // held tool calls, validates every state change against one transition table, applies
 // decisions with compare-and-swap in a store.Store, executes approved calls at most once,
 // enforces approval timeouts and TTLs with one sweeper, and wakes tasks/result waiters.
@@ -59,7 +59,7 @@ type Options struct {
 	SessionLive func(sessionID string) bool
 }
 
-// Defaults (DESIGN.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
+// Defaults (docs/contract.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
 const (
 	DefaultTTL          = 10 * time.Minute
 	DefaultMaxTTL       = 24 * time.Hour
@@ -205,7 +205,7 @@ func (m *Manager) load(ctx context.Context) {
 
 // Create stores a new task. A quota violation returns a *jsonrpc.Error -32013
 // "CapacityExceeded" and stores nothing. An accelerated task is created Approved and starts
-// executing at once (DESIGN.md §2 decision matrix, F-005.6).
+// executing at once (docs/contract.md §2 decision matrix, F-005.6).
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) {
 	t, _, err := m.create(ctx, req, false)
 	return t, err
@@ -420,7 +420,7 @@ func outcome(t *Task) (json.RawMessage, *jsonrpc.Error) {
 		fmt.Sprintf("task %s ended %s without a result", t.ID, t.State), "task_id", t.ID)
 }
 
-// Approve records an approval and starts execution at once (DESIGN.md §3). Errors:
+// Approve records an approval and starts execution at once (docs/contract.md §3). Errors:
 // ErrNotFound, ErrSelfApproval, *ConflictError when the task is no longer awaiting approval.
 func (m *Manager) Approve(ctx context.Context, id, approver, reason string) (*Task, error) {
 	return m.decide(ctx, id, approver, reason, true)
@@ -547,7 +547,7 @@ func (m *Manager) load1(ctx context.Context, id string) (*Task, error) {
 }
 
 // getOwned is the owner's view: a foreign owner and (when hideExpired) a task past its TTL
-// look exactly like an unknown id (DESIGN.md §3 owner isolation; spec: -32602 for all).
+// look exactly like an unknown id (docs/contract.md §3 owner isolation; spec: -32602 for all).
 func (m *Manager) getOwned(ctx context.Context, owner, id string, hideExpired bool) (*Task, error) {
 	t, err := m.load1(ctx, id)
 	if err != nil {

@@ -2,7 +2,7 @@ package tasks
 
 import ()
 
-// State is a Tollgate task's internal state (DESIGN.md §3). The wire status is derived by Wire.
+// State is a Tollgate task's internal state (docs/contract.md §3). The wire status is derived by Wire.
 type State string
 
 const (
@@ -32,7 +32,7 @@ func (s State) Terminal() bool {
 }
 
 // Wire is the spec 2025-11-25 task status: non-terminal states are "working" (a human decision
-// pending is still working, DESIGN.md §2); Rejected, Expired and TimedOut are "failed".
+// pending is still working, docs/contract.md §2); Rejected, Expired and TimedOut are "failed".
 func (s State) Wire() string {
 	switch s {
 	case Completed:

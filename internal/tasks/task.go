@@ -16,7 +16,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 )
 
-// IDPrefix marks ids of tasks Tollgate owns (DESIGN.md §2 routing).
+// IDPrefix marks ids of tasks Tollgate owns (docs/contract.md §2 routing).
 const IDPrefix = "tg_"
 
 // NewID returns "tg_" + a random (crypto/rand) UUIDv4.
@@ -52,7 +52,7 @@ type Task struct {
 	Headers     http.Header     `json:"headers,omitempty"`
 	Workflow    string          `json:"workflow,omitempty"`
 	// AskRequester: the approval is asked of the requester itself (workflow destination
-	// elicitation); while awaiting it the wire status is input_required (DESIGN.md §2).
+	// elicitation); while awaiting it the wire status is input_required (docs/contract.md §2).
 	AskRequester bool `json:"ask_requester,omitempty"`
 	Accelerated  bool `json:"accelerated,omitempty"`
 	// IdemKey is set for plain calls a client may retry (CreateOrAttach): a hash of the
@@ -145,7 +145,7 @@ func (t *Task) WireStatus() string {
 
 // CanonicalHash is the hex HMAC-SHA256 under key of the canonical JSON of
 // {"arguments":…,"tool":…}: object keys sorted, insignificant whitespace dropped, numbers kept
-// as written, no HTML escaping. An approval is bound to this hash (DESIGN.md §3) and it is
+// as written, no HTML escaping. An approval is bound to this hash (docs/contract.md §3) and it is
 // checked again right before execution. The key makes it unforgeable for whoever can write
 // the task store but not read Tollgate's key: swapping a stored task's arguments and
 // recomputing a plain digest no longer goes unnoticed. Absent or null arguments hash like {}.

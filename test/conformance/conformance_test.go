@@ -184,7 +184,7 @@ func buildTollgate(ctx context.Context, t *testing.T, root string) string {
 }
 
 // startTollgate runs the gateway in front of upstreamURL, configured to forward everything
-// (tollgate.yaml, DESIGN.md §4 contract), and returns its MCP endpoint once /readyz answers.
+// (tollgate.yaml, docs/contract.md §4 contract), and returns its MCP endpoint once /readyz answers.
 func startTollgate(ctx context.Context, t *testing.T, root, logDir, bin, upstreamURL string) string {
 	t.Helper()
 	listen, admin := freeAddr(t), freeAddr(t)

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// designMetrics are the metric families DESIGN.md §4 names; the dashboard shows each of them.
+// designMetrics are the metric families docs/contract.md §4 names; the dashboard shows each of them.
 // Together with opsMetrics they are all it may query, so a renamed metric breaks this test
 // rather than a panel.
 var designMetrics = map[string]bool{
@@ -24,7 +24,7 @@ var designMetrics = map[string]bool{
 	"tollgate_config_reloads_total":         true,
 }
 
-// opsMetrics are gauges internal/metrics adds beyond DESIGN.md §4, used for the overview.
+// opsMetrics are gauges internal/metrics adds beyond docs/contract.md §4, used for the overview.
 var opsMetrics = map[string]bool{
 	"tollgate_upstream_up":                true,
 	"tollgate_config_last_reload_success": true,
@@ -110,7 +110,7 @@ func TestGrafanaDashboard(t *testing.T) {
 				continue
 			}
 			if !designMetrics[family] {
-				t.Errorf("query %q uses %s, which DESIGN.md §4 does not name", e, m)
+				t.Errorf("query %q uses %s, which docs/contract.md §4 does not name", e, m)
 				continue
 			}
 			shown[family] = true

@@ -1,5 +1,5 @@
 // Package deploy_test checks the container image and the Kubernetes manifests under deploy/
-// against the binary's contract (DESIGN.md §4): ports, env variables, probes, the config format.
+// against the binary's contract (docs/contract.md §4): ports, env variables, probes, the config format.
 // It reads files only; building the overlays needs kubectl or kustomize and is skipped without.
 package deploy_test
 

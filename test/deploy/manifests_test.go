@@ -24,7 +24,7 @@ const (
 	tollgateName   = "tollgate"        // Deployment and container
 	configMapName  = "tollgate-config" // ConfigMap with config.yaml and the policies
 	tollgateImage  = "ghcr.io/tollgate-mcp/tollgate:latest"
-	configDir      = "/etc/tollgate" // DESIGN.md §4: the last config lookup location
+	configDir      = "/etc/tollgate" // docs/contract.md §4: the last config lookup location
 	nonRootUID     = 65532           // distroless "nonroot", the Dockerfile's USER
 )
 
@@ -737,7 +737,7 @@ func TestServicesTargetDeclaredPorts(t *testing.T) {
 	ms := loadManifests(t)
 	deps := fullDeployments(t, ms)
 	patches := patchFiles(t, ms)
-	wantPort := map[string]int{ // Service → port name → number fixed by DESIGN.md §4
+	wantPort := map[string]int{ // Service → port name → number fixed by docs/contract.md §4
 		"tollgate/mcp":         config.DefaultListenPort,
 		"tollgate-admin/admin": config.DefaultAdminPort,
 	}

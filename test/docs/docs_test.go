@@ -1,4 +1,4 @@
-// Package docs checks that the reference tables in docs/ match the code (CONVENTIONS.md #8).
+// Package docs checks that the reference tables in docs/ match the code (docs/contract.md §5.8).
 package docs
 
 import (

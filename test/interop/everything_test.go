@@ -171,7 +171,7 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 			order = append(order, name)
 		}
 		t.Logf("taskSupport through Tollgate: %v", sup)
-		// Upstream with tasks: forward tools become optional (DESIGN.md §2), the approval tool
+		// Upstream with tasks: forward tools become optional (docs/contract.md §2), the approval tool
 		// required, the upstream's own required task tool stays required.
 		want := map[string]string{"echo": "optional", "get-sum": "optional", "get-env": "required", "trigger-long-running-operation": "optional"}
 		if _, ok := sup["simulate-research-query"]; ok {
@@ -289,7 +289,7 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 
 	t.Run("plain call of the upstream's required task tool", func(t *testing.T) {
 		res, rerr := raw(t, c, "tools/call", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "x"}})
-		// Tollgate answers for the upstream (DESIGN.md §2: required without task → -32601).
+		// Tollgate answers for the upstream (docs/contract.md §2: required without task → -32601).
 		if rerr == nil || rerr.Code != -32601 || !strings.HasPrefix(rerr.Message, "TaskRequired:") {
 			t.Errorf("plain call of simulate-research-query: result %v, error %+v", res, rerr)
 		}

@@ -260,7 +260,7 @@ func basicConfig(upstreamURL, extra string, tasks ...string) string {
 	return testkit.BasicConfig(upstreamURL, "tasks: {"+strings.Join(append([]string{"poll_interval: 100ms"}, tasks...), ", ")+"}\n"+extra)
 }
 
-// approve decides a held task through the admin API (DESIGN.md §4).
+// approve decides a held task through the admin API (docs/contract.md §4).
 func approve(t *testing.T, g *testkit.Gateway, taskID string) int {
 	t.Helper()
 	st, body := g.AdminRequest(t, http.MethodPost, "/api/v1/approvals/"+taskID+"/approve", testkit.AdminToken, `{"reason":"interop test"}`)

@@ -193,7 +193,7 @@ func docNames(t *testing.T) map[string]bool {
 }
 
 // checkDocumented: every family the server exposes (but the Go runtime's and process
-// collectors') is in docs/metrics.md, and every documented one is exposed (CONVENTIONS.md 8).
+// collectors') is in docs/metrics.md, and every documented one is exposed (docs/contract.md §5.8).
 func checkDocumented(t *testing.T, mfs map[string]*dto.MetricFamily) {
 	t.Helper()
 	docs := docNames(t)

@@ -23,7 +23,7 @@ const (
 )
 
 // Redis is the shared backend (tasks.store.type: redis): several Tollgate replicas use one
-// Redis so any of them can answer tasks/get and apply a decision (DESIGN.md §1).
+// Redis so any of them can answer tasks/get and apply a decision (docs/contract.md §1).
 //
 // Layout under the key prefix P (Redis 5 or newer, whose scripts may write after TIME; one
 // server, not Cluster, since the scripts derive key names from the prefix and the owner):

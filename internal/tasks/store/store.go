@@ -1,7 +1,7 @@
 // Package store persists Tollgate's approval tasks. A Store keeps opaque task bytes plus the
 // few fields it must index (owner, state, pending flag, argument bytes) and updates them with
 // compare-and-swap on a version, so concurrent approve / reject / cancel / expiry resolve to
-// exactly one outcome (DESIGN.md §3).
+// exactly one outcome (docs/contract.md §3).
 //
 // The package does not import package tasks (which imports it); it never decodes Data.
 package store

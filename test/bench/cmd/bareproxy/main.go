@@ -49,7 +49,7 @@ func main() {
 // and with an upstream that answers (and flushes SSE headers) before the proxy saw the body's
 // EOF, net/http may close the inbound body under the transport, which then drops the
 // connection mid-reply ("use of closed network connection", seen here on the 1 MiB SSE
-// scenario). Tollgate reads bodies first too (DESIGN.md §1), so the floor stays comparable.
+// scenario). Tollgate reads bodies first too (docs/contract.md §1), so the floor stays comparable.
 func readFirst(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
