@@ -151,7 +151,8 @@ func (l *Logger) record(e Event) {
 // OnTaskChange maps a committed task transition to audit events; pass it to the task
 // manager's Subscribe. Repeated or out-of-order callbacks for a task (same state, or an older
 // store version) are ignored.
-func (l *Logger) OnTaskChange(t *tasks.Task) {
+func (l *Logger) OnTaskChange(tr tasks.Transition) {
+	t := tr.Task
 	if t == nil || t.ID == "" {
 		return
 	}
@@ -181,8 +182,7 @@ func (l *Logger) OnTaskChange(t *tasks.Task) {
 		Owner:    OwnerHash(t.Owner),
 		ArgsHash: t.ArgsHash,
 	}
-	// The first sighting of a waiting or accelerated task is its creation.
-	if !known && (t.State == tasks.AwaitingApproval || t.Accelerated) {
+	if tr.Created() {
 		e := base
 		e.Kind, e.Time, e.Actor = KindCreated, t.CreatedAt, t.RequestedBy
 		l.record(e)

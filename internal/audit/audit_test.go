@@ -120,8 +120,14 @@ func TestOnTaskChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			l := New(&buf)
+			var from tasks.State // each call is the transition from the one before
 			for _, c := range tc.calls {
-				l.OnTaskChange(c)
+				if c == nil {
+					l.OnTaskChange(tasks.Transition{})
+					continue
+				}
+				l.OnTaskChange(tasks.Transition{From: from, To: c.State, Task: c})
+				from = c.State
 			}
 			es := decode(t, buf.Bytes())
 			if got := kinds(es); got != tc.want {
@@ -146,11 +152,11 @@ func TestEventFields(t *testing.T) {
 	var buf bytes.Buffer
 	l := New(&buf)
 	tk := task(tasks.AwaitingApproval, 1)
-	l.OnTaskChange(tk)
+	l.OnTaskChange(tasks.Transition{To: tk.State, Task: tk})
 	d := &tasks.Decision{Approved: false, By: "bob", Reason: "line1\nline2 <b>", At: t0.Add(time.Minute)}
 	tk = task(tasks.Rejected, 2)
 	tk.Decision = d
-	l.OnTaskChange(tk)
+	l.OnTaskChange(tasks.Transition{From: tasks.AwaitingApproval, To: tk.State, Task: tk})
 
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if len(lines) != 2 {
@@ -259,7 +265,7 @@ func TestConcurrentRecordWholeLines(t *testing.T) {
 				l.Record(Event{Kind: KindExecuted, TaskID: fmt.Sprintf("tg_%d_%d", g, i), Reason: strings.Repeat("x", 300)})
 				tk := task(tasks.AwaitingApproval, 1)
 				tk.ID = fmt.Sprintf("tg_sub_%d_%d", g, i)
-				l.OnTaskChange(tk)
+				l.OnTaskChange(tasks.Transition{To: tk.State, Task: tk})
 			}
 		}()
 	}
@@ -274,7 +280,7 @@ func TestSeenIsBounded(t *testing.T) {
 	for i := range seenLimit + 100 {
 		tk := task(tasks.Cancelled, 1)
 		tk.ID = fmt.Sprintf("tg_%d", i)
-		l.OnTaskChange(tk)
+		l.OnTaskChange(tasks.Transition{From: tasks.AwaitingApproval, To: tk.State, Task: tk})
 	}
 	if len(l.seen) > seenLimit || len(l.finished) > seenLimit {
 		t.Fatalf("seen=%d finished=%d, want <= %d", len(l.seen), len(l.finished), seenLimit)
@@ -314,7 +320,7 @@ func TestFailedEventNamesErrorOnly(t *testing.T) {
 			l := New(&buf)
 			tk := task(tasks.Failed, 3)
 			tk.Error = tc.err
-			l.OnTaskChange(tk)
+			l.OnTaskChange(tasks.Transition{From: tasks.Executing, To: tk.State, Task: tk})
 			es := decode(t, buf.Bytes())
 			if len(es) != 1 || es[0].Kind != KindFailed || es[0].Error != tc.want {
 				t.Fatalf("events = %+v, want one failed with error %q", es, tc.want)

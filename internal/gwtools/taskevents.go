@@ -10,24 +10,20 @@ import (
 // TaskEvent maps a committed task transition to an event: its type and data (never the
 // arguments or result). ok is false for states that are not worth waking a client for
 // (Executing follows an approval at once).
-func TaskEvent(t *tasks.Task) (typ string, data map[string]any, ok bool) {
-	switch t.State {
-	case tasks.AwaitingApproval:
+func TaskEvent(tr tasks.Transition) (typ string, data map[string]any, ok bool) {
+	t := tr.Task
+	switch {
+	case tr.Created(): // awaiting approval, or approved at once when accelerated (docs/contract.md §2)
 		typ = events.TypeTaskCreated
-	case tasks.Approved:
+	case tr.To == tasks.Approved, tr.To == tasks.Rejected:
 		typ = events.TypeTaskDecided
-		if t.Accelerated {
-			typ = events.TypeTaskCreated // accelerated tasks start approved (docs/contract.md §2)
-		}
-	case tasks.Rejected:
-		typ = events.TypeTaskDecided
-	case tasks.Completed:
+	case tr.To == tasks.Completed:
 		typ = events.TypeTaskCompleted
-	case tasks.Failed, tasks.TimedOut:
+	case tr.To == tasks.Failed, tr.To == tasks.TimedOut:
 		typ = events.TypeTaskFailed
-	case tasks.Cancelled:
+	case tr.To == tasks.Cancelled:
 		typ = events.TypeTaskCancelled
-	case tasks.Expired:
+	case tr.To == tasks.Expired:
 		typ = events.TypeTaskExpired
 	default:
 		return "", nil, false
@@ -51,11 +47,12 @@ func TaskEvent(t *tasks.Task) (typ string, data map[string]any, ok bool) {
 
 // PublishTaskChange queues t's transition as an event for the session that created the task.
 // Pass it to (*tasks.Manager).Subscribe; it never blocks.
-func (g *Tools) PublishTaskChange(t *tasks.Task) {
-	typ, data, ok := TaskEvent(t)
+func (g *Tools) PublishTaskChange(tr tasks.Transition) {
+	typ, data, ok := TaskEvent(tr)
 	if !ok {
 		return
 	}
+	t := tr.Task
 	key := t.SessionID
 	if key == "" {
 		key = t.Owner

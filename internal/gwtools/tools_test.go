@@ -562,21 +562,21 @@ func TestDefinitions(t *testing.T) {
 
 func TestTaskEvent(t *testing.T) {
 	tests := []struct {
-		state       tasks.State
+		from, state tasks.State // from "" is the task's creation
 		accelerated bool
 		want        string
 		ok          bool
 	}{
-		{tasks.AwaitingApproval, false, events.TypeTaskCreated, true},
-		{tasks.Approved, false, events.TypeTaskDecided, true},
-		{tasks.Approved, true, events.TypeTaskCreated, true},
-		{tasks.Executing, false, "", false},
-		{tasks.Rejected, false, events.TypeTaskDecided, true},
-		{tasks.Completed, false, events.TypeTaskCompleted, true},
-		{tasks.Failed, false, events.TypeTaskFailed, true},
-		{tasks.TimedOut, false, events.TypeTaskFailed, true},
-		{tasks.Cancelled, false, events.TypeTaskCancelled, true},
-		{tasks.Expired, false, events.TypeTaskExpired, true},
+		{"", tasks.AwaitingApproval, false, events.TypeTaskCreated, true},
+		{tasks.AwaitingApproval, tasks.Approved, false, events.TypeTaskDecided, true},
+		{"", tasks.Approved, true, events.TypeTaskCreated, true},
+		{tasks.Approved, tasks.Executing, false, "", false},
+		{tasks.AwaitingApproval, tasks.Rejected, false, events.TypeTaskDecided, true},
+		{tasks.Executing, tasks.Completed, false, events.TypeTaskCompleted, true},
+		{tasks.Executing, tasks.Failed, false, events.TypeTaskFailed, true},
+		{tasks.AwaitingApproval, tasks.TimedOut, false, events.TypeTaskFailed, true},
+		{tasks.AwaitingApproval, tasks.Cancelled, false, events.TypeTaskCancelled, true},
+		{tasks.AwaitingApproval, tasks.Expired, false, events.TypeTaskExpired, true},
 	}
 	for _, tc := range tests {
 		t.Run(fmt.Sprint(tc.state, tc.accelerated), func(t *testing.T) {
@@ -585,11 +585,12 @@ func TestTaskEvent(t *testing.T) {
 			task := &tasks.Task{ID: "tg_1", Owner: "alice", SessionID: "s1", Tool: "x", State: tc.state,
 				Accelerated: tc.accelerated, Arguments: json.RawMessage(`{"secret":"hunter2"}`),
 				Decision: &tasks.Decision{Approved: tc.state == tasks.Approved, By: "bob", At: t0}}
-			typ, _, ok := TaskEvent(task)
+			tr := tasks.Transition{From: tc.from, To: tc.state, Task: task}
+			typ, _, ok := TaskEvent(tr)
 			if typ != tc.want || ok != tc.ok {
 				t.Fatalf("TaskEvent = %q, %v; want %q, %v", typ, ok, tc.want, tc.ok)
 			}
-			g.PublishTaskChange(task)
+			g.PublishTaskChange(tr)
 			b := hub.Take("s1")
 			if !tc.ok {
 				if len(b.Events) != 0 {

@@ -90,10 +90,11 @@ func (g *Gateway) NotifyToolsChanged() {
 
 // OnModernTaskChange sends notifications/tasks with the DetailedTask to the listen streams of
 // the task's owner that follow it (tasks.Manager subscriber).
-func (g *Gateway) OnModernTaskChange(t *tasks.Task) {
-	if t.UpdatedAt.Equal(t.CreatedAt) {
-		return // creation: the CreateTaskResult carried it
+func (g *Gateway) OnModernTaskChange(tr tasks.Transition) {
+	if tr.Created() {
+		return // the CreateTaskResult carried it
 	}
+	t := tr.Task
 	params := t.StatusNotification(g.inputRequests(t))
 	g.modern.listen.publish(func(ls *listener) bool { return ls.owner == t.Owner && ls.tasks[t.ID] }, note{method: "notifications/tasks", params: params})
 }

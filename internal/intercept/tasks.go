@@ -321,10 +321,11 @@ func handoffResult(id, text, structured string) []byte {
 
 // OnTaskChange pushes notifications/tasks/status to the owning session's open stream only
 // (docs/contract.md §2).
-func (g *Gateway) OnTaskChange(t *tasks.Task) {
-	if t.UpdatedAt.Equal(t.CreatedAt) {
-		return // creation: the client learns the initial state from CreateTaskResult
+func (g *Gateway) OnTaskChange(tr tasks.Transition) {
+	if tr.Created() {
+		return // the client learns the initial state from CreateTaskResult
 	}
+	t := tr.Task
 	sess := g.d.Sessions.Get(t.SessionID)
 	if sess == nil {
 		return

@@ -68,7 +68,7 @@ func TestWithManager(t *testing.T) {
 	}
 	// Executing and Completed were published before Result returned. A marker event sent
 	// now reaches the receiver after anything they could have queued (one FIFO worker).
-	f.n.OnTaskChange(&tasks.Task{ID: "tg_marker", Tool: "marker", Workflow: "marker", State: tasks.AwaitingApproval})
+	f.n.OnTaskChange(moved(&tasks.Task{ID: "tg_marker", Tool: "marker", Workflow: "marker", State: tasks.AwaitingApproval}))
 	if d := decodeWebhook(t, r.next(t).body); d.TaskID != "tg_marker" {
 		t.Errorf("after the approval the receiver got %s for task %s, want only the marker", d.Event, d.TaskID)
 	}
@@ -77,7 +77,7 @@ func TestWithManager(t *testing.T) {
 	if _, err := m.Create(ctx, tasks.CreateRequest{Owner: "session-1", Tool: "delete_file", Workflow: "default"}); err != nil {
 		t.Fatal(err)
 	}
-	f.n.OnTaskChange(&tasks.Task{ID: "tg_marker2", Tool: "marker", Workflow: "marker", State: tasks.AwaitingApproval})
+	f.n.OnTaskChange(moved(&tasks.Task{ID: "tg_marker2", Tool: "marker", Workflow: "marker", State: tasks.AwaitingApproval}))
 	if d := decodeWebhook(t, r.next(t).body); d.TaskID != "tg_marker2" {
 		t.Errorf("a console workflow's task was announced: %s %s", d.Event, d.TaskID)
 	}

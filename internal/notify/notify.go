@@ -116,34 +116,36 @@ const (
 
 // eventFor says which event, if any, a committed task change is. Only the start and the end of
 // an approval wait are announced; execution progress is not a channel's business.
-func eventFor(t *tasks.Task) string {
+func eventFor(tr tasks.Transition) string {
+	t := tr.Task
 	if t.Accelerated {
 		return "" // forwarded by rule, nobody is asked
 	}
-	switch t.State {
-	case tasks.AwaitingApproval:
-		return EventRequested // only creation enters this state
+	switch {
+	case tr.Created():
+		return EventRequested
+	case tr.From != tasks.AwaitingApproval:
+		return ""
+	}
+	switch tr.To { // the end of the wait: decided, or given up before a decision
 	case tasks.Approved, tasks.Rejected, tasks.TimedOut:
-		return EventDecided // each is entered only from awaiting_approval
+		return EventDecided
 	case tasks.Cancelled:
-		if t.Decision == nil {
-			return EventCancelled
-		}
+		return EventCancelled
 	case tasks.Expired:
-		if t.Decision == nil {
-			return EventExpired
-		}
+		return EventExpired
 	}
 	return ""
 }
 
 // OnTaskChange is a tasks.Manager subscriber. It never blocks: the event is queued, or
 // dropped (counted, WARN) when the queue is full.
-func (n *Notifier) OnTaskChange(t *tasks.Task) {
+func (n *Notifier) OnTaskChange(tr tasks.Transition) {
+	t := tr.Task
 	if t == nil || n.opts.Workflow == nil {
 		return
 	}
-	ev := eventFor(t)
+	ev := eventFor(tr)
 	if ev == "" {
 		return
 	}

@@ -213,7 +213,7 @@ func TestEventFor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := eventFor(tt.t); got != tt.want {
+			if got := eventFor(moved(tt.t)); got != tt.want {
 				t.Errorf("eventFor(%s) = %q, want %q", tt.t.State, got, tt.want)
 			}
 		})
@@ -246,7 +246,7 @@ func TestWebhookSchema(t *testing.T) {
 			if !tt.wantDelay {
 				tk.ApprovalDeadline = time.Time{}
 			}
-			f.n.OnTaskChange(tk)
+			f.n.OnTaskChange(moved(tk))
 			d := r.next(t)
 			if ct := d.header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("Content-Type = %q", ct)
@@ -316,7 +316,7 @@ func TestNoSecretInAnyBody(t *testing.T) {
 	states := []tasks.State{tasks.AwaitingApproval, tasks.Approved, tasks.Rejected, tasks.TimedOut, tasks.Cancelled, tasks.Expired}
 	for _, wf := range []string{"h", "s"} {
 		for _, s := range states {
-			f.n.OnTaskChange(task(wf, s))
+			f.n.OnTaskChange(moved(task(wf, s)))
 			d := r.next(t)
 			for _, v := range []string{secret, apiKey} {
 				if bytes.Contains(d.body, []byte(v)) {
@@ -365,7 +365,7 @@ func TestSlackBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			it := item{event: eventFor(tt.t), task: tt.t, wf: slack("http://x")}
+			it := item{event: eventFor(moved(tt.t)), task: tt.t, wf: slack("http://x")}
 			b, err := slackBody(it, console)
 			if err != nil {
 				t.Fatal(err)
@@ -483,7 +483,7 @@ func TestRetries(t *testing.T) {
 			r := newReceiver(t, tt.status)
 			f := newFixture(t, map[string]config.Workflow{"h": hook(r.srv.URL)}, true, func(o *Options) { o.Client = nil })
 			t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
-			f.n.OnTaskChange(task("h", tasks.AwaitingApproval))
+			f.n.OnTaskChange(moved(task("h", tasks.AwaitingApproval)))
 			first := r.next(t)
 			for i := 1; i < tt.hits; i++ {
 				if d := r.next(t); !bytes.Equal(d.body, first.body) {
@@ -537,7 +537,7 @@ func TestNetworkErrorsRetriedAndURLNotLogged(t *testing.T) {
 
 	url := "http://" + ln.Addr().String() + "/services/T0SECRETPATH?token=SECRETQUERY"
 	f := newFixture(t, map[string]config.Workflow{"h": hook(url)}, true)
-	f.n.OnTaskChange(task("h", tasks.AwaitingApproval))
+	f.n.OnTaskChange(moved(task("h", tasks.AwaitingApproval)))
 	waitCount(t, f, "webhook", "failed", 1)
 	if got := accepted.Load(); got != maxAttempts {
 		t.Errorf("connections = %d, want %d", got, maxAttempts)
@@ -580,9 +580,9 @@ func TestQueueFullDrops(t *testing.T) {
 	f := newFixture(t, map[string]config.Workflow{"h": hook("http://127.0.0.1:1/x"), "s": slack("http://127.0.0.1:1/x")}, false,
 		func(o *Options) { o.QueueSize = 2 })
 	for range 5 {
-		f.n.OnTaskChange(task("h", tasks.AwaitingApproval))
+		f.n.OnTaskChange(moved(task("h", tasks.AwaitingApproval)))
 	}
-	f.n.OnTaskChange(task("s", tasks.AwaitingApproval))
+	f.n.OnTaskChange(moved(task("s", tasks.AwaitingApproval)))
 	if got := f.n.Dropped(); got != 4 {
 		t.Errorf("Dropped() = %d, want 4", got)
 	}
@@ -604,12 +604,12 @@ func TestIgnored(t *testing.T) {
 		"h": hook("http://127.0.0.1:1/x"),
 	}, false, func(o *Options) { o.QueueSize = 1 })
 	for _, tk := range []*tasks.Task{task("c", tasks.AwaitingApproval), task("gone", tasks.AwaitingApproval), task("h", tasks.Executing), nil} {
-		f.n.OnTaskChange(tk)
+		f.n.OnTaskChange(moved(tk))
 	}
 	if len(f.n.queue) != 0 {
 		t.Errorf("queue holds %d events, want 0", len(f.n.queue))
 	}
-	New(Options{}).OnTaskChange(task("h", tasks.AwaitingApproval)) // no Workflow func: no panic
+	New(Options{}).OnTaskChange(moved(task("h", tasks.AwaitingApproval))) // no Workflow func: no panic
 }
 
 // TestHungReceiver: with a receiver that never answers, OnTaskChange still returns at once
@@ -638,7 +638,7 @@ func TestHungReceiver(t *testing.T) {
 	runDone := make(chan struct{})
 	go func() { defer close(runDone); f.n.Run(ctx) }()
 
-	f.n.OnTaskChange(task("h", tasks.AwaitingApproval))
+	f.n.OnTaskChange(moved(task("h", tasks.AwaitingApproval)))
 	select {
 	case <-entered: // the worker is now stuck in the first attempt
 	case <-time.After(5 * time.Second):
@@ -648,7 +648,7 @@ func TestHungReceiver(t *testing.T) {
 	go func() {
 		defer close(callsDone)
 		for range 100 {
-			f.n.OnTaskChange(task("h", tasks.AwaitingApproval))
+			f.n.OnTaskChange(moved(task("h", tasks.AwaitingApproval)))
 		}
 	}()
 	select {
@@ -675,7 +675,7 @@ func TestRunAfterCancelSendsNothing(t *testing.T) {
 	r := newReceiver(t, nil)
 	f := newFixture(t, map[string]config.Workflow{"h": hook(r.srv.URL)}, false)
 	for range 10 {
-		f.n.OnTaskChange(task("h", tasks.AwaitingApproval))
+		f.n.OnTaskChange(moved(task("h", tasks.AwaitingApproval)))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -272,7 +272,8 @@ func fittingConnections(nofile uint64, admin int) int {
 
 // holdSessions keeps a session with pending Tollgate tasks from being evicted while they are
 // pending (their notifications and results belong to it).
-func (s *Server) holdSessions(t *tasks.Task) {
+func (s *Server) holdSessions(tr tasks.Transition) {
+	t := tr.Task
 	ss := s.sessions.Peek(t.SessionID)
 	if ss == nil {
 		return

@@ -112,7 +112,7 @@ type Manager struct {
 	closed  bool
 	waiters map[string]*waiter
 	running map[string]context.CancelFunc // in-flight executions, to stop them on cancel/expiry
-	subs    map[int]func(*Task)
+	subs    map[int]func(Transition)
 	nextSub int
 
 	sweep   sweeper
@@ -151,7 +151,7 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 		now: opts.Now, log: opts.Logger, met: newMetrics(opts.Registerer), shared: store.IsShared(st),
 		waiters: make(map[string]*waiter),
 		running: make(map[string]context.CancelFunc),
-		subs:    make(map[int]func(*Task)),
+		subs:    make(map[int]func(Transition)),
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -304,7 +304,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	m.met.moved("", t.State)
 	m.sweep.schedule(t, m.opts.Retention)
 	m.log.Info("task created", "task_id", t.ID, "tool", t.Tool, "state", t.State, "workflow", t.Workflow)
-	m.publish(t)
+	m.publish("", t)
 	if t.State == Approved && !req.DeferStart {
 		m.launch(t.ID)
 	}
@@ -486,9 +486,21 @@ func (m *Manager) launchApproved(ctx context.Context) {
 	}
 }
 
-// Subscribe calls fn with a copy of the task after every committed transition (and after
-// creation). fn runs on the goroutine that made the change and must not block.
-func (m *Manager) Subscribe(fn func(t *Task)) (unsubscribe func()) {
+// Transition is one committed change of a task as subscribers see it: the state it left
+// (From, "" when the task was just created), the state it entered (To) and a copy of the task
+// after the change. Subscribers tell creation from a later change by From, never by guessing
+// from the task's fields.
+type Transition struct {
+	From, To State
+	Task     *Task
+}
+
+// Created reports whether the transition is the task's creation.
+func (tr Transition) Created() bool { return tr.From == "" }
+
+// Subscribe calls fn after every committed transition of a task made by this Manager,
+// creation included. fn runs on the goroutine that made the change and must not block.
+func (m *Manager) Subscribe(fn func(Transition)) (unsubscribe func()) {
 	m.mu.Lock()
 	id := m.nextSub
 	m.nextSub++
@@ -661,19 +673,19 @@ func (m *Manager) committed(from State, t *Task) {
 		}
 	}
 	m.log.Info("task transition", "task_id", t.ID, "tool", t.Tool, "from", from, "to", t.State)
-	m.publish(t) // before waking waiters: once tasks/result answers, the notification is out
+	m.publish(from, t) // before waking waiters: once tasks/result answers, the notification is out
 	m.notify(t.ID, t)
 }
 
-func (m *Manager) publish(t *Task) {
+func (m *Manager) publish(from State, t *Task) {
 	m.mu.Lock()
-	fns := make([]func(*Task), 0, len(m.subs))
+	fns := make([]func(Transition), 0, len(m.subs))
 	for _, fn := range m.subs {
 		fns = append(fns, fn)
 	}
 	m.mu.Unlock()
 	for _, fn := range fns {
-		fn(t.Clone())
+		fn(Transition{From: from, To: t.State, Task: t.Clone()})
 	}
 }
 

@@ -515,7 +515,7 @@ func TestQuotas(t *testing.T) {
 				e.create(t, o)
 			}
 			var created *Task
-			sub := e.m.Subscribe(func(t *Task) { created = t })
+			sub := e.m.Subscribe(func(tr Transition) { created = tr.Task })
 			defer sub()
 			_, err := e.m.Create(bg, CreateRequest{Owner: tc.owner, Tool: "t", Arguments: json.RawMessage(tc.args)})
 			var rpcErr *jsonrpc.Error
@@ -721,11 +721,14 @@ func TestSubscribe(t *testing.T) {
 	e := newEnv(t, nil)
 	var mu sync.Mutex
 	var seen []string
-	unsub := e.m.Subscribe(func(t *Task) {
+	unsub := e.m.Subscribe(func(tr Transition) {
 		mu.Lock()
-		seen = append(seen, string(t.State))
+		seen = append(seen, string(tr.From)+">"+string(tr.To))
+		if tr.To != tr.Task.State || tr.Created() != (tr.From == "") {
+			t.Errorf("transition %s>%s carries a task in state %s", tr.From, tr.To, tr.Task.State)
+		}
 		mu.Unlock()
-		t.State = "tampered" // a copy: must not affect the manager
+		tr.Task.State = "tampered" // a copy: must not affect the manager
 	})
 	tk := e.create(t, "alice")
 	if _, err := e.m.Approve(bg, tk.ID, "bob", ""); err != nil {
@@ -736,7 +739,7 @@ func TestSubscribe(t *testing.T) {
 	e.create(t, "alice")
 	mu.Lock()
 	defer mu.Unlock()
-	if got := strings.Join(seen, ","); got != "awaiting_approval,approved,executing,completed" {
+	if got := strings.Join(seen, ","); got != ">awaiting_approval,awaiting_approval>approved,approved>executing,executing>completed" {
 		t.Errorf("transitions seen: %s", got)
 	}
 	if s := e.state(t, tk.ID); s != Completed {

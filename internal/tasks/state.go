@@ -45,14 +45,14 @@ func (s State) Wire() string {
 	return "working"
 }
 
-// Transition is one allowed edge of the state machine.
-type Transition struct {
+// Edge is one allowed transition of the state machine.
+type Edge struct {
 	From, To State
 	Trigger  string // human-readable, used for diagrams
 }
 
 // transitions is the one table every change is validated against.
-var transitions = []Transition{
+var transitions = []Edge{
 	{AwaitingApproval, Approved, "approver approves, or approval times out with on_timeout: approve"},
 	{AwaitingApproval, Rejected, "approver rejects"},
 	{AwaitingApproval, TimedOut, "approval times out with on_timeout: deny"},
@@ -79,7 +79,7 @@ var allowed = func() map[edge]bool {
 }()
 
 // Transitions returns a copy of the transition table.
-func Transitions() []Transition { return append([]Transition(nil), transitions...) }
+func Transitions() []Edge { return append([]Edge(nil), transitions...) }
 
 // CanTransition reports whether from → to is in the table.
 func CanTransition(from, to State) bool { return allowed[edge{from, to}] }
