@@ -1,6 +1,6 @@
 // Package approval is the human side of Tollgate's approval workflow: the admin approvals HTTP
-// API (docs/contract.md §4), the `tollgate approvals` CLI client that talks to it, and redaction of
-// tool arguments shown to approvers.
+// API (docs/contract.md §4) and the `tollgate approvals` CLI client that talks to it. What it
+// shows of a task's arguments and owner is decided by package disclose.
 package approval
 
 import (
@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -403,7 +403,7 @@ func (h *handler) view(t *tasks.Task) View {
 		Status:        t.WireStatus(),
 		StatusMessage: t.StatusMessage,
 		RequestedBy:   t.RequestedBy,
-		Owner:         audit.OwnerHash(t.Owner),
+		Owner:         disclose.OwnerHash(t.Owner),
 		CreatedAt:     t.CreatedAt.UTC(),
 		UpdatedAt:     t.UpdatedAt.UTC(),
 	}
@@ -424,28 +424,9 @@ func (h *handler) view(t *tasks.Task) View {
 	return v
 }
 
-// redact applies the task's workflow redact_fields. Without a workflow ("" = accelerated
-// forward, no approval) nothing is hidden; when the workflow cannot be found (removed by a
-// reload, or no lookup wired) the whole arguments are hidden, failing closed.
+// redact is what approvers see of the arguments (disclose.Arguments: fails closed).
 func (h *handler) redact(t *tasks.Task) json.RawMessage {
-	args := t.Arguments
-	if len(args) == 0 {
-		args = json.RawMessage("{}")
-	}
-	if !json.Valid(args) {
-		return redactedJSON // would break the whole response; and cannot be redacted by path
-	}
-	if t.Workflow == "" {
-		return args
-	}
-	if h.opts.Workflow == nil {
-		return redactedJSON
-	}
-	wf, ok := h.opts.Workflow(t.Workflow)
-	if !ok {
-		return redactedJSON
-	}
-	return Redact(args, wf.RedactFields)
+	return disclose.Arguments(t.Arguments, t.Workflow, h.opts.Workflow)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

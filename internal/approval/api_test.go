@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tollgate-mcp/tollgate/internal/audit"
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -118,7 +118,7 @@ func TestHandler(t *testing.T) {
 				want := map[string]any{
 					"taskId": "tg_a", "tool": "delete_user", "argsHash": "abc123", "workflow": "default",
 					"state": "awaiting_approval", "status": "working", "statusMessage": "Awaiting approval (default)",
-					"requestedBy": "carol", "owner": audit.OwnerHash(sessionID),
+					"requestedBy": "carol", "owner": disclose.OwnerHash(sessionID),
 					"createdAt": "2026-03-01T11:55:00Z", "approvalDeadline": "2026-03-01T12:05:00Z",
 					"expiresAt": "2026-03-01T12:55:00Z",
 				}

@@ -9,8 +9,6 @@ package audit
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -49,16 +48,6 @@ type Event struct {
 	Reason   string    `json:"reason,omitempty"`
 	ArgsHash string    `json:"args_hash,omitempty"`
 	Error    string    `json:"error,omitempty"`
-}
-
-// OwnerHash is the short, non-reversible form in which owners are shown and logged: owner ids
-// may be MCP session ids, which act as capabilities and must not be disclosed.
-func OwnerHash(owner string) string {
-	if owner == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(owner))
-	return hex.EncodeToString(sum[:6])
 }
 
 // seenLimit bounds how many finished tasks are remembered to drop late or repeated callbacks.
@@ -179,7 +168,7 @@ func (l *Logger) OnTaskChange(tr tasks.Transition) {
 		TaskID:   t.ID,
 		Tool:     t.Tool,
 		Workflow: t.Workflow,
-		Owner:    OwnerHash(t.Owner),
+		Owner:    disclose.OwnerHash(t.Owner),
 		ArgsHash: t.ArgsHash,
 	}
 	if tr.Created() {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -140,7 +141,7 @@ func TestOnTaskChange(t *testing.T) {
 				}
 			}
 			for _, e := range es {
-				if e.Owner != OwnerHash("session:abcdef0123456789") || e.ArgsHash != "deadbeef" {
+				if e.Owner != disclose.OwnerHash("session:abcdef0123456789") || e.ArgsHash != "deadbeef" {
 					t.Errorf("event %+v: owner/args hash not set", e)
 				}
 			}
@@ -168,7 +169,7 @@ func TestEventFields(t *testing.T) {
 	}
 	want := map[string]any{
 		"time": "2026-03-01T12:01:00Z", "kind": "rejected", "task_id": tk.ID, "tool": "delete_user",
-		"workflow": "default", "owner": OwnerHash(tk.Owner), "actor": "bob",
+		"workflow": "default", "owner": disclose.OwnerHash(tk.Owner), "actor": "bob",
 		"reason": "line1\nline2 <b>", "args_hash": "deadbeef",
 	}
 	for k, v := range want {
@@ -181,21 +182,6 @@ func TestEventFields(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], "<b>") {
 		t.Errorf("HTML escaped: %s", lines[1])
-	}
-}
-
-func TestOwnerHash(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"", ""},
-		{"alice", OwnerHash("alice")},
-	}
-	for _, tc := range tests {
-		if got := OwnerHash(tc.in); got != tc.want {
-			t.Errorf("OwnerHash(%q) = %q", tc.in, got)
-		}
-	}
-	if h := OwnerHash("session:x"); len(h) != 12 || h == OwnerHash("session:y") {
-		t.Errorf("OwnerHash not a 12-hex digest: %q", h)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tollgate-mcp/tollgate/internal/approval"
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -80,11 +80,7 @@ func (g *Gateway) askRequester(t *tasks.Task, owner string, emit func([]byte) bo
 // approvalQuestion is the elicitation/create params (message and requestedSchema) asking the
 // requester to approve t. Arguments are redacted as for approvers.
 func (g *Gateway) approvalQuestion(t *tasks.Task) map[string]any {
-	fields := []string(nil)
-	if wf, ok := g.d.Snapshots.Workflow(t.Workflow); ok {
-		fields = wf.RedactFields
-	}
-	args := string(approval.Redact(t.Arguments, fields))
+	args := string(disclose.Arguments(t.Arguments, t.Workflow, g.d.Snapshots.Workflow))
 	if len(args) > 2000 {
 		args = args[:2000] + "…"
 	}

@@ -20,9 +20,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
-	"github.com/tollgate-mcp/tollgate/internal/approval"
-	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -270,7 +269,7 @@ func TestWebhookSchema(t *testing.T) {
 				"version": float64(1), "event": tt.event, "delivery_id": tk.ID + "/" + string(tt.state),
 				"task_id": tk.ID, "tool": "delete_file", "workflow": "ops", "args_hash": tk.ArgsHash,
 				"state": string(tt.state), "status": tt.status, "status_message": tk.StatusMessage,
-				"requested_by": "carol", "owner": audit.OwnerHash("session-abc"),
+				"requested_by": "carol", "owner": disclose.OwnerHash("session-abc"),
 				"created_at": "2025-11-25T10:00:00.000Z", "console_url": console,
 			}
 			for k, v := range want {
@@ -297,7 +296,7 @@ func TestWebhookSchema(t *testing.T) {
 			}
 			a, _ := got["arguments"].(map[string]any)
 			creds, _ := a["credentials"].(map[string]any)
-			if a["password"] != approval.Redacted || creds["api_key"] != approval.Redacted || creds["user"] != "bob" || a["path"] != "/srv/a <b> & c" {
+			if a["password"] != disclose.Redacted || creds["api_key"] != disclose.Redacted || creds["user"] != "bob" || a["path"] != "/srv/a <b> & c" {
 				t.Errorf("arguments = %#v, want password and credentials.api_key redacted, the rest kept", a)
 			}
 			if owner := "session-abc"; bytes.Contains(d.body, []byte(owner)) {
@@ -323,8 +322,8 @@ func TestNoSecretInAnyBody(t *testing.T) {
 					t.Errorf("workflow %s, state %s: body contains redacted value %q", wf, s, v)
 				}
 			}
-			if !bytes.Contains(d.body, []byte(approval.Redacted)) {
-				t.Errorf("workflow %s, state %s: body has no %s marker", wf, s, approval.Redacted)
+			if !bytes.Contains(d.body, []byte(disclose.Redacted)) {
+				t.Errorf("workflow %s, state %s: body has no %s marker", wf, s, disclose.Redacted)
 			}
 		}
 	}
@@ -338,12 +337,12 @@ func TestNoSecretInAnyBody(t *testing.T) {
 func TestRedactedArgsNotJSON(t *testing.T) {
 	tk := task("h", tasks.AwaitingApproval)
 	tk.Arguments = json.RawMessage(`{"password":` + secret) // truncated: not JSON
-	got := redactedArgs(tk, redact)
+	got := redactedArgs(tk, config.Workflow{RedactFields: redact})
 	if strings.Contains(string(got), secret) || !json.Valid(got) {
 		t.Errorf("redactedArgs(invalid) = %s", got)
 	}
 	tk.Arguments = nil
-	if got := redactedArgs(tk, redact); string(got) != "{}" {
+	if got := redactedArgs(tk, config.Workflow{RedactFields: redact}); string(got) != "{}" {
 		t.Errorf("redactedArgs(nil) = %s, want {}", got)
 	}
 }

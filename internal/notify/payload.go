@@ -8,8 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tollgate-mcp/tollgate/internal/approval"
-	"github.com/tollgate-mcp/tollgate/internal/audit"
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -52,17 +52,10 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
 func fmtTime(t time.Time) string { return t.UTC().Format(timeFormat) }
 
-// redactedArgs is what may leave the process: the arguments with every redact_fields path
-// replaced. Anything that is not JSON is hidden whole rather than sent raw.
-func redactedArgs(t *tasks.Task, fields []string) json.RawMessage {
-	if len(bytes.TrimSpace(t.Arguments)) == 0 {
-		return json.RawMessage("{}")
-	}
-	out := approval.Redact(t.Arguments, fields)
-	if !json.Valid(out) {
-		return json.RawMessage(`"` + approval.Redacted + `"`)
-	}
-	return out
+// redactedArgs is what may leave the process (disclose.Arguments) under wf, the workflow the
+// message is sent for.
+func redactedArgs(t *tasks.Task, wf config.Workflow) json.RawMessage {
+	return disclose.Arguments(t.Arguments, t.Workflow, func(string) (config.Workflow, bool) { return wf, true })
 }
 
 func webhookBody(it item, consoleURL string) ([]byte, error) {
@@ -70,9 +63,9 @@ func webhookBody(it item, consoleURL string) ([]byte, error) {
 	w := Webhook{
 		Version: SchemaVersion, Event: it.event, DeliveryID: t.ID + "/" + string(t.State),
 		TaskID: t.ID, Tool: t.Tool, Workflow: t.Workflow,
-		Arguments: redactedArgs(t, it.wf.RedactFields), ArgsHash: t.ArgsHash,
+		Arguments: redactedArgs(t, it.wf), ArgsHash: t.ArgsHash,
 		State: string(t.State), Status: t.WireStatus(), StatusMessage: t.StatusMessage,
-		RequestedBy: t.RequestedBy, Owner: audit.OwnerHash(t.Owner),
+		RequestedBy: t.RequestedBy, Owner: disclose.OwnerHash(t.Owner),
 		CreatedAt: fmtTime(t.CreatedAt), ConsoleURL: consoleURL,
 	}
 	if !t.ApprovalDeadline.IsZero() {
@@ -176,7 +169,7 @@ func slackBody(it item, consoleURL string) ([]byte, error) {
 		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Reason*\n" + slackEscape(truncate(d.Reason, slackFieldMax))})
 	}
 
-	args := redactedArgs(t, it.wf.RedactFields)
+	args := redactedArgs(t, it.wf)
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, args, "", "  ") != nil {
 		pretty.Reset()

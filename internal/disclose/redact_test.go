@@ -1,4 +1,4 @@
-package approval
+package disclose
 
 import (
 	"encoding/json"

@@ -1,0 +1,53 @@
+package disclose
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+)
+
+func TestOwnerHash(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"alice", OwnerHash("alice")},
+	}
+	for _, tc := range tests {
+		if got := OwnerHash(tc.in); got != tc.want {
+			t.Errorf("OwnerHash(%q) = %q", tc.in, got)
+		}
+	}
+	if h := OwnerHash("session:x"); len(h) != 12 || h == OwnerHash("session:y") {
+		t.Errorf("OwnerHash not a 12-hex digest: %q", h)
+	}
+}
+
+// TestArgumentsFailClosed: one rule for every place that shows arguments. A workflow removed
+// by a reload hides them whole (the approvals API did; webhooks dropped the message; the
+// requester's elicitation showed them unredacted).
+func TestArgumentsFailClosed(t *testing.T) {
+	wfs := map[string]config.Workflow{"ops": {RedactFields: []string{"password"}}, "open": {}}
+	lookup := func(name string) (config.Workflow, bool) { wf, ok := wfs[name]; return wf, ok }
+	tests := []struct {
+		name, args, workflow string
+		lookup               Workflows
+		want                 string
+	}{
+		{"redacted per workflow", `{"user":"bob","password":"p"}`, "ops", lookup, `{"user":"bob","password":"[REDACTED]"}`},
+		{"workflow without fields", `{"password":"p"}`, "open", lookup, `{"password":"p"}`},
+		{"workflow removed by a reload", `{"user":"bob","password":"p"}`, "gone", lookup, `"[REDACTED]"`},
+		{"no lookup", `{"user":"bob"}`, "ops", nil, `"[REDACTED]"`},
+		{"no workflow (accelerated)", `{"password":"p"}`, "", nil, `{"password":"p"}`},
+		{"absent arguments", ``, "ops", lookup, `{}`},
+		{"not JSON", `{"password":"p"`, "open", lookup, `"[REDACTED]"`},
+		{"not JSON, no workflow", `{"password":`, "", nil, `"[REDACTED]"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Arguments(json.RawMessage(tc.args), tc.workflow, tc.lookup)
+			if string(got) != tc.want {
+				t.Errorf("Arguments = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
