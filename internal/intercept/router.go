@@ -69,6 +69,43 @@ type Forward struct {
 	// (tasks.promote_after): the client is answered at once and the upstream's answer is
 	// collected in the background.
 	Promote *Promotion
+
+	// How the exchange travels. Router.Route sets these from the method, so handlers leave
+	// them alone and the proxy needs no method names.
+
+	// Replayable lets the transport resend the request once on a fresh connection when a
+	// pooled one turns out dead (upstream.MarkReplayable); never for tools/call, whose tool
+	// must not run twice.
+	Replayable bool
+	// NoHeaderTimeout exempts the exchange from server.request_timeout, which otherwise bounds
+	// the wait for the upstream's response headers of a request without Timeout: tasks/result
+	// blocks upstream by design, and only requests are answered.
+	NoHeaderTimeout bool
+	// AdoptSession says the upstream's answer names the session this exchange opens
+	// (initialize): the proxy adopts it with Exchange.Ticket.
+	AdoptSession bool
+	// TimeoutSetting names the setting that bounded the wait, for the UpstreamTimeout error.
+	TimeoutSetting string
+}
+
+// OpensSession reports whether m opens a legacy session (an initialize request): the proxy
+// reserves room for the session (Exchange.Ticket) before routing it.
+func OpensSession(m *jsonrpc.Message) bool {
+	return m.Kind == jsonrpc.KindRequest && m.Method == "initialize"
+}
+
+// transport returns a copy of f with the transport fields set for x's method.
+func transport(x *Exchange, f *Forward) *Forward {
+	t := *f
+	isRequest := x.Msg.Kind == jsonrpc.KindRequest
+	t.Replayable = x.Msg.Method != "tools/call"
+	t.NoHeaderTimeout = !isRequest || x.Msg.Method == "tasks/result"
+	t.AdoptSession = OpensSession(x.Msg)
+	t.TimeoutSetting = "server.request_timeout"
+	if x.Msg.Method == "tools/call" {
+		t.TimeoutSetting = "TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS"
+	}
+	return &t
 }
 
 // Promotion hands a slow exchange over to a task.
@@ -148,7 +185,16 @@ func (r *Router) HandleModern(method string, h Handler) {
 }
 
 // Route picks the handler for x; other requests, notifications and responses pass through.
+// A forwarded exchange's Forward carries its transport fields.
 func (r *Router) Route(ctx context.Context, x *Exchange) Result {
+	res := r.route(ctx, x)
+	if res.Forward != nil {
+		res.Forward = transport(x, res.Forward)
+	}
+	return res
+}
+
+func (r *Router) route(ctx context.Context, x *Exchange) Result {
 	if r == nil {
 		return Passthrough
 	}

@@ -84,7 +84,7 @@ func faultOutcome(ue *upstream.Error) string {
 
 // relayNonReply answers x from an upstream answer that is neither a 2xx JSON body nor a 2xx
 // event stream (an HTTP error, a 202 to a request, a body of another type).
-func (h *Handler) relayNonReply(w http.ResponseWriter, x *intercept.Exchange, resp *http.Response) string {
+func (h *Handler) relayNonReply(w http.ResponseWriter, x *intercept.Exchange, f *intercept.Forward, resp *http.Response) string {
 	if x.Msg.Kind != jsonrpc.KindRequest && resp.StatusCode < 500 {
 		// 202 for a notification or response, or the upstream refusing it: nothing to
 		// correlate a JSON-RPC error with, and the status is the whole message.
@@ -114,5 +114,5 @@ func (h *Handler) relayNonReply(w http.ResponseWriter, x *intercept.Exchange, re
 		writeJSON(w, resp.StatusCode, jsonrpc.ErrorResponse(x.Msg.ID, e))
 		return outcome
 	}
-	return h.upstreamFailed(w, x, err, false)
+	return h.upstreamFailed(w, x, f, err, false)
 }

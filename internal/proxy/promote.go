@@ -57,7 +57,7 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 			if p.answered {
 				return "ok" // the stream stayed open after its answer
 			}
-			return h.answer(w, sw, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x)), "timeout")
+			return h.answer(w, sw, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x, f)), "timeout")
 		case <-promote.C:
 			reply, sink := f.Promote.Start(x)
 			if reply == nil {
@@ -79,7 +79,7 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 			case it.err != nil || it.end:
 				cancel()
 				if sw == nil {
-					return h.upstreamFailed(w, x, it.err, false)
+					return h.upstreamFailed(w, x, f, it.err, false)
 				}
 				cause := it.err
 				if it.end {
@@ -93,7 +93,7 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 				cancel()
 				m, err := upstream.ParseReply(it.json, x.Msg.ID)
 				if err != nil {
-					return h.upstreamFailed(w, x, err, false)
+					return h.upstreamFailed(w, x, f, err, false)
 				}
 				writeJSON(w, http.StatusOK, m.WithID(x.Msg.ID))
 				return "ok"
@@ -106,7 +106,7 @@ func (h *Handler) forwardPromotable(w http.ResponseWriter, r *http.Request, x *i
 				}
 				cancel()
 				defer it.resp.Body.Close()
-				return h.relayNonReply(w, x, it.resp)
+				return h.relayNonReply(w, x, f, it.resp)
 			case it.ev != nil:
 				m, fault := p.check(it.ev)
 				if fault != nil {

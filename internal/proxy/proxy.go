@@ -222,7 +222,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if msg.Method == "initialize" && msg.Kind == jsonrpc.KindRequest {
+		if intercept.OpensSession(msg) {
 			var ok bool
 			if x.Ticket, ok = h.admit(w, r, corr); !ok {
 				h.observe(msg.Method, "limited", start)
@@ -339,9 +339,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	didTimeout := timedOut.Load
 	// Other requests get server.request_timeout until the upstream's response headers: a
 	// hung upstream cannot hold the connection, and a stream, once started, is never cut.
-	// tasks/result is exempt: it blocks upstream by design.
 	var headerTimer *time.Timer
-	if timer == nil && x.Msg.Kind == jsonrpc.KindRequest && x.Msg.Method != "tasks/result" {
+	if timer == nil && !f.NoHeaderTimeout {
 		headerTimer = time.AfterFunc(h.o.RequestTimeout, expire)
 		defer headerTimer.Stop()
 	}
@@ -352,7 +351,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		hdr.Del(upstream.HeaderSessionID)
 		hdr.Del(upstream.HeaderLastEventID)
 	}
-	if x.Msg.Method != "tools/call" {
+	if f.Replayable {
 		upstream.MarkReplayable(hdr)
 	}
 	resp, err := h.o.Upstream.Send(ctx, http.MethodPost, hdr, body)
@@ -360,7 +359,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		headerTimer.Stop()
 	}
 	if err != nil {
-		return h.upstreamFailed(w, x, err, didTimeout())
+		return h.upstreamFailed(w, x, f, err, didTimeout())
 	}
 	defer resp.Body.Close()
 
@@ -382,7 +381,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		return m.Raw
 	}
 	adopt := func() {
-		if x.Ticket != nil { // an initialize request, admitted in post
+		if f.AdoptSession && x.Ticket != nil { // admitted in post
 			h.adoptSession(resp.Header, x)
 		}
 	}
@@ -401,7 +400,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 			ev, err := rd.Next()
 			if err != nil {
 				if didTimeout() && !p.answered && isRequest {
-					sw.write(sse.Message(jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x))))
+					sw.write(sse.Message(jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x, f))))
 					return "timeout"
 				}
 				if r.Context().Err() != nil {
@@ -430,15 +429,15 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		b, err := readReply(resp)
 		if err != nil {
 			if didTimeout() {
-				writeJSON(w, http.StatusOK, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x)))
+				writeJSON(w, http.StatusOK, jsonrpc.ErrorResponse(x.Msg.ID, timeoutError(x, f)))
 				return "timeout"
 			}
-			return h.upstreamFailed(w, x, &upstream.Error{Fault: upstream.FaultReply, Err: err}, false)
+			return h.upstreamFailed(w, x, f, &upstream.Error{Fault: upstream.FaultReply, Err: err}, false)
 		}
 		if isRequest {
 			m, err := upstream.ParseReply(b, x.Msg.ID)
 			if err != nil {
-				return h.upstreamFailed(w, x, err, false)
+				return h.upstreamFailed(w, x, f, err, false)
 			}
 			b = restore(m)
 		}
@@ -449,17 +448,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 		_, _ = w.Write(b)
 		return "ok"
 	default:
-		return h.relayNonReply(w, x, resp)
+		return h.relayNonReply(w, x, f, resp)
 	}
 }
 
-func timeoutError(x *intercept.Exchange) *jsonrpc.Error {
-	setting := "server.request_timeout"
-	if x.Msg.Method == "tools/call" {
-		setting = "TOLLGATE_SYNC_FORWARD_TIMEOUT_SECS"
-	}
+func timeoutError(x *intercept.Exchange, f *intercept.Forward) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
-		"Upstream MCP server did not answer "+x.Msg.Method+" in time ("+setting+")",
+		"Upstream MCP server did not answer "+x.Msg.Method+" in time ("+f.TimeoutSetting+")",
 		"correlation_id", x.CorrID)
 }
 
@@ -477,7 +472,7 @@ func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange) {
 
 // upstreamFailed answers x with the JSON-RPC error for a failed exchange: no answer at all,
 // or an answer that was not a reply (an *upstream.Error with a Fault).
-func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, err error, timedOut bool) string {
+func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, f *intercept.Forward, err error, timedOut bool) string {
 	if x.HTTP.Context().Err() != nil {
 		return "client_gone"
 	}
@@ -487,7 +482,7 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, e
 	}
 	e, outcome := h.faultError(x, ue)
 	if ue.Timeout {
-		e = timeoutError(x)
+		e = timeoutError(x, f)
 	}
 	status := http.StatusOK
 	if x.Msg.Kind != jsonrpc.KindRequest {
