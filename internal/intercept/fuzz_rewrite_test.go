@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
@@ -30,14 +31,16 @@ func newRewriteGateway(tb testing.TB) *Gateway {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gw := NewGateway(Deps{Snapshots: snaps, Upstream: uc, Sessions: session.NewRegistry(0, nil)})
+	proms, sessions := execution.NewPromotions(), session.NewRegistry(0, nil)
+	gw := NewGateway(Deps{Snapshots: snaps, Upstream: uc, Sessions: sessions, Promotions: proms})
+	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: gw.ExecuteModern})
 	tc := cfg.Tasks
-	mgr := tasks.NewManager(store.NewMemory(), gw, gw.Recheck, tasks.Options{
+	mgr := tasks.NewManager(store.NewMemory(), runner, gw.Recheck, tasks.Options{
 		DefaultTTL: tc.DefaultTTL.D(), MaxTTL: tc.MaxTTL.D(), PollInterval: tc.PollInterval.D(),
 		Quotas: tc.Quotas, Workflow: snaps.Workflow,
 	})
 	tb.Cleanup(func() { _ = mgr.Close() })
-	gw.Use(mgr, gwtools.New(mgr, nil, gw, gwtools.Options{}))
+	gw.Use(mgr, gwtools.New(mgr, nil, proms, gwtools.Options{}))
 	return gw
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -25,11 +25,14 @@ import (
 
 // Deps are what the governance handlers need.
 type Deps struct {
-	Snapshots  *governance.Holder
-	Upstream   *upstream.Client
-	Sessions   *session.Registry
-	Tasks      *tasks.Manager
-	Tools      *gwtools.Tools // nil = no tollgate_* tools
+	Snapshots *governance.Holder
+	Upstream  *upstream.Client
+	Sessions  *session.Registry
+	Tasks     *tasks.Manager
+	Tools     *gwtools.Tools // nil = no tollgate_* tools
+	// Promotions registers slow calls handed over to tasks (tasks.promote_after); the
+	// execution.Runner awaits their answers.
+	Promotions *execution.Promotions
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil = no metrics
 	// OwnerKey keys the hash of a modern caller's Authorization credential that owns its
@@ -55,7 +58,6 @@ type Gateway struct {
 	tools  map[string]toolInfo          // upstream tool → what its tools/list entry says
 	listed map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
 
-	prom  *promotions
 	lists listCache // rewritten tools/list pages
 	rates limiters  // server.rate_limit per caller
 
@@ -73,7 +75,7 @@ func NewGateway(d Deps) *Gateway {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{d: d, log: d.Logger,
-		tools: map[string]toolInfo{}, listed: map[string]rules.TaskSupport{}, prom: newPromotions(),
+		tools: map[string]toolInfo{}, listed: map[string]rules.TaskSupport{},
 		warnOnDemand: logcap.NewSampler(warnEvery, warnBurst), warnTTL: logcap.NewSampler(warnEvery, warnBurst)}
 	g.m = newGatewayMetrics(d.Registerer, g.toolLabel)
 	return g
@@ -150,38 +152,6 @@ func caller(x *Exchange) governance.Caller {
 		c.SessionID = x.Session.ID
 	}
 	return c
-}
-
-// replayHeaders are the end-to-end headers a held call is executed with later. The session id
-// is not among them: the task keeps it as SessionID (and Execute puts it back).
-var replayHeaders = []string{"Authorization", upstream.HeaderProtocolVersion, "Traceparent", "Tracestate"}
-
-func captureHeaders(in http.Header) http.Header {
-	var out http.Header
-	for _, k := range replayHeaders {
-		if v := in.Values(k); len(v) > 0 {
-			if out == nil {
-				out = make(http.Header, len(replayHeaders))
-			}
-			out[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
-		}
-	}
-	return out
-}
-
-// callerHeaders are the headers of a request Tollgate sends upstream on a caller's behalf (an
-// approved call, the tasks/list merge): the captured ones plus the caller's upstream session
-// (none for a session Tollgate minted itself).
-func callerHeaders(captured http.Header, sessionID string) http.Header {
-	hdr := make(http.Header, len(captured)+2)
-	for k, v := range captured {
-		hdr[k] = v
-	}
-	if sessionID != "" && !strings.HasPrefix(sessionID, session.LocalPrefix) {
-		hdr.Set(upstream.HeaderSessionID, sessionID)
-	}
-	hdr.Set("Content-Type", "application/json")
-	return hdr
 }
 
 // toolInfo is what Tollgate learned about an upstream tool from tools/list.

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -146,14 +147,16 @@ func newHarness(t *testing.T, yaml string) *gwHarness {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	h.gw = NewGateway(Deps{Snapshots: h.snaps, Upstream: uc, Sessions: session.NewRegistry(0, nil), Logger: log})
+	proms, sessions := execution.NewPromotions(), session.NewRegistry(0, nil)
+	h.gw = NewGateway(Deps{Snapshots: h.snaps, Upstream: uc, Sessions: sessions, Logger: log, Promotions: proms})
+	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: h.gw.ExecuteModern})
 	tc := cfg.Tasks
-	h.mgr = tasks.NewManager(store.NewMemory(), h.gw, h.gw.Recheck, tasks.Options{
+	h.mgr = tasks.NewManager(store.NewMemory(), runner, h.gw.Recheck, tasks.Options{
 		DefaultTTL: tc.DefaultTTL.D(), MaxTTL: tc.MaxTTL.D(), PollInterval: tc.PollInterval.D(),
 		Quotas: tc.Quotas, Workflow: h.snaps.Workflow, Logger: log,
 	})
 	t.Cleanup(func() { _ = h.mgr.Close() })
-	h.tools = gwtools.New(h.mgr, nil, h.gw, gwtools.Options{Logger: log})
+	h.tools = gwtools.New(h.mgr, nil, proms, gwtools.Options{Logger: log})
 	h.gw.Use(h.mgr, h.tools)
 	h.router = NewRouter()
 	h.gw.Register(h.router)

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
@@ -69,7 +69,7 @@ func (g *Gateway) bridge(x *Exchange, transform func([]byte) []byte) Result {
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			msg, e = g.bridgeCall(ctx, captureHeaders(x.HTTP.Header), legacyBody(x.Msg), nil)
+			msg, e = g.bridgeCall(ctx, execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg), nil)
 		}
 		switch {
 		case e != nil:
@@ -98,7 +98,7 @@ func (g *Gateway) bridgeCall(ctx context.Context, captured http.Header, body []b
 			return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable",
 				"Upstream MCP server did not accept a session: "+err.Error())
 		}
-		hdr := callerHeaders(captured, sid)
+		hdr := execution.CallerHeaders(captured, sid)
 		hdr.Set(upstream.HeaderProtocolVersion, prot)
 		rep, err := g.d.Upstream.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
 			switch {
@@ -127,11 +127,7 @@ func notBridged(method string) *jsonrpc.Error {
 
 // answerUpstream posts a JSON-RPC response to one of the upstream's server→client requests.
 func (g *Gateway) answerUpstream(hdr http.Header, msg []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, hdr, msg); err == nil {
-		resp.Body.Close()
-	}
+	execution.Answer(g.d.Upstream, hdr, msg)
 }
 
 // bridgeSession returns the upstream session Tollgate holds, opening one if needed.
@@ -225,7 +221,7 @@ func (g *Gateway) executeModern(ctx context.Context, t *tasks.Task) (json.RawMes
 		msg, e := g.bridgeCall(ctx, t.Headers, legacyBody(m), nil)
 		return callOutcome(msg, e)
 	}
-	hdr := callerHeaders(t.Headers, "")
+	hdr := execution.CallerHeaders(t.Headers, "")
 	hdr = modernHeaders(hdr, "tools/call", t.Tool)
 	rep, err := g.d.Upstream.Call(ctx, hdr, body, nil)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/sse"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -195,7 +196,7 @@ func listenBody(m *jsonrpc.Message, notifications json.RawMessage, upIDs []strin
 // relayListen opens the upstream's listen stream and relays it, merging Tollgate's part into
 // the acknowledgement. The upstream's final response (a graceful end) goes to done.
 func (g *Gateway) relayListen(ctx context.Context, x *Exchange, body []byte, ls *listener, emit func([]byte) bool, done chan<- []byte) {
-	hdr := captureHeaders(x.HTTP.Header)
+	hdr := execution.CaptureHeaders(x.HTTP.Header)
 	hdr = modernHeaders(hdr, x.Msg.Method, "")
 	hdr.Set("Accept", "application/json, text/event-stream")
 	resp, err := g.d.Upstream.Send(ctx, http.MethodPost, hdr, body)

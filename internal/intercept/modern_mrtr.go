@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
 
@@ -168,7 +169,7 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	pc := &parkedCall{owner: own, reqs: make(chan parkedRequest, 16), done: make(chan bridgeOutcome, 1),
 		cancel: cancel, pending: map[string]parkedRequest{}}
 	caps := x.Modern.Capabilities
-	captured, body := captureHeaders(x.HTTP.Header), legacyBody(x.Msg)
+	captured, body := execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg)
 	go func() {
 		msg, e := g.bridgeCall(ctx, captured, body, func(hdr http.Header, m *jsonrpc.Message) {
 			c, known := inputCapability[m.Method]

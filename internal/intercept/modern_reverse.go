@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
@@ -143,7 +144,7 @@ func (g *Gateway) forwardModern(x *Exchange, f *Forward) Result {
 			e := jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: "+err.Error())
 			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
 		}
-		hdr := modernHeaders(captureHeaders(x.HTTP.Header), x.Msg.Method, name)
+		hdr := modernHeaders(execution.CaptureHeaders(x.HTTP.Header), x.Msg.Method, name)
 		hdr.Set(era.HeaderProtocolVersion, era.Modern) // the captured legacy version must not win
 		for round := 0; ; round++ {
 			rep, err := g.d.Upstream.Call(ctx, hdr, body, func(m *jsonrpc.Message) {

@@ -6,15 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
-	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
 func taskIDParam(x *Exchange) (string, *jsonrpc.Error) {
@@ -236,7 +235,7 @@ func (g *Gateway) upstreamTaskList(ctx context.Context, x *Exchange, cursor json
 	if cursor != nil {
 		params = json.RawMessage(`{"cursor":` + string(cursor) + `}`)
 	}
-	hdr := callerHeaders(captureHeaders(x.HTTP.Header), x.Session.ID)
+	hdr := execution.CallerHeaders(execution.CaptureHeaders(x.HTTP.Header), x.Session.ID)
 	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(json.RawMessage(`"tollgate-tasks-list"`), "tasks/list", params), nil)
 	if err != nil {
 		return nil, nil, err
@@ -333,47 +332,14 @@ func (g *Gateway) OnTaskChange(tr tasks.Transition) {
 	sess.Push(jsonrpc.Notification("notifications/tasks/status", t.WireJSON()))
 }
 
-// Execute runs an approved task's call upstream with the caller's session and headers
-// (tasks.Executor).
-func (g *Gateway) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
-	if token := t.Headers.Get(promotionHeader); token != "" {
-		return g.prom.await(ctx, token) // the call is already in flight (tasks.promote_after)
+// ExecuteModern runs t the 2026-07-28 way when it is a modern caller's task or the upstream
+// speaks only that era (execution.Options.Modern); ok is false otherwise.
+func (g *Gateway) ExecuteModern(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error, bool) {
+	if t.Era != tasks.EraModern && !g.modern.modernOnly.Load() {
+		return nil, nil, false
 	}
-	if t.Era == tasks.EraModern || g.modern.modernOnly.Load() {
-		return g.executeModern(ctx, t)
-	}
-	params, err := json.Marshal(struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments,omitempty"`
-	}{t.Tool, t.Arguments})
-	if err != nil {
-		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
-	}
-	if g.d.Sessions.Ended(t.SessionID) {
-		return nil, sessionGone(t)
-	}
-	hdr := callerHeaders(t.Headers, t.SessionID)
-	id := json.RawMessage(rawString("tollgate-exec-" + t.ID))
-	rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), func(m *jsonrpc.Message) {
-		if m.Kind == jsonrpc.KindRequest {
-			// No client is connected to an execution Tollgate runs itself: refuse the
-			// upstream's elicitation/sampling/roots request at once, so the tool decides
-			// instead of waiting for an answer nobody sends.
-			g.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, noClientToAsk(m.Method)))
-		}
-	})
-	if upstream.StatusOf(rep, err) == http.StatusNotFound {
-		// Spec 2025-11-25 transports (session management): a server answers 404 for an ended
-		// session, as plain text or with a JSON-RPC error; either way the session is gone.
-		return nil, sessionGone(t)
-	}
-	if err != nil {
-		return nil, upstream.AsError(err).RPCError()
-	}
-	if rep.Msg.Error != nil {
-		return nil, jsonrpc.DecodeError(rep.Msg.Error)
-	}
-	return rep.Msg.Result, nil
+	res, rpcErr := g.executeModern(ctx, t)
+	return res, rpcErr, true
 }
 
 // Recheck re-evaluates governance right before an approved task executes (docs/contract.md §3); the
@@ -390,16 +356,4 @@ func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 			fmt.Sprintf("Policy changed since approval: tool %q is now denied", t.Tool), "taskId", t.ID, "tool", t.Tool)
 	}
 	return nil
-}
-
-// noClientToAsk answers a server→client request sent during an approved call Tollgate
-// executes on the caller's behalf (the same refusal a bridged 2026-07-28 execution gets).
-func noClientToAsk(method string) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
-		"Tollgate executes this approved call on the caller's behalf with no client connected to answer "+method)
-}
-
-func sessionGone(t *tasks.Task) *jsonrpc.Error {
-	return jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "SessionGone",
-		"The caller's upstream MCP session no longer exists; the approved call was not executed", "taskId", t.ID)
 }

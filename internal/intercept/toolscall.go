@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -242,7 +243,7 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 	}
 	req := tasks.CreateRequest{
 		Owner: owner(x), RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
-		Headers: captureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
+		Headers: execution.CaptureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
 		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
 	}
 	if x.Modern != nil {

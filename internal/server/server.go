@@ -25,6 +25,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/console"
 	"github.com/tollgate-mcp/tollgate/internal/events"
+	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
@@ -145,18 +146,20 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
 	s.metrics.SetSessionCount(s.sessions.Len)
 
+	proms := execution.NewPromotions()
 	s.gw = intercept.NewGateway(intercept.Deps{
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
-		OwnerKey: ownerKey(o.LookupEnv),
+		OwnerKey: ownerKey(o.LookupEnv), Promotions: proms,
 	})
+	runner := execution.New(execution.Options{Upstream: s.up, Sessions: s.sessions, Promotions: proms, Modern: s.gw.ExecuteModern})
 	t := cfg.Tasks
-	s.tasks = tasks.NewManager(s.store, s.gw, s.gw.Recheck, tasks.Options{
+	s.tasks = tasks.NewManager(s.store, runner, s.gw.Recheck, tasks.Options{
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
 		ExecutionTimeout: t.ExecutionTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 	})
-	s.tools = gwtools.New(s.tasks, s.hub, s.gw, gwtools.Options{Logger: s.log})
+	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})
 	s.gw.Use(s.tasks, s.tools)
 	s.tasks.Subscribe(s.gw.OnTaskChange)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)

@@ -74,6 +74,7 @@ type CreateRequest struct {
 	TTL                                 time.Duration // 0 = default; above max = clamped (caller logs the WARN)
 	Workflow                            string
 	Accelerated                         bool
+	Promoted                            bool // see Task.Promoted; set with Accelerated
 	AskRequester                        bool // the approval is asked of the requester (elicitation)
 	// DeferStart leaves an accelerated task Approved until Start is called (the caller first
 	// hands the task id to the client).
@@ -241,7 +242,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	t := &Task{
 		ID: NewID(), Owner: req.Owner, SessionID: req.SessionID, RequestedBy: req.RequestedBy,
 		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: m.argsHash(req.Tool, req.Arguments),
-		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated,
+		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated, Promoted: req.Promoted,
 		AskRequester: req.AskRequester && !req.Accelerated,
 		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
 		Replica: m.opts.Replica, Era: req.Era, Meta: req.Meta,

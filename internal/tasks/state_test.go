@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -145,5 +146,28 @@ func TestCanonicalHash(t *testing.T) {
 	}
 	if CanonicalHash(testKey, "t", json.RawMessage(`{"s":"<&>"}`)) != CanonicalHash(testKey, "t", json.RawMessage(`{"s":"\u003c&>"}`)) {
 		t.Error("escaped and literal forms of the same string should hash alike")
+	}
+}
+
+// TestDecodeLegacyPromotionMarker: a task stored before Task.Promoted marked a promoted call
+// with a header; it still decodes as promoted (never re-sent), and the marker is dropped.
+func TestDecodeLegacyPromotionMarker(t *testing.T) {
+	in := &Task{ID: "tg_old", Tool: "slow", State: Approved, Accelerated: true,
+		Headers: http.Header{"X-Tollgate-Promotion": {"0123abcd"}, "Authorization": {"Bearer x"}}}
+	rec, err := encodeTask(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := decodeTask(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Promoted || out.Headers.Get("X-Tollgate-Promotion") != "" || out.Headers.Get("Authorization") != "Bearer x" {
+		t.Errorf("decoded Promoted=%v headers=%v; want promoted, marker dropped, other headers kept", out.Promoted, out.Headers)
+	}
+	in.Headers, in.Promoted = nil, false
+	rec, _ = encodeTask(in)
+	if out, _ := decodeTask(rec); out.Promoted {
+		t.Error("a task without the marker decoded as promoted")
 	}
 }

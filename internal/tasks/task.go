@@ -40,6 +40,9 @@ const (
 // (spec 2025-11-25 tasks, related-task metadata).
 const RelatedTaskKey = "io.modelcontextprotocol/related-task"
 
+// legacyPromotionHeader marked a promoted task in Headers before Task.Promoted.
+const legacyPromotionHeader = "X-Tollgate-Promotion"
+
 // Task is one Tollgate-owned task. Arguments and Headers are never logged.
 type Task struct {
 	ID          string          `json:"id"`
@@ -55,6 +58,9 @@ type Task struct {
 	// elicitation); while awaiting it the wire status is input_required (docs/contract.md §2).
 	AskRequester bool `json:"ask_requester,omitempty"`
 	Accelerated  bool `json:"accelerated,omitempty"`
+	// Promoted: the task took over a plain call already in flight upstream
+	// (tasks.promote_after); its execution waits for that call's answer and never calls again.
+	Promoted bool `json:"promoted,omitempty"`
 	// IdemKey is set for plain calls a client may retry (CreateOrAttach): a hash of the
 	// owner and ArgsHash. Never the owner itself.
 	IdemKey          string        `json:"idem_key,omitempty"`
@@ -207,5 +213,10 @@ func decodeTask(r store.Record) (*Task, error) {
 	}
 	t := d.Task
 	t.Arguments, t.Result, t.Version = d.Args, d.Res, r.Version
+	if t.Headers.Get(legacyPromotionHeader) != "" {
+		// Stored before Task.Promoted existed: a marker header meant the same. Never re-send.
+		t.Promoted = true
+		t.Headers.Del(legacyPromotionHeader)
+	}
 	return &t, nil
 }

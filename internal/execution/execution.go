@@ -1,0 +1,139 @@
+// Package execution owns running the calls of approved and promoted tasks upstream: it is the
+// tasks.Executor, and keeps the registry of promoted calls (Promotions). The task manager
+// decides when a task runs (at most once); intercept decides per method which task is made.
+package execution
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// Options are what the Runner needs.
+type Options struct {
+	Upstream   *upstream.Client
+	Sessions   *session.Registry
+	Promotions *Promotions
+	// Modern runs t the 2026-07-28 way when it reports ok: a task a modern caller created,
+	// or any task while the upstream speaks only that era (the bridge session lives in
+	// intercept). Nil = never.
+	Modern func(ctx context.Context, t *tasks.Task) (res json.RawMessage, rpcErr *jsonrpc.Error, ok bool)
+}
+
+// Runner executes tasks' calls (tasks.Executor).
+type Runner struct{ o Options }
+
+// New returns a Runner.
+func New(o Options) *Runner {
+	if o.Promotions == nil {
+		o.Promotions = NewPromotions()
+	}
+	return &Runner{o: o}
+}
+
+// Execute runs an approved task's call upstream with the caller's session and headers; a
+// promoted task waits for the call already in flight instead (tasks.promote_after).
+func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
+	if t.Promoted {
+		return r.o.Promotions.await(ctx, t.ID)
+	}
+	if r.o.Modern != nil {
+		if res, rpcErr, ok := r.o.Modern(ctx, t); ok {
+			return res, rpcErr
+		}
+	}
+	params, err := json.Marshal(struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+	}{t.Tool, t.Arguments})
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
+	}
+	if r.o.Sessions.Ended(t.SessionID) {
+		return nil, sessionGone(t)
+	}
+	hdr := CallerHeaders(t.Headers, t.SessionID)
+	id, _ := jsonrpc.Marshal("tollgate-exec-" + t.ID)
+	rep, err := r.o.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), func(m *jsonrpc.Message) {
+		if m.Kind == jsonrpc.KindRequest {
+			// No client is connected to an execution Tollgate runs itself: refuse the
+			// upstream's elicitation/sampling/roots request at once, so the tool decides
+			// instead of waiting for an answer nobody sends.
+			Answer(r.o.Upstream, hdr, jsonrpc.ErrorResponse(m.ID, noClientToAsk(m.Method)))
+		}
+	})
+	if upstream.StatusOf(rep, err) == http.StatusNotFound {
+		// Spec 2025-11-25 transports (session management): a server answers 404 for an ended
+		// session, as plain text or with a JSON-RPC error; either way the session is gone.
+		return nil, sessionGone(t)
+	}
+	if err != nil {
+		return nil, upstream.AsError(err).RPCError()
+	}
+	if rep.Msg.Error != nil {
+		return nil, jsonrpc.DecodeError(rep.Msg.Error)
+	}
+	return rep.Msg.Result, nil
+}
+
+// Answer posts a JSON-RPC response to one of the upstream's server→client requests.
+func Answer(up *upstream.Client, hdr http.Header, msg []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if resp, err := up.Send(ctx, http.MethodPost, hdr, msg); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// noClientToAsk answers a server→client request sent during an approved call Tollgate
+// executes on the caller's behalf (the same refusal a bridged 2026-07-28 execution gets).
+func noClientToAsk(method string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
+		"Tollgate executes this approved call on the caller's behalf with no client connected to answer "+method)
+}
+
+func sessionGone(t *tasks.Task) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "SessionGone",
+		"The caller's upstream MCP session no longer exists; the approved call was not executed", "taskId", t.ID)
+}
+
+// replayHeaders are the end-to-end headers a held call is executed with later. The session id
+// is not among them: the task keeps it as SessionID (and Execute puts it back).
+var replayHeaders = []string{"Authorization", upstream.HeaderProtocolVersion, "Traceparent", "Tracestate"}
+
+// CaptureHeaders keeps the end-to-end headers of a caller's request that a task's call is
+// later sent with.
+func CaptureHeaders(in http.Header) http.Header {
+	var out http.Header
+	for _, k := range replayHeaders {
+		if v := in.Values(k); len(v) > 0 {
+			if out == nil {
+				out = make(http.Header, len(replayHeaders))
+			}
+			out[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+		}
+	}
+	return out
+}
+
+// CallerHeaders are the headers of a request Tollgate sends upstream on a caller's behalf (an
+// approved call, the tasks/list merge): the captured ones plus the caller's upstream session
+// (none for a session Tollgate minted itself).
+func CallerHeaders(captured http.Header, sessionID string) http.Header {
+	hdr := make(http.Header, len(captured)+2)
+	for k, v := range captured {
+		hdr[k] = v
+	}
+	if sessionID != "" && !strings.HasPrefix(sessionID, session.LocalPrefix) {
+		hdr.Set(upstream.HeaderSessionID, sessionID)
+	}
+	hdr.Set("Content-Type", "application/json")
+	return hdr
+}
