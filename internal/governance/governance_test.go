@@ -399,3 +399,29 @@ func TestDeniedError(t *testing.T) {
 		})
 	}
 }
+
+// TestRecheck: the re-check before an approved call runs fails it with -32011 PolicyChanged
+// only when the rule or policy denies it now (docs/contract.md §3).
+func TestRecheck(t *testing.T) {
+	s := build(t)
+	log := slog.New(slog.DiscardHandler)
+	for _, tc := range []struct {
+		tool, args string
+		denied     bool
+	}{
+		{"delete_user", `{}`, false},              // still needs approval: it was approved
+		{"read_file", `{}`, false},                // forwarded
+		{"drop_table", `{}`, true},                // a rule denies it now
+		{"transfer_x", `{"amount":500000}`, true}, // Cedar forbids it now
+		{"transfer_x", `{"amount":5000}`, false},  // Cedar asks for approval
+	} {
+		e := s.Recheck(context.Background(), log, Caller{Subject: "bob"}, tc.tool, 0, json.RawMessage(tc.args), "tg_1")
+		if (e != nil) != tc.denied {
+			t.Errorf("%s %s: Recheck = %v, want denied=%v", tc.tool, tc.args, e, tc.denied)
+			continue
+		}
+		if e != nil && (e.Code != jsonrpc.CodePolicyChanged || e.Name() != "PolicyChanged" || e.Data["taskId"] != "tg_1" || e.Data["tool"] != tc.tool) {
+			t.Errorf("%s: error %+v", tc.tool, e)
+		}
+	}
+}

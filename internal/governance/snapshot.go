@@ -146,3 +146,14 @@ func DeniedError(tool string, e Effective) *jsonrpc.Error {
 	}
 	return jsonrpc.NewError(jsonrpc.CodePolicyDenied, "PolicyDenied", msg, kv...)
 }
+
+// Recheck re-evaluates an approved call right before it executes (docs/contract.md §3): when
+// the rule or Cedar policy denies it now, the task fails with -32011 PolicyChanged and the
+// call is not sent. The caller has checked the keyed arguments hash already.
+func (s *Snapshot) Recheck(ctx context.Context, log *slog.Logger, c Caller, tool string, hints rules.Hints, args json.RawMessage, taskID string) *jsonrpc.Error {
+	if s.Evaluate(ctx, log, c, tool, hints, args).Action != config.ActionDeny {
+		return nil
+	}
+	return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged",
+		fmt.Sprintf("Policy changed since approval: tool %q is now denied", tool), "taskId", taskID, "tool", tool)
+}

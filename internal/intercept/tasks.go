@@ -348,12 +348,6 @@ func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 	if t.Accelerated {
 		return nil
 	}
-	s := g.d.Snapshots.Load()
-	eff := s.Evaluate(ctx, g.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID}, t.Tool, g.tool(t.Tool).hints, t.Arguments)
-	switch eff.Action {
-	case "deny":
-		return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "PolicyChanged",
-			fmt.Sprintf("Policy changed since approval: tool %q is now denied", t.Tool), "taskId", t.ID, "tool", t.Tool)
-	}
-	return nil
+	return g.d.Snapshots.Load().Recheck(ctx, g.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID},
+		t.Tool, g.tool(t.Tool).hints, t.Arguments, t.ID)
 }
