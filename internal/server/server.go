@@ -307,29 +307,49 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// One run group: the listeners and the background workers. The first error of any of them
+	// (a listener failing, a worker that cannot run) ends the group and is Run's result.
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
-	serve := func(name string, srv *http.Server, ln net.Listener) {
-		defer wg.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("%s listener: %w", name, err)
+	const members = 7
+	errc := make(chan error, members)
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	serve := func(srv *http.Server, ln net.Listener) func(context.Context) error {
+		return func(context.Context) error {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
 		}
 	}
-	wg.Add(2)
-	go serve("mcp", s.mcpSrv, s.mcpLn)
-	go serve("admin", s.adminSrv, s.adminLn)
+	worker := func(f func(context.Context)) func(context.Context) error {
+		return func(ctx context.Context) error { f(ctx); return nil }
+	}
+	// Stored tasks are recovered before anything is served (the subscribers are attached).
+	run("task manager", s.tasks.Run)
+	select {
+	case <-s.tasks.Loaded():
+	case <-ctx.Done():
+	}
+	run("mcp listener", serve(s.mcpSrv, s.mcpLn))
+	run("admin listener", serve(s.adminSrv, s.adminLn))
 	s.log.Info("tollgate listening", "mcp", "http://"+s.MCPAddr()+"/mcp", "admin", "http://"+s.AdminAddr(),
 		"upstream", s.up.URL(), "version", s.opts.Version)
 	if s.opts.Ready != nil {
 		close(s.opts.Ready)
 	}
 
-	wg.Add(5)
-	go func() { defer wg.Done(); s.checkChannels(ctx) }()
-	go func() { defer wg.Done(); _ = s.tasks.Run(ctx) }()
-	go func() { defer wg.Done(); s.notifier.Run(ctx) }()
-	go func() { defer wg.Done(); s.watchUpstream(ctx, cfg) }()
-	go func() { defer wg.Done(); s.reloader.Run(ctx) }()
+	run("approval channel check", worker(s.checkChannels))
+	run("notifier", worker(s.notifier.Run))
+	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
+	run("reloader", worker(s.reloader.Run))
 
 	var err error
 	select {

@@ -114,6 +114,7 @@ type Manager struct {
 	waiters map[string]*waiter
 	running map[string]context.CancelFunc // in-flight executions, to stop them on cancel/expiry
 	subs    map[int]func(Transition)
+	loaded  chan struct{} // closed when Run has loaded the stored tasks
 	nextSub int
 
 	sweep   sweeper
@@ -127,8 +128,9 @@ type waiter struct {
 	last *Task // set before ch is closed: the task as that change committed it
 }
 
-// NewManager builds a Manager over st and loads the tasks st already holds: tasks that were
-// executing when Tollgate stopped are failed (at most once must hold), approved ones execute.
+// NewManager builds a Manager over st. It has no side effects: the tasks st already holds
+// are loaded when Run starts (after the caller attached its subscribers), so their recovery
+// transitions are published like any other.
 func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *Manager {
 	if opts.DefaultTTL <= 0 {
 		opts.DefaultTTL = DefaultTTL
@@ -153,6 +155,7 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 		waiters: make(map[string]*waiter),
 		running: make(map[string]context.CancelFunc),
 		subs:    make(map[int]func(Transition)),
+		loaded:  make(chan struct{}),
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -165,11 +168,12 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 	}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.sweep.init()
-	m.load(m.ctx)
 	return m
 }
 
-// load schedules the deadlines of stored tasks and resumes or fails interrupted work.
+// load schedules the deadlines of stored tasks and resumes or fails interrupted work: tasks
+// that were executing when Tollgate stopped are failed (at most once must hold), approved ones
+// execute. Run calls it first.
 func (m *Manager) load(ctx context.Context) {
 	recs, err := m.st.List(ctx, store.Filter{})
 	if err != nil {

@@ -672,8 +672,17 @@ func TestRestartRecovery(t *testing.T) {
 	exec := &fakeExec{result: json.RawMessage(okResult)}
 	m := NewManager(st, exec, nil, Options{ArgumentHashKey: testKey})
 	defer m.Close()
+	var seen []string
+	var mu sync.Mutex
+	m.Subscribe(func(tr Transition) { mu.Lock(); seen = append(seen, string(tr.From)+">"+string(tr.To)); mu.Unlock() })
+	if n := exec.calls.Load(); n != 0 {
+		t.Fatalf("NewManager executed %d tasks; loading waits for Run", n)
+	}
 	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
 	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- m.Run(ctx) }()
+	defer func() { cancel(); <-runErr }()
 
 	_, rpcErr, err := m.Result(ctx, "alice", executing)
 	if err != nil || rpcErr == nil || rpcErr.Name() != "ExecutionInterrupted" || !strings.Contains(rpcErr.Message, "restart") {
@@ -687,6 +696,12 @@ func TestRestartRecovery(t *testing.T) {
 	}
 	if n := exec.calls.Load(); n != 1 {
 		t.Errorf("Execute calls %d, want 1 (only the approved task)", n)
+	}
+	// The recovery is published to subscribers attached before Run.
+	mu.Lock()
+	defer mu.Unlock()
+	if got := strings.Join(seen, ","); !strings.Contains(got, "executing>failed") || !strings.Contains(got, "approved>executing") {
+		t.Errorf("transitions seen: %s", got)
 	}
 }
 

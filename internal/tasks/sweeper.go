@@ -93,9 +93,14 @@ func (s *sweeper) next() (time.Time, bool) {
 // idleWait is how long Run sleeps with no deadline at all; any new one wakes it earlier.
 const idleWait = time.Hour
 
-// Run is the sweeper: it applies approval timeouts and TTL ends when due and deletes finished
-// tasks after TTL + retention, until ctx ends or Close is called. When it returns, running
-// executions are stopped too (they are owned by the Manager).
+// Loaded is closed once Run has loaded the stored tasks (recovery done, approved ones
+// launched); a server starts serving after it.
+func (m *Manager) Loaded() <-chan struct{} { return m.loaded }
+
+// Run first loads the tasks the store holds (load), then is the sweeper: it applies approval
+// timeouts and TTL ends when due and deletes finished tasks after TTL + retention, until ctx
+// ends or Close is called. When it returns, running executions are stopped too (they are
+// owned by the Manager).
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.runDone != nil {
@@ -113,6 +118,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		m.wg.Wait()
 		close(done)
 	}()
+	m.load(m.ctx)
+	close(m.loaded)
 
 	timer := time.NewTimer(idleWait)
 	defer timer.Stop()
