@@ -84,7 +84,17 @@ type Server struct {
 }
 
 // New builds a server from cfg and binds its listeners (so the addresses are known at once).
-func New(cfg *config.Config, o Options) (*Server, error) {
+// When it fails part-way, what it had opened (telemetry, store, audit log, listeners) is
+// closed again.
+func New(cfg *config.Config, o Options) (_ *Server, err error) {
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -94,7 +104,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	// Every part logs through logcap: client-chosen names and texts are clipped.
 	o.Logger = slog.New(logcap.NewHandler(o.Logger.Handler()))
 	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{})}
-	snap, err := governance.Build(cfg, nil)
+	var snap *governance.Snapshot
+	snap, err = governance.Build(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +127,11 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	s.traceStop = traceStop
+	undo = append(undo, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = traceStop(ctx)
+	})
 	src := cfg.Sources[0]
 	if s.up, err = upstream.New(src.URL, upstream.Options{
 		ConnectTimeout: src.ConnectTimeout.D(),
@@ -130,16 +146,17 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.store, s.storeWarning = opened.Store, opened.warning
+	undo = append(undo, func() { _ = s.store.Close() })
 	resolved := *cfg // the hash key lives beside the store actually opened
 	resolved.Tasks.Store = opened.cfg
 	hashKey, err := argumentHashKey(&resolved, o.LookupEnv)
 	if err != nil {
-		s.store.Close()
 		return nil, err
 	}
 	if s.audit, err = audit.Open(auditPath(cfg)); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
+	undo = append(undo, func() { _ = s.audit.Close() })
 	s.hub = events.NewHub(events.Options{Logger: s.log})
 	lim := cfg.Server.Limits
 	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
@@ -159,6 +176,7 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 	})
+	undo = append(undo, func() { _ = s.tasks.Close() })
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})
 	s.gw.Use(s.tasks, s.tools)
 	s.tasks.Subscribe(s.gw.OnTaskChange)
@@ -214,8 +232,8 @@ func New(cfg *config.Config, o Options) (*Server, error) {
 	if s.mcpLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
 		return nil, fmt.Errorf("listen %s (server.listen / TOLLGATE_LISTEN): %w", cfg.Server.Listen, err)
 	}
+	undo = append(undo, func() { _ = s.mcpLn.Close() })
 	if s.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
-		s.mcpLn.Close()
 		return nil, fmt.Errorf("listen %s (server.admin_listen / TOLLGATE_ADMIN_LISTEN): %w", cfg.Server.AdminListen, err)
 	}
 	mcpMax, adminMax := s.connectionCaps(lim)
