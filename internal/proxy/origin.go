@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/tollgate-mcp/tollgate/internal/sse"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// upstreamItem is one thing read from a forwarded exchange with the origin (the upstream).
+// The first item of an answer carries resp; an event stream's events follow, one item each.
+type upstreamItem struct {
+	// resp is the answer's status and headers. With stream set it starts a 2xx event stream;
+	// with json set the 2xx JSON body was read whole; with neither, the item is the whole
+	// answer of another kind and the receiver owns (and closes) its unread body.
+	resp   *http.Response
+	stream bool
+	json   []byte
+	ev     *sse.Event // an event of the stream
+	end    bool       // the stream ended (err: why, io.EOF when the upstream closed it); last item
+	err    error      // without end: the exchange failed (no answer, or an unreadable JSON body); last item
+}
+
+// readUpstream performs the exchange and reports what arrives on items, closing items when
+// done; it stops when ctx ends. The one reader for forwarded exchanges, promotable or not.
+func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte, items chan<- upstreamItem) {
+	defer close(items)
+	send := func(it upstreamItem) bool {
+		select {
+		case items <- it:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	resp, err := h.o.Upstream.Send(ctx, http.MethodPost, hdr, body)
+	if err != nil {
+		send(upstreamItem{err: err})
+		return
+	}
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	switch {
+	case ok && upstream.IsEventStream(resp.Header):
+		defer resp.Body.Close()
+		if !send(upstreamItem{resp: resp, stream: true}) {
+			return
+		}
+		rd := sse.NewReader(resp.Body, 0)
+		defer rd.Close()
+		for {
+			ev, err := rd.Next()
+			if err != nil {
+				send(upstreamItem{end: true, err: err})
+				return
+			}
+			if !send(upstreamItem{ev: ev}) {
+				return
+			}
+		}
+	case ok && upstream.IsJSON(resp.Header):
+		defer resp.Body.Close()
+		b, err := readReply(resp)
+		if err != nil {
+			send(upstreamItem{resp: resp, err: &upstream.Error{Fault: upstream.FaultReply, Err: err}})
+			return
+		}
+		send(upstreamItem{resp: resp, json: b})
+	default:
+		// The receiver judges the answer from its live body (relayNonReply, ReadNonReply).
+		if !send(upstreamItem{resp: resp}) {
+			resp.Body.Close()
+		}
+	}
+}
+
+// drain discards the remaining items in the background so the reader can finish, closing the
+// bodies it hands over.
+func drain(items <-chan upstreamItem) {
+	go func() {
+		for it := range items {
+			if it.resp != nil && !it.stream && it.json == nil && it.err == nil {
+				it.resp.Body.Close()
+			}
+		}
+	}()
+}
+
+// maxReply bounds a JSON reply read whole (a large tools/list is about 0.5 MB).
+const maxReply = 256 << 20
+
+// readReply reads a JSON reply whole, sized by Content-Length when the upstream sent one (a
+// 400 KB tools/list read with io.ReadAll would be copied a dozen times as the buffer grows).
+func readReply(resp *http.Response) ([]byte, error) {
+	if n := resp.ContentLength; n > 0 && n <= maxReply {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxReply+1))
+	if err == nil && len(b) > maxReply {
+		err = fmt.Errorf("reply exceeds %d bytes", maxReply)
+	}
+	return b, err
+}

@@ -1,0 +1,310 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/intercept"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/sse"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// forward relays x upstream and the answer back, and returns an outcome label. One loop serves
+// every forwarded exchange: it consumes the item stream readUpstream produces and the timers
+// that bound the exchange. Timers and the client's departure are select cases, so which one
+// ended the exchange is never guessed from a read error.
+//
+// A promotable call (Forward.Promote, tasks.promote_after) that has no answer after
+// Promote.After is handed to its task: the client gets the task reference, and the rest of
+// the item stream goes to the task (collect). Its upstream request therefore runs on a context
+// detached from the client's, which the client cancels only before promotion; every other
+// upstream request ends with the client's.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward) string {
+	isRequest := x.Msg.Kind == jsonrpc.KindRequest
+	promotable := f.Promote != nil && f.Promote.After > 0 && isRequest
+	parent := r.Context()
+	if promotable {
+		parent = context.WithoutCancel(parent)
+	}
+	ctx, cancel := context.WithCancel(parent)
+	handedOver := false
+	items := make(chan upstreamItem, 16)
+	defer func() {
+		if !handedOver {
+			cancel()
+			drain(items)
+		}
+	}()
+
+	hdr := outboundHeader(r.Header, x.Session)
+	if x.Modern != nil {
+		// transports "Earlier Streamable HTTP Revisions": no sessions, no resumption.
+		hdr.Del(upstream.HeaderSessionID)
+		hdr.Del(upstream.HeaderLastEventID)
+	}
+	if f.Replayable {
+		upstream.MarkReplayable(hdr)
+	}
+	go h.readUpstream(ctx, hdr, x.Body, items)
+
+	// Forward.Timeout bounds the wait for the response message. Other requests get
+	// server.request_timeout until the upstream's response headers: a hung upstream cannot
+	// hold the connection, and a stream, once started, is never cut.
+	var deadline, headers, promote <-chan time.Time
+	if f.Timeout > 0 {
+		t := time.NewTimer(f.Timeout)
+		defer t.Stop()
+		deadline = t.C
+	} else if !f.NoHeaderTimeout && !promotable {
+		t := time.NewTimer(h.o.RequestTimeout)
+		defer t.Stop()
+		headers = t.C
+	}
+	if promotable {
+		t := time.NewTimer(f.Promote.After)
+		defer t.Stop()
+		promote = t.C
+	}
+
+	rl := relay{h: h, w: w, x: x, f: f, p: pending{x: x}}
+	for {
+		select {
+		case <-r.Context().Done():
+			return "client_gone"
+		case <-deadline:
+			return rl.timedOut()
+		case <-headers:
+			return rl.timedOut()
+		case <-promote:
+			reply, sink := f.Promote.Start(x)
+			if reply == nil {
+				promote = nil
+				continue // could not promote; keep relaying
+			}
+			handedOver = true
+			go func() { // owned by the task: ends when the upstream answers, fails, or the TTL ends
+				stop := time.AfterFunc(f.Promote.Bound, cancel)
+				defer stop.Stop()
+				defer cancel()
+				collect(items, sink, x.Msg.ID)
+			}()
+			return rl.answer(reply, "promoted")
+		case it, ok := <-items:
+			if !ok {
+				return "ok"
+			}
+			if it.resp != nil {
+				headers = nil // the headers are in
+				h.sessionEnded(x.Session, it.resp.StatusCode)
+			}
+			outcome, done := rl.item(it)
+			if rl.p.answered {
+				deadline, promote = nil, nil
+			}
+			if done {
+				return outcome
+			}
+		}
+	}
+}
+
+// relay is the state of one forwarded exchange toward the client.
+type relay struct {
+	h  *Handler
+	w  http.ResponseWriter
+	x  *intercept.Exchange
+	f  *intercept.Forward
+	sw *sseWriter // the client's event stream, once the upstream started one
+	p  pending
+}
+
+// item relays one item of the upstream exchange; done reports that the exchange is over.
+func (rl *relay) item(it upstreamItem) (outcome string, done bool) {
+	x, isRequest := rl.x, rl.x.Msg.Kind == jsonrpc.KindRequest
+	switch {
+	case it.end:
+		if fault := rl.p.ended(it.err); fault != nil {
+			return rl.h.faultEvent(rl.sw, x, fault), true
+		}
+		return "ok", true
+	case it.err != nil:
+		return rl.h.upstreamFailed(rl.w, x, rl.f, it.err, false), true
+	case it.stream:
+		rl.adopt(it.resp.Header)
+		rl.sw = newSSEWriter(rl.w)
+		copyHeader(rl.w.Header(), it.resp.Header)
+		rl.sw.start(it.resp.StatusCode)
+		return "", false
+	case it.json != nil:
+		b := it.json
+		if isRequest {
+			m, err := upstream.ParseReply(b, x.Msg.ID)
+			if err != nil {
+				return rl.h.upstreamFailed(rl.w, x, rl.f, err, false), true
+			}
+			b = rl.restore(m)
+		}
+		rl.adopt(it.resp.Header)
+		copyHeader(rl.w.Header(), it.resp.Header)
+		rl.w.Header().Del("Content-Length")
+		rl.w.WriteHeader(it.resp.StatusCode)
+		_, _ = rl.w.Write(b)
+		return "ok", true
+	case it.resp != nil:
+		defer it.resp.Body.Close()
+		return rl.h.relayNonReply(rl.w, x, rl.f, it.resp), true
+	case it.ev != nil:
+		m, fault := rl.p.check(it.ev)
+		if fault != nil {
+			return rl.h.faultEvent(rl.sw, x, fault), true
+		}
+		if m != nil {
+			it.ev.Data = rl.restore(m)
+		}
+		if rl.sw.write(it.ev) != nil {
+			return "client_gone", true
+		}
+	}
+	return "", false
+}
+
+// restore gives the response message the client's id and applies the Transform.
+func (rl *relay) restore(m *jsonrpc.Message) []byte {
+	// The client's id first (rarely differs: only when the upstream re-encoded it), so the
+	// transform's splice of a large result needs no second parse.
+	if !bytes.Equal(m.ID, rl.x.Msg.ID) {
+		if m2, err := jsonrpc.Parse(m.WithID(rl.x.Msg.ID)); err == nil {
+			m = m2
+		}
+	}
+	if rl.f.Transform != nil {
+		if t := rl.f.Transform(rl.x, m); t != nil {
+			return t
+		}
+	}
+	return m.Raw
+}
+
+// adopt records the session an exchange that opens one (initialize, admitted in post) got.
+func (rl *relay) adopt(respHdr http.Header) {
+	if rl.f.AdoptSession && rl.x.Ticket != nil {
+		rl.h.adoptSession(respHdr, rl.x)
+	}
+}
+
+// timedOut answers a request whose upstream did not answer in time.
+func (rl *relay) timedOut() string {
+	if rl.sw == nil {
+		return rl.h.upstreamFailed(rl.w, rl.x, rl.f, &upstream.Error{Timeout: true, Err: context.DeadlineExceeded}, true)
+	}
+	return rl.answer(jsonrpc.ErrorResponse(rl.x.Msg.ID, timeoutError(rl.x, rl.f)), "timeout")
+}
+
+// answer sends a final message as JSON, or as the last event of a stream already started.
+func (rl *relay) answer(msg []byte, outcome string) string {
+	if rl.sw != nil {
+		_ = rl.sw.write(sse.Message(msg))
+	} else {
+		writeJSON(rl.w, http.StatusOK, msg)
+	}
+	return outcome
+}
+
+func timeoutError(x *intercept.Exchange, f *intercept.Forward) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
+		"Upstream MCP server did not answer "+x.Msg.Method+" in time ("+f.TimeoutSetting+")",
+		"correlation_id", x.CorrID)
+}
+
+// adoptSession records the session the upstream assigned, or mints a local one when the
+// upstream runs without sessions (tasks need an owner).
+func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange) {
+	sid := respHdr.Get(upstream.HeaderSessionID)
+	h.noteSessions(sid != "")
+	if sid == "" {
+		sid = session.NewLocalID()
+		respHdr.Set(upstream.HeaderSessionID, sid)
+	}
+	x.Session = x.Ticket.Adopt(sid)
+}
+
+// upstreamFailed answers x with the JSON-RPC error for a failed exchange: no answer at all,
+// or an answer that was not a reply (an *upstream.Error with a Fault).
+func (h *Handler) upstreamFailed(w http.ResponseWriter, x *intercept.Exchange, f *intercept.Forward, err error, timedOut bool) string {
+	if x.HTTP.Context().Err() != nil {
+		return "client_gone"
+	}
+	ue := upstream.AsError(err)
+	if timedOut && !ue.Timeout {
+		ue = &upstream.Error{Timeout: true, Err: ue.Err}
+	}
+	e, outcome := h.faultError(x, ue)
+	if ue.Timeout {
+		e = timeoutError(x, f)
+	}
+	status := http.StatusOK
+	if x.Msg.Kind != jsonrpc.KindRequest {
+		status = http.StatusBadGateway // nothing to correlate a JSON-RPC error with
+	}
+	writeJSON(w, status, jsonrpc.ErrorResponse(x.Msg.ID, e))
+	return outcome
+}
+
+// collect feeds the rest of a promoted exchange (request id reqID) to its task; an answer
+// that is not a JSON-RPC reply to the request fails the task as it would fail a plain call.
+func collect(items <-chan upstreamItem, sink intercept.PromotedSink, reqID json.RawMessage) {
+	defer drain(items)
+	fail := func(err error) { sink.Done(nil, upstream.AsError(err).RPCError()) }
+	for it := range items {
+		switch {
+		case it.end:
+			cause := it.err
+			if errors.Is(cause, io.EOF) {
+				cause = io.ErrUnexpectedEOF
+			}
+			fail(&upstream.Error{Fault: upstream.FaultStream, Err: cause})
+			return
+		case it.err != nil:
+			fail(it.err)
+			return
+		case it.json != nil:
+			if m, err := upstream.ParseReply(it.json, reqID); err != nil {
+				fail(err)
+			} else {
+				sink.Done(m, nil)
+			}
+			return
+		case it.ev != nil && it.ev.HasData:
+			m, err := jsonrpc.Parse(it.ev.Data)
+			if err != nil {
+				continue
+			}
+			if m.Kind == jsonrpc.KindResponse {
+				if err := upstream.CheckReply(m, reqID); err != nil {
+					fail(err)
+				} else {
+					sink.Done(m, nil)
+				}
+				return
+			}
+			sink.Other(m)
+		case it.resp != nil && !it.stream:
+			m, err := upstream.ReadNonReply(it.resp, reqID)
+			it.resp.Body.Close()
+			if err != nil {
+				fail(err)
+			} else {
+				sink.Done(m, nil)
+			}
+			return
+		}
+	}
+	fail(&upstream.Error{Timeout: true, Err: errors.New("no answer within the task's TTL or tasks.execution_timeout")})
+}
