@@ -17,7 +17,6 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
-	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
 // tasksCapability is what Tollgate declares (spec 2025-11-25 ServerCapabilities.tasks).
@@ -335,61 +334,45 @@ func (g *Gateway) knowsTool(tool string) bool {
 func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Duration) (changed []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	hdr := http.Header{}
-	init := jsonrpc.Request(json.RawMessage(`"tollgate-init"`), "initialize", json.RawMessage(
-		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tollgate","version":"annotation-cache"}}`))
-	rep, err := g.d.Upstream.Call(ctx, hdr, init, nil)
-	if err == nil && rep.Msg.Error != nil {
-		err = fmt.Errorf("upstream error %s", rep.Msg.Error)
-	}
+	sess, err := g.d.Upstream.Handshake(ctx, json.RawMessage(
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tollgate","version":"annotation-cache"}}`), "")
 	// An upstream that refuses initialize but answers server/discover serves only protocol
 	// 2026-07-28: its tools are listed the modern way, and legacy clients are bridged.
 	modernOnly := err != nil && g.upstreamModern(ctx)
 	g.setModernOnly(modernOnly)
+	var hdr http.Header
+	var meta json.RawMessage
 	switch {
 	case modernOnly:
-		hdr = modernHeaders(nil, "tools/list", "")
+		hdr, meta = modernHeaders(nil, "tools/list", ""), json.RawMessage(ownMeta)
 	case err != nil:
-		return nil, fmt.Errorf("initialize: %w", err)
+		return nil, err
 	default:
-		defer g.legacySession(ctx, hdr, rep)()
+		g.noteLegacyInit(sess.Result)
+		caps := jsonrpc.Member(sess.Result, "capabilities")
+		g.setUpstreamTasks(caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks")))
+		defer g.d.Upstream.EndSession(sess)
+		hdr = sess.Header()
 	}
 
 	all := map[string]toolInfo{}
-	cursor := json.RawMessage(nil)
-	for page := 0; ; page++ {
-		if page >= maxPages {
-			g.log.Warn("tools/list pagination stopped at TOLLGATE_TOOLS_MAX_PAGES", "pages", maxPages)
-			break
-		}
-		params := json.RawMessage(`{}`)
-		if cursor != nil {
-			params = json.RawMessage(`{"cursor":` + string(cursor) + `}`)
-		}
-		if modernOnly {
-			params, _ = jsonrpc.Replace(params, "_meta", []byte(ownMeta))
-		}
-		id := json.RawMessage(fmt.Sprintf(`"tollgate-tools-%d"`, page))
-		rep, err := g.d.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/list", params), nil)
+	truncated, err := g.d.Upstream.Pages(ctx, hdr, "tools/list", "tollgate-tools-", maxPages, meta, func(result json.RawMessage) error {
+		elems, err := jsonrpc.Elements(jsonrpc.Member(result, "tools"))
 		if err != nil {
-			return nil, fmt.Errorf("tools/list page %d: %w", page+1, err)
-		}
-		if rep.Msg.Error != nil {
-			return nil, fmt.Errorf("tools/list page %d: upstream error %s", page+1, rep.Msg.Error)
-		}
-		elems, err := jsonrpc.Elements(jsonrpc.Member(rep.Msg.Result, "tools"))
-		if err != nil {
-			return nil, fmt.Errorf("tools/list page %d: %w", page+1, err)
+			return err
 		}
 		for _, t := range elems {
 			if name, info, err := toolNameAndInfo(t); err == nil {
 				all[name] = info
 			}
 		}
-		cursor = jsonrpc.Member(rep.Msg.Result, "nextCursor")
-		if cursor == nil || string(cursor) == "null" {
-			break
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if truncated {
+		g.log.Warn("tools/list pagination stopped at TOLLGATE_TOOLS_MAX_PAGES", "pages", maxPages)
 	}
 	g.learn(all, true)
 	return g.Recompute(g.d.Snapshots.Load()), nil
@@ -404,13 +387,6 @@ func (g *Gateway) setUpstreamTasks(supports bool) {
 		return
 	}
 	g.log.Debug("Upstream capabilities: tasks=" + fmt.Sprint(supports))
-}
-
-func withJSON(h http.Header) http.Header {
-	c := h.Clone()
-	c.Set("Content-Type", "application/json")
-	c.Set("Accept", "application/json, text/event-stream")
-	return c
 }
 
 // Recompute recalculates every known tool's annotation against snapshot s (after a reload) and
@@ -470,35 +446,4 @@ func (g *Gateway) isOwnTool(name string) bool {
 func lastPage(result []byte) bool {
 	c := jsonrpc.Member(result, "nextCursor")
 	return c == nil || string(c) == "null"
-}
-
-// legacySession finishes Tollgate's own initialize for Refresh: remembers the result and sets
-// hdr for the requests that follow. The returned func ends the session (best effort).
-func (g *Gateway) legacySession(ctx context.Context, hdr http.Header, rep *upstream.Reply) (end func()) {
-	end = func() {}
-	g.noteLegacyInit(rep.Msg.Result)
-	caps := jsonrpc.Member(rep.Msg.Result, "capabilities")
-	supports := caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks"))
-	g.setUpstreamTasks(supports)
-	if sid := rep.Header.Get(upstream.HeaderSessionID); sid != "" {
-		hdr.Set(upstream.HeaderSessionID, sid)
-		del := hdr.Clone()
-		end = func() {
-			dctx, c := context.WithTimeout(context.Background(), 2*time.Second)
-			defer c()
-			if resp, err := g.d.Upstream.Send(dctx, http.MethodDelete, del, nil); err == nil {
-				resp.Body.Close()
-			}
-		}
-	}
-	if v := jsonrpc.Member(rep.Msg.Result, "protocolVersion"); v != nil {
-		var pv string
-		if json.Unmarshal(v, &pv) == nil {
-			hdr.Set(upstream.HeaderProtocolVersion, pv)
-		}
-	}
-	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, withJSON(hdr), jsonrpc.Notification("notifications/initialized", nil)); err == nil {
-		resp.Body.Close()
-	}
-	return end
 }

@@ -169,31 +169,13 @@ func (g *Gateway) legacyInitialize(ctx context.Context) ([]byte, error) {
 // openLegacySession performs the initialize handshake with the upstream and returns the
 // session id ("" for a session-less upstream), the negotiated version and the result.
 func (g *Gateway) openLegacySession(ctx context.Context, purpose string) (sid, prot string, result []byte, err error) {
-	init := jsonrpc.Request(json.RawMessage(`"tollgate-init"`), "initialize", json.RawMessage(
-		`{"protocolVersion":"`+era.LatestLegacy+`","capabilities":{"elicitation":{},"sampling":{},"roots":{}},"clientInfo":{"name":"tollgate","version":"`+purpose+`"}}`))
-	rep, err := g.d.Upstream.Call(ctx, http.Header{"Content-Type": {"application/json"}}, init, nil)
+	sess, err := g.d.Upstream.Handshake(ctx, json.RawMessage(
+		`{"protocolVersion":"`+era.LatestLegacy+`","capabilities":{"elicitation":{},"sampling":{},"roots":{}},"clientInfo":{"name":"tollgate","version":"`+purpose+`"}}`),
+		era.LatestLegacy)
 	if err != nil {
-		return "", "", nil, fmt.Errorf("initialize: %w", err)
+		return "", "", nil, err
 	}
-	if rep.Msg.Error != nil {
-		return "", "", nil, fmt.Errorf("initialize: upstream error %s", rep.Msg.Error)
-	}
-	prot = era.LatestLegacy
-	var r struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	if json.Unmarshal(rep.Msg.Result, &r) == nil && r.ProtocolVersion != "" {
-		prot = r.ProtocolVersion
-	}
-	sid = rep.Header.Get(upstream.HeaderSessionID)
-	hdr := http.Header{upstream.HeaderProtocolVersion: {prot}}
-	if sid != "" {
-		hdr.Set(upstream.HeaderSessionID, sid)
-	}
-	if resp, err := g.d.Upstream.Send(ctx, http.MethodPost, withJSON(hdr), jsonrpc.Notification("notifications/initialized", nil)); err == nil {
-		resp.Body.Close()
-	}
-	return sid, prot, rep.Msg.Result, nil
+	return sess.ID, sess.Version, sess.Result, nil
 }
 
 // executeModern runs an approved modern task's call: as a modern request when the upstream is
