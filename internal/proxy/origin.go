@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 
 	"github.com/tollgate-mcp/tollgate/internal/sse"
@@ -24,56 +25,73 @@ type upstreamItem struct {
 	err    error      // without end: the exchange failed (no answer, or an unreadable JSON body); last item
 }
 
-// readUpstream performs the exchange and reports what arrives on items, closing items when
-// done; it stops when ctx ends. The one reader for forwarded exchanges, promotable or not.
+// upstreamItems performs the exchange when iterated and yields what arrives; it stops when ctx
+// ends or the consumer stops. The one reader for forwarded exchanges, promotable or not: a
+// plain forward ranges over it on the handler's goroutine, a promotable one reads it through
+// readUpstream's channel.
+func (h *Handler) upstreamItems(ctx context.Context, hdr http.Header, body []byte) iter.Seq[upstreamItem] {
+	return func(yield func(upstreamItem) bool) {
+		resp, err := h.o.Upstream.Send(ctx, http.MethodPost, hdr, body)
+		if err != nil {
+			yield(upstreamItem{err: err})
+			return
+		}
+		ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+		switch {
+		case ok && upstream.IsEventStream(resp.Header):
+			defer resp.Body.Close()
+			if !yield(upstreamItem{resp: resp, stream: true}) {
+				return
+			}
+			rd := sse.NewReader(resp.Body, 0)
+			defer rd.Close()
+			for {
+				ev, err := rd.Next()
+				if err != nil {
+					yield(upstreamItem{end: true, err: err})
+					return
+				}
+				if !yield(upstreamItem{ev: ev}) {
+					return
+				}
+			}
+		case ok && upstream.IsJSON(resp.Header):
+			defer resp.Body.Close()
+			b, err := readReply(resp)
+			if err != nil {
+				yield(upstreamItem{resp: resp, err: &upstream.Error{Fault: upstream.FaultReply, Err: err}})
+				return
+			}
+			yield(upstreamItem{resp: resp, json: b})
+		default:
+			// The consumer judges the answer from its live body (relayNonReply, ReadNonReply)
+			// and closes it.
+			if !yield(upstreamItem{resp: resp}) {
+				resp.Body.Close()
+			}
+		}
+	}
+}
+
+// readUpstream feeds the exchange's items to a channel, closing it when done; it stops when
+// ctx ends. A promotable forward selects on it together with its timers.
 func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte, items chan<- upstreamItem) {
 	defer close(items)
-	send := func(it upstreamItem) bool {
+	for it := range h.upstreamItems(ctx, hdr, body) {
 		select {
 		case items <- it:
-			return true
 		case <-ctx.Done():
-			return false
-		}
-	}
-	resp, err := h.o.Upstream.Send(ctx, http.MethodPost, hdr, body)
-	if err != nil {
-		send(upstreamItem{err: err})
-		return
-	}
-	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	switch {
-	case ok && upstream.IsEventStream(resp.Header):
-		defer resp.Body.Close()
-		if !send(upstreamItem{resp: resp, stream: true}) {
+			if it.ownsBody() {
+				it.resp.Body.Close()
+			}
 			return
 		}
-		rd := sse.NewReader(resp.Body, 0)
-		defer rd.Close()
-		for {
-			ev, err := rd.Next()
-			if err != nil {
-				send(upstreamItem{end: true, err: err})
-				return
-			}
-			if !send(upstreamItem{ev: ev}) {
-				return
-			}
-		}
-	case ok && upstream.IsJSON(resp.Header):
-		defer resp.Body.Close()
-		b, err := readReply(resp)
-		if err != nil {
-			send(upstreamItem{resp: resp, err: &upstream.Error{Fault: upstream.FaultReply, Err: err}})
-			return
-		}
-		send(upstreamItem{resp: resp, json: b})
-	default:
-		// The receiver judges the answer from its live body (relayNonReply, ReadNonReply).
-		if !send(upstreamItem{resp: resp}) {
-			resp.Body.Close()
-		}
 	}
+}
+
+// ownsBody reports whether the item hands its receiver an unread body to close.
+func (it upstreamItem) ownsBody() bool {
+	return it.resp != nil && !it.stream && it.json == nil && it.err == nil
 }
 
 // drain discards the remaining items in the background so the reader can finish, closing the
@@ -81,7 +99,7 @@ func (h *Handler) readUpstream(ctx context.Context, hdr http.Header, body []byte
 func drain(items <-chan upstreamItem) {
 	go func() {
 		for it := range items {
-			if it.resp != nil && !it.stream && it.json == nil && it.err == nil {
+			if it.ownsBody() {
 				it.resp.Body.Close()
 			}
 		}

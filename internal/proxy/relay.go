@@ -16,33 +16,22 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
-// forward relays x upstream and the answer back, and returns an outcome label. One loop serves
-// every forwarded exchange: it consumes the item stream readUpstream produces and the timers
-// that bound the exchange. Timers and the client's departure are select cases, so which one
-// ended the exchange is never guessed from a read error.
+// forward relays x upstream and the answer back, and returns an outcome label. Every forwarded
+// exchange reads the upstream through one item stream (upstreamItems) and relays each item
+// with relay.item; what differs is only how the items arrive.
 //
-// A promotable call (Forward.Promote, tasks.promote_after) that has no answer after
-// Promote.After is handed to its task: the client gets the task reference, and the rest of
-// the item stream goes to the task (collect). Its upstream request therefore runs on a context
-// detached from the client's, which the client cancels only before promotion; every other
-// upstream request ends with the client's.
+// A plain exchange ranges over them on the handler's goroutine: no hand-off per request or
+// event (a goroutine and channel per exchange cost the small passthrough about 10 %). Its
+// timers cancel the upstream request with a cause, so when the stream fails the cause says
+// whether a timer or the client ended it; nothing is guessed from the read error.
+//
+// A promotable call (Forward.Promote, tasks.promote_after) must act while the upstream is
+// silent, so it selects on the items (readUpstream's channel) together with its timers. If it
+// has no answer after Promote.After it is handed to its task: the client gets the task
+// reference, and the rest of the items go to the task (collect). Its upstream request therefore
+// runs on a context detached from the client's, which the client cancels only before
+// promotion; every other upstream request ends with the client's.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.Exchange, f *intercept.Forward) string {
-	isRequest := x.Msg.Kind == jsonrpc.KindRequest
-	promotable := f.Promote != nil && f.Promote.After > 0 && isRequest
-	parent := r.Context()
-	if promotable {
-		parent = context.WithoutCancel(parent)
-	}
-	ctx, cancel := context.WithCancel(parent)
-	handedOver := false
-	items := make(chan upstreamItem, 16)
-	defer func() {
-		if !handedOver {
-			cancel()
-			drain(items)
-		}
-	}()
-
 	hdr := outboundHeader(r.Header, x.Session)
 	if x.Modern != nil {
 		// transports "Earlier Streamable HTTP Revisions": no sessions, no resumption.
@@ -52,48 +41,110 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 	if f.Replayable {
 		upstream.MarkReplayable(hdr)
 	}
-	go h.readUpstream(ctx, hdr, x.Body, items)
+	rl := &relay{h: h, w: w, x: x, f: f, p: pending{x: x}}
+	if f.Promote != nil && f.Promote.After > 0 && x.Msg.Kind == jsonrpc.KindRequest {
+		return rl.promotable(r, hdr)
+	}
+	return rl.plain(r, hdr)
+}
 
+// Why a plain exchange's upstream request was cancelled (context.Cause).
+var (
+	errForwardTimeout = errors.New("proxy: Forward.Timeout passed")
+	errHeaderTimeout  = errors.New("proxy: no response headers within server.request_timeout")
+)
+
+// plain relays an exchange that cannot be promoted.
+func (rl *relay) plain(r *http.Request, hdr http.Header) string {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
 	// Forward.Timeout bounds the wait for the response message. Other requests get
 	// server.request_timeout until the upstream's response headers: a hung upstream cannot
 	// hold the connection, and a stream, once started, is never cut.
-	var deadline, headers, promote <-chan time.Time
-	if f.Timeout > 0 {
-		t := time.NewTimer(f.Timeout)
-		defer t.Stop()
-		deadline = t.C
-	} else if !f.NoHeaderTimeout && !promotable {
-		t := time.NewTimer(h.o.RequestTimeout)
-		defer t.Stop()
-		headers = t.C
+	var deadline, headers *time.Timer
+	if rl.f.Timeout > 0 {
+		deadline = time.AfterFunc(rl.f.Timeout, func() { cancel(errForwardTimeout) })
+		defer deadline.Stop()
+	} else if !rl.f.NoHeaderTimeout {
+		headers = time.AfterFunc(rl.h.o.RequestTimeout, func() { cancel(errHeaderTimeout) })
+		defer headers.Stop()
 	}
-	if promotable {
-		t := time.NewTimer(f.Promote.After)
-		defer t.Stop()
-		promote = t.C
+	timedOut := func() bool {
+		c := context.Cause(ctx)
+		return c == errForwardTimeout || c == errHeaderTimeout
 	}
 
-	rl := relay{h: h, w: w, x: x, f: f, p: pending{x: x}}
+	outcome := "ok"
+	for it := range rl.h.upstreamItems(ctx, hdr, rl.x.Body) {
+		if it.resp != nil {
+			if headers != nil {
+				headers.Stop() // the headers are in
+			}
+			rl.h.sessionEnded(rl.x.Session, it.resp.StatusCode)
+		}
+		if it.err != nil {
+			if timedOut() && !rl.p.answered {
+				return rl.timedOut()
+			}
+			if r.Context().Err() != nil {
+				return "client_gone"
+			}
+		}
+		var done bool
+		outcome, done = rl.item(it)
+		if rl.p.answered && deadline != nil {
+			deadline.Stop()
+		}
+		if done {
+			if it.ownsBody() {
+				it.resp.Body.Close()
+			}
+			break
+		}
+	}
+	return outcome
+}
+
+// promotable relays a call that may be handed to a task.
+func (rl *relay) promotable(r *http.Request, hdr http.Header) string {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	handedOver := false
+	items := make(chan upstreamItem, 16)
+	defer func() {
+		if !handedOver {
+			cancel()
+			drain(items)
+		}
+	}()
+	go rl.h.readUpstream(ctx, hdr, rl.x.Body, items)
+
+	var deadline <-chan time.Time
+	if rl.f.Timeout > 0 {
+		t := time.NewTimer(rl.f.Timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	t := time.NewTimer(rl.f.Promote.After)
+	defer t.Stop()
+	promote := t.C
 	for {
 		select {
 		case <-r.Context().Done():
 			return "client_gone"
 		case <-deadline:
 			return rl.timedOut()
-		case <-headers:
-			return rl.timedOut()
 		case <-promote:
-			reply, sink := f.Promote.Start(x)
+			reply, sink := rl.f.Promote.Start(rl.x)
 			if reply == nil {
 				promote = nil
 				continue // could not promote; keep relaying
 			}
 			handedOver = true
 			go func() { // owned by the task: ends when the upstream answers, fails, or the TTL ends
-				stop := time.AfterFunc(f.Promote.Bound, cancel)
+				stop := time.AfterFunc(rl.f.Promote.Bound, cancel)
 				defer stop.Stop()
 				defer cancel()
-				collect(items, sink, x.Msg.ID)
+				collect(items, sink, rl.x.Msg.ID)
 			}()
 			return rl.answer(reply, "promoted")
 		case it, ok := <-items:
@@ -101,14 +152,16 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, x *intercept.E
 				return "ok"
 			}
 			if it.resp != nil {
-				headers = nil // the headers are in
-				h.sessionEnded(x.Session, it.resp.StatusCode)
+				rl.h.sessionEnded(rl.x.Session, it.resp.StatusCode)
 			}
 			outcome, done := rl.item(it)
 			if rl.p.answered {
 				deadline, promote = nil, nil
 			}
 			if done {
+				if it.ownsBody() {
+					it.resp.Body.Close()
+				}
 				return outcome
 			}
 		}
@@ -157,8 +210,7 @@ func (rl *relay) item(it upstreamItem) (outcome string, done bool) {
 		rl.w.WriteHeader(it.resp.StatusCode)
 		_, _ = rl.w.Write(b)
 		return "ok", true
-	case it.resp != nil:
-		defer it.resp.Body.Close()
+	case it.resp != nil: // the caller closes the body
 		return rl.h.relayNonReply(rl.w, x, rl.f, it.resp), true
 	case it.ev != nil:
 		m, fault := rl.p.check(it.ev)
