@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
-	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
@@ -56,8 +55,7 @@ func TestBridgeReopensForgottenSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := NewGateway(Deps{Upstream: uc, Sessions: session.NewRegistry(0, nil)})
-			m, e := g.bridgeCall(context.Background(), http.Header{}, jsonrpc.Request(json.RawMessage(`7`), "tools/call", json.RawMessage(`{"name":"x"}`)), nil)
+			m, e := NewBridge(uc, nil).bridgeCall(context.Background(), http.Header{}, jsonrpc.Request(json.RawMessage(`7`), "tools/call", json.RawMessage(`{"name":"x"}`)), nil)
 			if e != nil || m == nil || m.Result == nil {
 				t.Fatalf("bridgeCall = %v, %v; want the result from the new session", m, e)
 			}

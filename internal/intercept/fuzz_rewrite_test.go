@@ -32,16 +32,16 @@ func newRewriteGateway(tb testing.TB) *Gateway {
 		tb.Fatal(err)
 	}
 	proms, sessions := execution.NewPromotions(), session.NewRegistry(0, nil)
-	gw := NewGateway(Deps{Snapshots: snaps, Upstream: uc, Sessions: sessions, Promotions: proms})
-	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: gw.ExecuteModern})
+	ann, br := NewAnnotations(snaps, nil), NewBridge(uc, nil)
+	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: br.ExecuteModern})
 	tc := cfg.Tasks
-	mgr := tasks.NewManager(store.NewMemory(), runner, gw.Recheck, tasks.Options{
+	mgr := tasks.NewManager(store.NewMemory(), runner, ann.Recheck, tasks.Options{
 		DefaultTTL: tc.DefaultTTL.D(), MaxTTL: tc.MaxTTL.D(), PollInterval: tc.PollInterval.D(),
 		Quotas: tc.Quotas, Workflow: snaps.Workflow,
 	})
 	tb.Cleanup(func() { _ = mgr.Close() })
-	gw.Use(mgr, gwtools.New(mgr, nil, proms, gwtools.Options{}))
-	return gw
+	return NewGateway(Deps{Snapshots: snaps, Upstream: uc, Sessions: sessions, Promotions: proms,
+		Tasks: mgr, Tools: gwtools.New(mgr, nil, proms, gwtools.Options{}), Annotations: ann, Bridge: br})
 }
 
 // rewriteSeeds are tools/list results covering the shapes upstreams send.
@@ -92,7 +92,7 @@ func FuzzRewriteTools(f *testing.F) {
 		defs = append(defs, d)
 	}
 	f.Fuzz(func(t *testing.T, result []byte, upTasks bool) {
-		g.setUpstreamTasks(upTasks)
+		g.ann.setUpstreamTasks(upTasks)
 		out, err := g.rewriteTools(result, true)
 		if err != nil {
 			return
@@ -287,7 +287,7 @@ func TestRewriteSeedsWellFormed(t *testing.T) {
 		}
 		wellFormed++
 		for _, up := range []bool{false, true} {
-			g.setUpstreamTasks(up)
+			g.ann.setUpstreamTasks(up)
 			out, err := g.rewriteTools([]byte(s), true)
 			if err != nil {
 				t.Fatalf("%s: %v", s, err)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -30,6 +29,11 @@ type Deps struct {
 	Sessions  *session.Registry
 	Tasks     *tasks.Manager
 	Tools     *gwtools.Tools // nil = no tollgate_* tools
+	// Annotations is the annotation cache the task manager's re-check reads too; Bridge is
+	// the upstream's era and the bridge session the execution.Runner runs modern tasks
+	// through. Both are built first and shared; nil = the Gateway's own.
+	Annotations *Annotations
+	Bridge      *Bridge
 	// Promotions registers slow calls handed over to tasks (tasks.promote_after); the
 	// execution.Runner awaits their answers.
 	Promotions *execution.Promotions
@@ -39,7 +43,6 @@ type Deps struct {
 	// tasks (TOLLGATE_OWNER_HASH_KEY; "" = a fixed salt).
 	OwnerKey string
 	// ConsoleURL is the approvals console, named in the answer to a held call ("" = none).
-	// The server knows it once the admin listener is bound: SetConsoleURL.
 	ConsoleURL string
 }
 
@@ -49,13 +52,10 @@ type Gateway struct {
 	log *slog.Logger
 	m   *gatewayMetrics
 
-	// upstreamTasks caches whether the upstream declared tasks.requests.tools.call
-	// (REQ-CORE-007 F-007.6), refreshed on every initialize.
-	upstreamTasks atomic.Bool
-	capsKnown     atomic.Bool
+	ann *Annotations // the annotation cache (Deps.Annotations)
+	br  *Bridge      // the upstream's era and Tollgate's bridge session (Deps.Bridge)
 
-	mu     sync.RWMutex
-	tools  map[string]toolInfo          // upstream tool → what its tools/list entry says
+	mu     sync.Mutex
 	listed map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
 
 	lists listCache // rewritten tools/list pages
@@ -66,7 +66,7 @@ type Gateway struct {
 	// Warnings any client can trigger at will are sampled (logcap).
 	warnOnDemand, warnTTL *logcap.Sampler
 
-	modern modernState // protocol 2026-07-28: upstream era, bridge session, upstream task owners
+	modern modernState // protocol 2026-07-28: upstream task owners, listen streams, MRTR state
 }
 
 // NewGateway returns the handlers; call Register to mount them.
@@ -74,8 +74,14 @@ func NewGateway(d Deps) *Gateway {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{d: d, log: d.Logger,
-		tools: map[string]toolInfo{}, listed: map[string]rules.TaskSupport{},
+	if d.Annotations == nil {
+		d.Annotations = NewAnnotations(d.Snapshots, d.Logger)
+	}
+	if d.Bridge == nil {
+		d.Bridge = NewBridge(d.Upstream, d.Logger)
+	}
+	g := &Gateway{d: d, log: d.Logger, ann: d.Annotations, br: d.Bridge,
+		listed:       map[string]rules.TaskSupport{},
 		warnOnDemand: logcap.NewSampler(warnEvery, warnBurst), warnTTL: logcap.NewSampler(warnEvery, warnBurst)}
 	g.m = newGatewayMetrics(d.Registerer, g.toolLabel)
 	return g
@@ -91,7 +97,7 @@ const (
 // upstream listed it (or it is Tollgate's own), else "other" — a client cannot add label
 // values, and a label is never longer than logcap.NameBytes.
 func (g *Gateway) toolLabel(tool string) string {
-	if len(tool) <= logcap.NameBytes && (g.isOwnTool(tool) || g.knowsTool(tool)) {
+	if len(tool) <= logcap.NameBytes && (g.isOwnTool(tool) || g.ann.knowsTool(tool)) {
 		return tool
 	}
 	return "other"
@@ -129,9 +135,6 @@ func (g *Gateway) identified(h Handler) Handler {
 	}
 }
 
-// UpstreamSupportsTasks is the cached capability.
-func (g *Gateway) UpstreamSupportsTasks() bool { return g.upstreamTasks.Load() }
-
 // owner is the task owner of an exchange (docs/contract.md §3): the identity from
 // server.identity_header when there is one, else the MCP session.
 func owner(x *Exchange) string {
@@ -154,39 +157,15 @@ func caller(x *Exchange) governance.Caller {
 	return c
 }
 
-// toolInfo is what Tollgate learned about an upstream tool from tools/list.
-type toolInfo struct {
-	own          rules.TaskSupport // its own execution.taskSupport ("" if absent)
-	hints        rules.Hints       // its annotations (match_annotations, Cedar context.annotations)
-	outputSchema bool              // it declares an outputSchema
-}
-
-// tool returns what the annotation cache knows about tool (zero when it was never listed).
-func (g *Gateway) tool(name string) toolInfo {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.tools[name]
-}
-
 // annotation computes one tool's execution.taskSupport from the current snapshot.
 func (g *Gateway) annotation(s *governance.Snapshot, tool string) (rules.Decision, rules.TaskSupport) {
-	ti := g.tool(tool)
+	ti := g.ann.tool(tool)
 	d := s.Rules.DecideHints(tool, ti.hints)
-	return d, rules.Annotation(d, g.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
+	return d, rules.Annotation(d, g.ann.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
 }
 
 // rawString quotes s as JSON (without HTML escaping, like everything Tollgate writes).
 func rawString(s string) json.RawMessage {
 	b, _ := jsonrpc.Marshal(s)
 	return b
-}
-
-// SetConsoleURL sets Deps.ConsoleURL; call it before serving.
-func (g *Gateway) SetConsoleURL(u string) { g.d.ConsoleURL = u }
-
-// Use completes construction: the task manager needs the gateway as its executor, so both are
-// built first and joined here.
-func (g *Gateway) Use(m *tasks.Manager, tools *gwtools.Tools) {
-	g.d.Tasks = m
-	g.d.Tools = tools
 }

@@ -148,16 +148,17 @@ func newHarness(t *testing.T, yaml string) *gwHarness {
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	proms, sessions := execution.NewPromotions(), session.NewRegistry(0, nil)
-	h.gw = NewGateway(Deps{Snapshots: h.snaps, Upstream: uc, Sessions: sessions, Logger: log, Promotions: proms})
-	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: h.gw.ExecuteModern})
+	ann, br := NewAnnotations(h.snaps, log), NewBridge(uc, log)
+	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: br.ExecuteModern})
 	tc := cfg.Tasks
-	h.mgr = tasks.NewManager(store.NewMemory(), runner, h.gw.Recheck, tasks.Options{
+	h.mgr = tasks.NewManager(store.NewMemory(), runner, ann.Recheck, tasks.Options{
 		DefaultTTL: tc.DefaultTTL.D(), MaxTTL: tc.MaxTTL.D(), PollInterval: tc.PollInterval.D(),
 		Quotas: tc.Quotas, Workflow: h.snaps.Workflow, Logger: log,
 	})
 	t.Cleanup(func() { _ = h.mgr.Close() })
 	h.tools = gwtools.New(h.mgr, nil, proms, gwtools.Options{Logger: log})
-	h.gw.Use(h.mgr, h.tools)
+	h.gw = NewGateway(Deps{Snapshots: h.snaps, Upstream: uc, Sessions: sessions, Logger: log, Promotions: proms,
+		Tasks: h.mgr, Tools: h.tools, Annotations: ann, Bridge: br})
 	h.router = NewRouter()
 	h.gw.Register(h.router)
 	return h
@@ -255,8 +256,8 @@ func (h *gwHarness) initUpstream(t testing.TB, tasksCap bool) {
 	}
 	h.forward(t, nil, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 		`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"serverInfo":{"name":"up","version":"1"}}}`)
-	if h.gw.UpstreamSupportsTasks() != tasksCap {
-		t.Fatalf("UpstreamSupportsTasks = %v, want %v", h.gw.UpstreamSupportsTasks(), tasksCap)
+	if h.gw.ann.SupportsTasks() != tasksCap {
+		t.Fatalf("UpstreamSupportsTasks = %v, want %v", h.gw.ann.SupportsTasks(), tasksCap)
 	}
 }
 

@@ -53,7 +53,7 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 			return g.outcomeResponse(ctx, x, own, id)
 		}
 		g.log.Info("held call settled undecided", "task_id", id, "tool", p.Name, "workflow", wf, "budget", budget.String())
-		return jsonrpc.ResultResponse(x.Msg.ID, heldResult(cur, g.d.ConsoleURL, g.tool(p.Name).outputSchema))
+		return jsonrpc.ResultResponse(x.Msg.ID, heldResult(cur, g.d.ConsoleURL, g.ann.tool(p.Name).outputSchema))
 	}}
 }
 

@@ -94,7 +94,7 @@ func TestHoldDecidedInTime(t *testing.T) {
 // and, once approved, returns the result of the one execution.
 func TestHoldSettlesThenRetryAttaches(t *testing.T) {
 	h := newHarness(t, holdConfig("50ms", ""))
-	h.gw.SetConsoleURL("http://127.0.0.1:7469/approvals")
+	h.gw.d.ConsoleURL = "http://127.0.0.1:7469/approvals"
 	sess := &session.Session{ID: "s1"}
 	call := callRequest(`{"name":"delete_x","arguments":{"id":1,"why":"test"}}`)
 	out, emitted := waitOut(t, h.route(t, sess, call))

@@ -33,7 +33,7 @@ func (g *Gateway) initialize(_ context.Context, x *Exchange) Result {
 			g.log.Warn("initialize result not rewritten", "error", err.Error())
 			return nil
 		}
-		g.setUpstreamTasks(supports)
+		g.ann.setUpstreamTasks(supports)
 		if x.Session != nil {
 			if v := jsonrpc.Member(resp.Result, "protocolVersion"); v != nil {
 				var s string
@@ -98,7 +98,7 @@ func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
 // capabilities are served from a small cache: a 1000-tool list then costs one hash.
 func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 	s := g.d.Snapshots.Load()
-	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.upstreamTasks.Load(), own: appendOwn}
+	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.ann.upstreamTasks.Load(), own: appendOwn}
 	if out, ok := g.lists.get(key); ok {
 		return out, nil
 	}
@@ -113,7 +113,7 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 	arr := make([]byte, 0, len(toolsRaw)+len(elems)*48+1024)
 	arr = append(arr, '[')
 	learned := make(map[string]toolInfo, len(elems))
-	upTasks, mode := g.upstreamTasks.Load(), s.Config.Tasks.SyncApproval
+	upTasks, mode := g.ann.upstreamTasks.Load(), s.Config.Tasks.SyncApproval
 	n := 0
 	sep := func() {
 		if n > 0 {
@@ -137,7 +137,7 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 		sep()
 		arr = tl.appendAnnotated(arr, t, rules.Annotation(s.Rules.DecideHints(tl.name, tl.info.hints), upTasks, tl.info.own, mode))
 	}
-	g.learn(learned, false)
+	g.ann.learn(learned, false)
 	if appendOwn && g.d.Tools != nil && lastPage(result) {
 		for _, d := range g.d.Tools.Definitions() {
 			sep()
@@ -302,31 +302,8 @@ func (c *listCache) put(k listKey, v []byte) {
 	c.vals[k] = v
 }
 
-// learn records what upstream tools' listings say; replace=true drops tools no longer listed.
-func (g *Gateway) learn(m map[string]toolInfo, replace bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if replace {
-		g.tools = m
-		return
-	}
-	for k, v := range m {
-		if _, known := g.tools[k]; known || len(g.tools) < maxKnownTools {
-			g.tools[k] = v
-		}
-	}
-}
-
 // maxKnownTools bounds the tools learned from clients' tools/list pages between refreshes.
 const maxKnownTools = 100000
-
-// knowsTool reports whether the annotation cache has seen tool.
-func (g *Gateway) knowsTool(tool string) bool {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	_, ok := g.tools[tool]
-	return ok
-}
 
 // Refresh opens Tollgate's own upstream session, reads the capabilities and every tools/list
 // page, and rebuilds the annotation cache (F-007.1, F-007.4). It returns the tools whose
@@ -338,8 +315,8 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tollgate","version":"annotation-cache"}}`), "")
 	// An upstream that refuses initialize but answers server/discover serves only protocol
 	// 2026-07-28: its tools are listed the modern way, and legacy clients are bridged.
-	modernOnly := err != nil && g.upstreamModern(ctx)
-	g.setModernOnly(modernOnly)
+	modernOnly := err != nil && g.br.upstreamModern(ctx)
+	g.br.setModernOnly(modernOnly)
 	var hdr http.Header
 	var meta json.RawMessage
 	switch {
@@ -348,9 +325,9 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 	case err != nil:
 		return nil, err
 	default:
-		g.noteLegacyInit(sess.Result)
+		g.br.noteLegacyInit(sess.Result)
 		caps := jsonrpc.Member(sess.Result, "capabilities")
-		g.setUpstreamTasks(caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks")))
+		g.ann.setUpstreamTasks(caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks")))
 		defer g.d.Upstream.EndSession(sess)
 		hdr = sess.Header()
 	}
@@ -374,19 +351,8 @@ func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Durati
 	if truncated {
 		g.log.Warn("tools/list pagination stopped at TOLLGATE_TOOLS_MAX_PAGES", "pages", maxPages)
 	}
-	g.learn(all, true)
+	g.ann.learn(all, true)
 	return g.Recompute(g.d.Snapshots.Load()), nil
-}
-
-// setUpstreamTasks records the upstream's declared task support (REQ-CORE-007 F-007.6),
-// logging at INFO the first time and on every change.
-func (g *Gateway) setUpstreamTasks(supports bool) {
-	prev := g.upstreamTasks.Swap(supports)
-	if !g.capsKnown.Swap(true) || prev != supports {
-		g.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
-		return
-	}
-	g.log.Debug("Upstream capabilities: tasks=" + fmt.Sprint(supports))
 }
 
 // Recompute recalculates every known tool's annotation against snapshot s (after a reload) and
@@ -395,24 +361,27 @@ func (g *Gateway) setUpstreamTasks(supports bool) {
 func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	next := make(map[string]rules.TaskSupport, len(g.tools))
+	g.ann.mu.RLock() // lock order: Gateway.mu, then Annotations.mu
+	defer g.ann.mu.RUnlock()
+	known := g.ann.tools
+	next := make(map[string]rules.TaskSupport, len(known))
 	counts := map[rules.TaskSupport]int{}
 	var changed []string
-	names := make([]string, 0, len(g.tools))
-	for n := range g.tools {
+	names := make([]string, 0, len(known))
+	for n := range known {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		ti := g.tools[name]
+		ti := known[name]
 		d := s.Rules.DecideHints(name, ti.hints)
-		ann := rules.Annotation(d, g.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
+		ann := rules.Annotation(d, g.ann.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
 		next[name] = ann
 		counts[ann]++
 		if prev, ok := g.listed[name]; !ok || prev != ann {
 			changed = append(changed, name)
 			g.log.Info(fmt.Sprintf("Tool annotation: %s -> %s (yaml_action=%s, upstream_tasks=%v)",
-				name, ann, d.Action, g.upstreamTasks.Load()))
+				name, ann, d.Action, g.ann.upstreamTasks.Load()))
 		}
 	}
 	for name := range g.listed {
@@ -427,7 +396,7 @@ func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 
 // computeOnDemand handles a tool first seen in a tools/call (F-007: computed on demand, WARN).
 func (g *Gateway) computeOnDemand(s *governance.Snapshot, tool string) {
-	if g.knowsTool(tool) {
+	if g.ann.knowsTool(tool) {
 		return
 	}
 	_, ann := g.annotation(s, tool)

@@ -87,8 +87,8 @@ func TestCapabilityRows(t *testing.T) {
 			if got := string(jsonrpc.Member(m.Result, "capabilities")); got != tt.wantCaps {
 				t.Errorf("capabilities\n got %s\nwant %s", got, tt.wantCaps)
 			}
-			if h.gw.UpstreamSupportsTasks() != tt.wantSupports {
-				t.Errorf("UpstreamSupportsTasks = %v, want %v", h.gw.UpstreamSupportsTasks(), tt.wantSupports)
+			if h.gw.ann.SupportsTasks() != tt.wantSupports {
+				t.Errorf("UpstreamSupportsTasks = %v, want %v", h.gw.ann.SupportsTasks(), tt.wantSupports)
 			}
 			if strings.Contains(tt.name, "no_SSE") && strings.Contains(string(out), "notifications") {
 				t.Errorf("Tollgate advertised notifications: %s", out)

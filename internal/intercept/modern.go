@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/era"
@@ -152,59 +150,25 @@ func (g *Gateway) modernNoMethod(_ context.Context, x *Exchange) Result {
 // modernOther forwards any other modern request to a modern upstream, or bridges it to a
 // legacy one.
 func (g *Gateway) modernOther(ctx context.Context, x *Exchange) Result {
-	if g.upstreamModern(ctx) {
+	if g.br.upstreamModern(ctx) {
 		return Passthrough
 	}
 	return g.bridge(x, nil)
 }
 
-// modernState is what the gateway knows about the upstream's era, the session it holds on a
-// legacy upstream for bridged requests, and which caller created which upstream task.
+// modernState is what the gateway keeps for protocol 2026-07-28: which caller created which
+// upstream task, open listen streams and MRTR state (the upstream's era and the bridge
+// session are the Bridge's).
 type modernState struct {
-	mu      sync.Mutex
-	known   bool
-	modern  bool
-	checked time.Time
-	init    []byte // the upstream's last legacy initialize result
-
-	sessMu   sync.Mutex
-	sessID   string // upstream session Tollgate holds for bridged modern requests
-	sessProt string
-
-	upTasks    upstreamTaskOwners
-	listen     listeners   // open subscriptions/listen streams
-	parked     parking     // bridged calls waiting for a client's inputResponses (MRTR)
-	sessCaps   sessionCaps // capabilities legacy clients of a modern-only upstream declared
-	asks       legacyAsks  // MRTR requests sent to those clients, by request id
-	modernOnly atomic.Bool // the upstream refuses initialize: legacy clients are bridged
+	upTasks  upstreamTaskOwners
+	listen   listeners   // open subscriptions/listen streams
+	parked   parking     // bridged calls waiting for a client's inputResponses (MRTR)
+	sessCaps sessionCaps // capabilities legacy clients of a modern-only upstream declared
+	asks     legacyAsks  // MRTR requests sent to those clients, by request id
 }
 
 // eraRecheck is how long the upstream's era is trusted before it is probed again.
 const eraRecheck = 30 * time.Second
-
-// upstreamModern reports whether the upstream serves protocol 2026-07-28, probing it with
-// server/discover when the last answer is older than eraRecheck (a dual-era client's
-// detection: spec basic/versioning "Backward Compatibility").
-func (g *Gateway) upstreamModern(ctx context.Context) bool {
-	st := &g.modern
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.known && time.Since(st.checked) < eraRecheck {
-		return st.modern
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	res, err := g.upstreamDiscover(pctx)
-	modern := err == nil && slices.Contains(supportedVersions(res), era.Modern)
-	if err != nil && ctx.Err() != nil {
-		return st.modern // the caller went away; do not record a verdict
-	}
-	if !st.known || st.modern != modern {
-		g.log.Info("Upstream era: modern=" + fmt.Sprint(modern))
-	}
-	st.known, st.modern, st.checked = true, modern, time.Now()
-	return modern
-}
 
 func supportedVersions(discover []byte) []string {
 	var r struct {
@@ -234,30 +198,11 @@ func modernHeaders(base http.Header, method, name string) http.Header {
 var ownMeta = `{"` + era.MetaProtocolVersion + `":"` + era.Modern + `","` + era.MetaClientCapabilities +
 	`":{},"` + era.MetaClientInfo + `":{"name":"tollgate","version":"gateway"}}`
 
-func (g *Gateway) upstreamDiscover(ctx context.Context) ([]byte, error) {
-	body := jsonrpc.Request(json.RawMessage(`"tollgate-discover"`), "server/discover", json.RawMessage(`{"_meta":`+ownMeta+`}`))
-	rep, err := g.d.Upstream.Call(ctx, modernHeaders(nil, "server/discover", ""), body, nil)
-	if err != nil {
-		return nil, err
-	}
-	if rep.Msg.Error != nil {
-		return nil, fmt.Errorf("upstream error %s", rep.Msg.Error)
-	}
-	return rep.Msg.Result, nil
-}
-
-// noteLegacyInit keeps the upstream's initialize result for a synthesised server/discover.
-func (g *Gateway) noteLegacyInit(result []byte) {
-	g.modern.mu.Lock()
-	g.modern.init = slices.Clone(result)
-	g.modern.mu.Unlock()
-}
-
 // modernDiscover answers server/discover (spec 2026-07-28 server/discover): the upstream's
 // own answer when it is modern, else one made from its initialize result; either way with
 // every version Tollgate serves and the tasks extension, which Tollgate always offers.
 func (g *Gateway) modernDiscover(ctx context.Context, x *Exchange) Result {
-	if g.upstreamModern(ctx) {
+	if g.br.upstreamModern(ctx) {
 		return Result{Forward: &Forward{Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
 			if resp.Result == nil {
 				return nil
@@ -270,12 +215,12 @@ func (g *Gateway) modernDiscover(ctx context.Context, x *Exchange) Result {
 			return resp.WithResult(out)
 		}}}
 	}
-	g.modern.mu.Lock()
-	init := g.modern.init
-	g.modern.mu.Unlock()
+	g.br.mu.Lock()
+	init := g.br.init
+	g.br.mu.Unlock()
 	if init == nil {
 		var err error
-		if init, err = g.legacyInitialize(ctx); err != nil {
+		if init, err = g.br.legacyInitialize(ctx); err != nil {
 			return modernError(x, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable",
 				"Upstream MCP server did not answer initialize: "+err.Error()))
 		}
@@ -371,7 +316,7 @@ func (g *Gateway) modernToolsList(ctx context.Context, x *Exchange) Result {
 		}
 		return out
 	}
-	if !g.upstreamModern(ctx) {
+	if !g.br.upstreamModern(ctx) {
 		return g.bridge(x, transform)
 	}
 	return Result{Forward: &Forward{Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
@@ -402,7 +347,7 @@ func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
 		}
 		kept = append(kept, t)
 	}
-	g.learn(learned, false)
+	g.ann.learn(learned, false)
 	if lastPage(result) && g.d.Tools != nil {
 		for _, d := range g.d.Tools.Definitions() {
 			kept = append(kept, d)
@@ -415,7 +360,7 @@ func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
 // legacy era.
 func (g *Gateway) modernResourcesList(ctx context.Context, x *Exchange) Result {
 	r := g.resourcesList(ctx, x)
-	if !g.upstreamModern(ctx) {
+	if !g.br.upstreamModern(ctx) {
 		return g.bridge(x, func(b []byte) []byte {
 			m, err := jsonrpc.Parse(jsonrpc.ResultResponse(x.Msg.ID, b))
 			if err != nil {

@@ -138,7 +138,7 @@ func (g *Gateway) modernListen(ctx context.Context, x *Exchange) Result {
 		return modernError(x, jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "CapacityExceeded",
 			"Too many open subscriptions/listen streams; try again later"))
 	}
-	modernUp := g.upstreamModern(ctx)
+	modernUp := g.br.upstreamModern(ctx)
 	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		defer g.modern.listen.remove(lid)
 		// The relay emits on this request's stream: it must end before Wait returns, and

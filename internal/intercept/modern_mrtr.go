@@ -128,7 +128,7 @@ func (g *Gateway) bridgeRound(ctx context.Context, x *Exchange, timeout time.Dur
 		}
 		for key, ans := range p.InputResponses {
 			if req, ok := pc.pending[key]; ok { // unknown or answered keys are ignored
-				g.answerUpstream(req.hdr, jsonrpc.ResultResponse(req.msg.ID, ans))
+				g.br.answerUpstream(req.hdr, jsonrpc.ResultResponse(req.msg.ID, ans))
 				delete(pc.pending, key)
 			}
 		}
@@ -171,16 +171,16 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	caps := x.Modern.Capabilities
 	captured, body := execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg)
 	go func() {
-		msg, e := g.bridgeCall(ctx, captured, body, func(hdr http.Header, m *jsonrpc.Message) {
+		msg, e := g.br.bridgeCall(ctx, captured, body, func(hdr http.Header, m *jsonrpc.Message) {
 			c, known := inputCapability[m.Method]
 			if !known || jsonrpc.Member(caps, c) == nil {
-				g.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
 				return
 			}
 			select {
 			case pc.reqs <- parkedRequest{hdr: hdr, msg: m}:
 			default:
-				g.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
 			}
 		})
 		pc.done <- bridgeOutcome{msg, e}

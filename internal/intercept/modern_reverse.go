@@ -3,7 +3,6 @@ package intercept
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 
@@ -19,17 +18,10 @@ import (
 // initialize itself from the upstream's server/discover, keeps the session locally, and sends
 // every request on as a 2026-07-28 request with Tollgate's own _meta.
 
-// setModernOnly records whether the upstream refuses initialize but serves 2026-07-28.
-func (g *Gateway) setModernOnly(v bool) {
-	if g.modern.modernOnly.Swap(v) != v {
-		g.log.Info("Upstream serves protocol " + era.Modern + " only: legacy clients are bridged=" + fmt.Sprint(v))
-	}
-}
-
 // reverseBridge is the router's filter for legacy messages: with a modern-only upstream,
 // initialize is answered locally and what would be forwarded travels as a modern request.
 func (g *Gateway) reverseBridge(_ context.Context, x *Exchange, res Result) Result {
-	if !g.modern.modernOnly.Load() || x.Modern != nil {
+	if !g.br.modernOnly.Load() || x.Modern != nil {
 		return res
 	}
 	if x.Msg.Kind != jsonrpc.KindRequest {
@@ -54,7 +46,7 @@ func (g *Gateway) reverseBridge(_ context.Context, x *Exchange, res Result) Resu
 func (g *Gateway) localInitialize(x *Exchange, f *Forward) Result {
 	sid := session.NewLocalID()
 	return Result{Header: http.Header{upstream.HeaderSessionID: {sid}}, Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
-		disc, err := g.upstreamDiscover(ctx)
+		disc, err := g.br.upstreamDiscover(ctx)
 		if err != nil {
 			e := jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable", "Upstream MCP server did not answer server/discover: "+err.Error())
 			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))

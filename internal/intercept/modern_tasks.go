@@ -43,14 +43,14 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 		return modernError(x, e)
 	}
 	g.computeOnDemand(s, p.Name)
-	eff := s.Evaluate(ctx, g.log, governance.Caller{Subject: x.Subject}, p.Name, g.tool(p.Name).hints, p.Arguments)
+	eff := s.Evaluate(ctx, g.log, governance.Caller{Subject: x.Subject}, p.Name, g.ann.tool(p.Name).hints, p.Arguments)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
 	switch {
 	case eff.Action == config.ActionDeny:
 		return modernError(x, governance.DeniedError(p.Name, eff))
 	case eff.Action == config.ActionForward && !eff.Decision.ForceRequired:
-		if !g.upstreamModern(ctx) {
+		if !g.br.upstreamModern(ctx) {
 			return g.bridge(x, nil)
 		}
 		return Result{Forward: &Forward{Timeout: s.Config.Server.SyncForwardTimeout.D(), Transform: g.bindUpstreamTask(own)}}

@@ -56,9 +56,9 @@ const (
 
 // modernUpstream makes the gateway believe the upstream serves 2026-07-28 (no probe).
 func (h *gwHarness) modernUpstream() {
-	h.gw.modern.mu.Lock()
-	h.gw.modern.known, h.gw.modern.modern, h.gw.modern.checked = true, true, time.Now()
-	h.gw.modern.mu.Unlock()
+	h.gw.br.mu.Lock()
+	h.gw.br.known, h.gw.br.modern, h.gw.br.checked = true, true, time.Now()
+	h.gw.br.mu.Unlock()
 }
 
 func (h *gwHarness) routeModern(x *Exchange) Result {

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/tollgate-mcp/tollgate/internal/execution"
-	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -201,7 +200,7 @@ func (g *Gateway) tasksList(ctx context.Context, x *Exchange) Result {
 		}
 		if end < len(mine) {
 			next = encodeCursor(listCursor{TG: end})
-		} else if g.upstreamTasks.Load() {
+		} else if g.ann.upstreamTasks.Load() {
 			// Tollgate's tasks are exhausted: the upstream's first page completes this one, so
 			// no page is empty while tasks remain (a client reading one page sees both kinds).
 			cur = listCursor{Ph: 1}
@@ -316,38 +315,4 @@ func promotedResult(t *tasks.Task) []byte {
 func handoffResult(id, text, structured string) []byte {
 	return []byte(`{"content":[{"type":"text","text":` + string(rawString(text)) + `}],"structuredContent":` + structured +
 		`,"_meta":{"` + tasks.RelatedTaskKey + `":{"taskId":` + string(rawString(id)) + `}}}`)
-}
-
-// OnTaskChange pushes notifications/tasks/status to the owning session's open stream only
-// (docs/contract.md §2).
-func (g *Gateway) OnTaskChange(tr tasks.Transition) {
-	if tr.Created() {
-		return // the client learns the initial state from CreateTaskResult
-	}
-	t := tr.Task
-	sess := g.d.Sessions.Get(t.SessionID)
-	if sess == nil {
-		return
-	}
-	sess.Push(jsonrpc.Notification("notifications/tasks/status", t.WireJSON()))
-}
-
-// ExecuteModern runs t the 2026-07-28 way when it is a modern caller's task or the upstream
-// speaks only that era (execution.Options.Modern); ok is false otherwise.
-func (g *Gateway) ExecuteModern(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error, bool) {
-	if t.Era != tasks.EraModern && !g.modern.modernOnly.Load() {
-		return nil, nil, false
-	}
-	res, rpcErr := g.executeModern(ctx, t)
-	return res, rpcErr, true
-}
-
-// Recheck re-evaluates governance right before an approved task executes (docs/contract.md §3); the
-// tasks manager has checked the keyed arguments hash already.
-func (g *Gateway) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
-	if t.Accelerated {
-		return nil
-	}
-	return g.d.Snapshots.Load().Recheck(ctx, g.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID},
-		t.Tool, g.tool(t.Tool).hints, t.Arguments, t.ID)
 }

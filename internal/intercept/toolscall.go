@@ -139,7 +139,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		g.m.validation("forbidden")
 		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "TaskForbidden",
 			fmt.Sprintf("TaskForbidden: tool %q does not support task-augmented execution", p.Name),
-			"tool", p.Name, "reason", forbiddenReason(d, g.upstreamTasks.Load())))
+			"tool", p.Name, "reason", forbiddenReason(d, g.ann.upstreamTasks.Load())))
 	case !hasTask && ann == rules.Required:
 		g.m.validation("required")
 		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "TaskRequired",
@@ -148,7 +148,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 			"hint", `Call again with params.task, e.g. {"task":{"ttl":600000}}, then poll tasks/get and fetch tasks/result`))
 	}
 
-	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.tool(p.Name).hints, p.Arguments)
+	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
 	switch eff.Action {
@@ -162,8 +162,8 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 			}
 			return Result{Forward: f}
 		}
-		own := g.tool(p.Name).own
-		if g.upstreamTasks.Load() && (own == rules.Optional || own == rules.Required) {
+		own := g.ann.tool(p.Name).own
+		if g.ann.upstreamTasks.Load() && (own == rules.Optional || own == rules.Required) {
 			return g.forwardWithTask(x)
 		}
 		// F-005.6: forward + task + upstream cannot take the task → Tollgate runs it at once.

@@ -163,14 +163,30 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
 	s.metrics.SetSessionCount(s.sessions.Len)
 
+	// The listeners are bound here, before the parts that name the admin address: webhook/Slack
+	// approval notifications and held calls' answers link the console.
+	if s.mcpLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+		return nil, fmt.Errorf("listen %s (server.listen / TOLLGATE_LISTEN): %w", cfg.Server.Listen, err)
+	}
+	undo = append(undo, func() { _ = s.mcpLn.Close() })
+	if s.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
+		return nil, fmt.Errorf("listen %s (server.admin_listen / TOLLGATE_ADMIN_LISTEN): %w", cfg.Server.AdminListen, err)
+	}
+	undo = append(undo, func() { _ = s.adminLn.Close() })
+	mcpMax, adminMax := s.connectionCaps(lim)
+	s.mcpLn = limits.NewListener(s.mcpLn, mcpMax, "MCP", func() { s.metrics.Limited("connections_mcp") })
+	s.adminLn = limits.NewListener(s.adminLn, adminMax, "admin", func() { s.metrics.Limited("connections_admin") })
+	consoleURL := "http://" + s.AdminAddr() + console.Path
+
+	// Built in dependency order, each part given what it uses at construction: the annotation
+	// cache and the bridge (read by the task manager's re-check and the execution.Runner, and
+	// filled by the Gateway), the runner and manager, Tollgate's own tools, then the Gateway.
 	proms := execution.NewPromotions()
-	s.gw = intercept.NewGateway(intercept.Deps{
-		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
-		OwnerKey: ownerKey(o.LookupEnv), Promotions: proms,
-	})
-	runner := execution.New(execution.Options{Upstream: s.up, Sessions: s.sessions, Promotions: proms, Modern: s.gw.ExecuteModern})
+	ann := intercept.NewAnnotations(&s.snaps, s.log)
+	bridge := intercept.NewBridge(s.up, s.log)
+	runner := execution.New(execution.Options{Upstream: s.up, Sessions: s.sessions, Promotions: proms, Modern: bridge.ExecuteModern})
 	t := cfg.Tasks
-	s.tasks = tasks.NewManager(s.store, runner, s.gw.Recheck, tasks.Options{
+	s.tasks = tasks.NewManager(s.store, runner, ann.Recheck, tasks.Options{
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
 		ExecutionTimeout: t.ExecutionTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
@@ -178,8 +194,12 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	undo = append(undo, func() { _ = s.tasks.Close() })
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})
-	s.gw.Use(s.tasks, s.tools)
-	s.tasks.Subscribe(s.gw.OnTaskChange)
+	s.gw = intercept.NewGateway(intercept.Deps{
+		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
+		OwnerKey: ownerKey(o.LookupEnv), Promotions: proms, Tasks: s.tasks, Tools: s.tools,
+		Annotations: ann, Bridge: bridge, ConsoleURL: consoleURL,
+	})
+	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
 	s.tasks.Subscribe(s.tools.PublishTaskChange)
 	s.tasks.Subscribe(s.audit.OnTaskChange)
@@ -229,20 +249,6 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 
 	s.reloader = newReloader(s, cfg)
 
-	if s.mcpLn, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
-		return nil, fmt.Errorf("listen %s (server.listen / TOLLGATE_LISTEN): %w", cfg.Server.Listen, err)
-	}
-	undo = append(undo, func() { _ = s.mcpLn.Close() })
-	if s.adminLn, err = net.Listen("tcp", cfg.Server.AdminListen); err != nil {
-		return nil, fmt.Errorf("listen %s (server.admin_listen / TOLLGATE_ADMIN_LISTEN): %w", cfg.Server.AdminListen, err)
-	}
-	mcpMax, adminMax := s.connectionCaps(lim)
-	s.mcpLn = limits.NewListener(s.mcpLn, mcpMax, "MCP", func() { s.metrics.Limited("connections_mcp") })
-	s.adminLn = limits.NewListener(s.adminLn, adminMax, "admin", func() { s.metrics.Limited("connections_admin") })
-	// Webhook/Slack approval notifications and held calls' answers link the console, which
-	// needs the bound admin address.
-	consoleURL := "http://" + s.AdminAddr() + console.Path
-	s.gw.SetConsoleURL(consoleURL)
 	s.notifier = notify.New(notify.Options{
 		Workflow: s.snaps.Workflow, ConsoleURL: consoleURL,
 		Logger: s.log, Registerer: s.reg,
@@ -289,6 +295,18 @@ func (s *Server) connectionCaps(lim config.Limits) (mcp, admin int) {
 func fittingConnections(nofile uint64, admin int) int {
 	free := int64(min(nofile, 1<<30)) - fdReserve - int64(admin)
 	return int(max(free/2, 1))
+}
+
+// pushTaskStatus sends notifications/tasks/status to the owning session's open stream only
+// (docs/contract.md §2); the client learns a task's first state from CreateTaskResult.
+func (s *Server) pushTaskStatus(tr tasks.Transition) {
+	if tr.Created() {
+		return
+	}
+	t := tr.Task
+	if ss := s.sessions.Get(t.SessionID); ss != nil {
+		ss.Push(jsonrpc.Notification("notifications/tasks/status", t.WireJSON()))
+	}
 }
 
 // holdSessions keeps a session with pending Tollgate tasks from being evicted while they are

@@ -1,0 +1,101 @@
+package intercept
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// Annotations is the annotation cache: what the upstream's tools/list said about each tool
+// (its own taskSupport, its annotation hints, whether it has an outputSchema) and whether the
+// upstream declared tasks.requests.tools.call (REQ-CORE-007 F-007). The Gateway fills it from
+// listings and initialize results; the task manager reads the hints when it re-checks an
+// approved call (Recheck). Built before both and handed to each, so neither needs the other.
+type Annotations struct {
+	snaps *governance.Holder
+	log   *slog.Logger
+
+	// upstreamTasks caches whether the upstream declared tasks.requests.tools.call
+	// (REQ-CORE-007 F-007.6), refreshed on every initialize.
+	upstreamTasks atomic.Bool
+	capsKnown     atomic.Bool
+
+	mu    sync.RWMutex
+	tools map[string]toolInfo // upstream tool → what its tools/list entry says
+}
+
+// NewAnnotations returns an empty cache; snaps is read at the moment of a re-check.
+func NewAnnotations(snaps *governance.Holder, log *slog.Logger) *Annotations {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Annotations{snaps: snaps, log: log, tools: map[string]toolInfo{}}
+}
+
+// SupportsTasks is the cached capability of the upstream.
+func (a *Annotations) SupportsTasks() bool { return a.upstreamTasks.Load() }
+
+// toolInfo is what Tollgate learned about an upstream tool from tools/list.
+type toolInfo struct {
+	own          rules.TaskSupport // its own execution.taskSupport ("" if absent)
+	hints        rules.Hints       // its annotations (match_annotations, Cedar context.annotations)
+	outputSchema bool              // it declares an outputSchema
+}
+
+// learn records what upstream tools' listings say; replace=true drops tools no longer listed.
+func (a *Annotations) learn(m map[string]toolInfo, replace bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if replace {
+		a.tools = m
+		return
+	}
+	for k, v := range m {
+		if _, known := a.tools[k]; known || len(a.tools) < maxKnownTools {
+			a.tools[k] = v
+		}
+	}
+}
+
+// knowsTool reports whether the annotation cache has seen tool.
+func (a *Annotations) knowsTool(tool string) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	_, ok := a.tools[tool]
+	return ok
+}
+
+// setUpstreamTasks records the upstream's declared task support (REQ-CORE-007 F-007.6),
+// logging at INFO the first time and on every change.
+func (a *Annotations) setUpstreamTasks(supports bool) {
+	prev := a.upstreamTasks.Swap(supports)
+	if !a.capsKnown.Swap(true) || prev != supports {
+		a.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+		return
+	}
+	a.log.Debug("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+}
+
+// tool returns what the annotation cache knows about tool (zero when it was never listed).
+func (a *Annotations) tool(name string) toolInfo {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.tools[name]
+}
+
+// Recheck re-evaluates governance right before an approved task executes (docs/contract.md §3); the
+// tasks manager has checked the keyed arguments hash already.
+func (a *Annotations) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
+	if t.Accelerated {
+		return nil
+	}
+	return a.snaps.Load().Recheck(ctx, a.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID},
+		t.Tool, a.tool(t.Tool).hints, t.Arguments, t.ID)
+}

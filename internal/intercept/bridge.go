@@ -1,0 +1,224 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/execution"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// Bridge is what Tollgate knows of the upstream's protocol era and the legacy upstream session
+// it holds to answer 2026-07-28 requests (modern_bridge.go). The Gateway bridges callers'
+// requests through it; the execution.Runner runs modern tasks through it (ExecuteModern).
+// Built before both and handed to each, so neither needs the other.
+type Bridge struct {
+	up  *upstream.Client
+	log *slog.Logger
+
+	mu      sync.Mutex
+	known   bool
+	modern  bool
+	checked time.Time
+	init    []byte // the upstream's last legacy initialize result
+
+	sessMu   sync.Mutex
+	sessID   string // upstream session Tollgate holds for bridged modern requests
+	sessProt string
+
+	modernOnly atomic.Bool // the upstream refuses initialize: legacy clients are bridged
+}
+
+// NewBridge returns a Bridge to up; it opens no session until one is needed.
+func NewBridge(up *upstream.Client, log *slog.Logger) *Bridge {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Bridge{up: up, log: log}
+}
+
+// ExecuteModern runs t the 2026-07-28 way when it is a modern caller's task or the upstream
+// speaks only that era (execution.Options.Modern); ok is false otherwise.
+func (b *Bridge) ExecuteModern(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error, bool) {
+	if t.Era != tasks.EraModern && !b.modernOnly.Load() {
+		return nil, nil, false
+	}
+	res, rpcErr := b.executeModern(ctx, t)
+	return res, rpcErr, true
+}
+
+// setModernOnly records whether the upstream refuses initialize but serves 2026-07-28.
+func (b *Bridge) setModernOnly(v bool) {
+	if b.modernOnly.Swap(v) != v {
+		b.log.Info("Upstream serves protocol " + era.Modern + " only: legacy clients are bridged=" + fmt.Sprint(v))
+	}
+}
+
+// upstreamModern reports whether the upstream serves protocol 2026-07-28, probing it with
+// server/discover when the last answer is older than eraRecheck (a dual-era client's
+// detection: spec basic/versioning "Backward Compatibility").
+func (b *Bridge) upstreamModern(ctx context.Context) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.known && time.Since(b.checked) < eraRecheck {
+		return b.modern
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := b.upstreamDiscover(pctx)
+	modern := err == nil && slices.Contains(supportedVersions(res), era.Modern)
+	if err != nil && ctx.Err() != nil {
+		return b.modern // the caller went away; do not record a verdict
+	}
+	if !b.known || b.modern != modern {
+		b.log.Info("Upstream era: modern=" + fmt.Sprint(modern))
+	}
+	b.known, b.modern, b.checked = true, modern, time.Now()
+	return modern
+}
+
+func (b *Bridge) upstreamDiscover(ctx context.Context) ([]byte, error) {
+	body := jsonrpc.Request(json.RawMessage(`"tollgate-discover"`), "server/discover", json.RawMessage(`{"_meta":`+ownMeta+`}`))
+	rep, err := b.up.Call(ctx, modernHeaders(nil, "server/discover", ""), body, nil)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Msg.Error != nil {
+		return nil, fmt.Errorf("upstream error %s", rep.Msg.Error)
+	}
+	return rep.Msg.Result, nil
+}
+
+// noteLegacyInit keeps the upstream's initialize result for a synthesised server/discover.
+func (b *Bridge) noteLegacyInit(result []byte) {
+	b.mu.Lock()
+	b.init = slices.Clone(result)
+	b.mu.Unlock()
+}
+
+// bridgeCall sends body on the held upstream session, opening (or, after a 404, reopening) it
+// as needed. onRequest gets the upstream's server→client requests with the headers to answer
+// them with; nil refuses them.
+func (b *Bridge) bridgeCall(ctx context.Context, captured http.Header, body []byte, onRequest func(http.Header, *jsonrpc.Message)) (*jsonrpc.Message, *jsonrpc.Error) {
+	for attempt := 0; ; attempt++ {
+		sid, prot, err := b.bridgeSession(ctx)
+		if err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable",
+				"Upstream MCP server did not accept a session: "+err.Error())
+		}
+		hdr := execution.CallerHeaders(captured, sid)
+		hdr.Set(upstream.HeaderProtocolVersion, prot)
+		rep, err := b.up.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
+			switch {
+			case m.Kind != jsonrpc.KindRequest:
+			case onRequest != nil:
+				onRequest(hdr, m)
+			default:
+				b.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+			}
+		})
+		if upstream.StatusOf(rep, err) == http.StatusNotFound && attempt == 0 {
+			b.dropBridgeSession(sid) // the upstream forgot the session: open a new one once
+			continue
+		}
+		if err != nil {
+			return nil, upstream.AsError(err).RPCError()
+		}
+		return rep.Msg, nil
+	}
+}
+
+// answerUpstream posts a JSON-RPC response to one of the upstream's server→client requests.
+func (b *Bridge) answerUpstream(hdr http.Header, msg []byte) {
+	execution.Answer(b.up, hdr, msg)
+}
+
+// bridgeSession returns the upstream session Tollgate holds, opening one if needed.
+func (b *Bridge) bridgeSession(ctx context.Context) (sid, prot string, err error) {
+	b.sessMu.Lock()
+	defer b.sessMu.Unlock()
+	if b.sessProt != "" {
+		return b.sessID, b.sessProt, nil
+	}
+	sid, prot, init, err := b.openLegacySession(ctx, "bridge")
+	if err != nil {
+		return "", "", err
+	}
+	b.noteLegacyInit(init)
+	b.sessID, b.sessProt = sid, prot
+	return sid, prot, nil
+}
+
+func (b *Bridge) dropBridgeSession(sid string) {
+	b.sessMu.Lock()
+	if b.sessID == sid {
+		b.sessID, b.sessProt = "", ""
+	}
+	b.sessMu.Unlock()
+}
+
+// legacyInitialize returns the upstream's initialize result (opening the bridge session).
+func (b *Bridge) legacyInitialize(ctx context.Context) ([]byte, error) {
+	if _, _, err := b.bridgeSession(ctx); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.init, nil
+}
+
+// openLegacySession performs the initialize handshake with the upstream and returns the
+// session id ("" for a session-less upstream), the negotiated version and the result.
+func (b *Bridge) openLegacySession(ctx context.Context, purpose string) (sid, prot string, result []byte, err error) {
+	sess, err := b.up.Handshake(ctx, json.RawMessage(
+		`{"protocolVersion":"`+era.LatestLegacy+`","capabilities":{"elicitation":{},"sampling":{},"roots":{}},"clientInfo":{"name":"tollgate","version":"`+purpose+`"}}`),
+		era.LatestLegacy)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return sess.ID, sess.Version, sess.Result, nil
+}
+
+// executeModern runs an approved modern task's call: as a modern request when the upstream is
+// modern (no session: any replica can, docs/contract.md §1 task stores), else on the bridge session.
+func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
+	meta := t.Meta
+	if len(meta) == 0 {
+		meta = json.RawMessage(ownMeta)
+	}
+	params, err := jsonrpc.Marshal(struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+		Meta      json.RawMessage `json:"_meta"`
+	}{t.Tool, t.Arguments, meta})
+	if err != nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
+	}
+	id := json.RawMessage(rawString("tollgate-exec-" + t.ID))
+	body := jsonrpc.Request(id, "tools/call", params)
+	if !b.upstreamModern(ctx) {
+		m, err := jsonrpc.Parse(body)
+		if err != nil {
+			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
+		}
+		msg, e := b.bridgeCall(ctx, t.Headers, legacyBody(m), nil)
+		return callOutcome(msg, e)
+	}
+	hdr := execution.CallerHeaders(t.Headers, "")
+	hdr = modernHeaders(hdr, "tools/call", t.Tool)
+	rep, err := b.up.Call(ctx, hdr, body, nil)
+	if err != nil {
+		return nil, upstream.AsError(err).RPCError()
+	}
+	return callOutcome(rep.Msg, nil)
+}
