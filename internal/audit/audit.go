@@ -171,7 +171,8 @@ func (l *Logger) OnTaskChange(tr tasks.Transition) {
 		Owner:    disclose.OwnerHash(t.Owner),
 		ArgsHash: t.ArgsHash,
 	}
-	if tr.Created() {
+	ev := tr.Event()
+	if ev.Created() {
 		e := base
 		e.Kind, e.Time, e.Actor = KindCreated, t.CreatedAt, t.RequestedBy
 		l.record(e)
@@ -179,32 +180,32 @@ func (l *Logger) OnTaskChange(tr tasks.Transition) {
 
 	e := base
 	e.Time = t.UpdatedAt
-	switch t.State {
-	case tasks.Approved:
+	switch ev {
+	case tasks.EventAccelerated, tasks.EventApproved:
 		if t.Accelerated && t.Decision == nil {
 			return // accelerated approve (F-005.6): no human decision to record
 		}
 		e.Kind = KindApproved
 		decided(&e, t.Decision)
-	case tasks.Rejected:
+	case tasks.EventRejected:
 		e.Kind = KindRejected
 		decided(&e, t.Decision)
-	case tasks.TimedOut:
+	case tasks.EventTimedOut:
 		e.Kind = KindTimedOut
 		decided(&e, t.Decision)
 		if e.Actor == "" {
 			e.Actor = "system:on_timeout"
 		}
-	case tasks.Completed:
+	case tasks.EventCompleted:
 		e.Kind = KindExecuted
-	case tasks.Failed:
+	case tasks.EventFailed:
 		e.Kind = KindFailed
 		e.Error = errorName(t)
-	case tasks.Cancelled:
+	case tasks.EventCancelled:
 		e.Kind = KindCancelled
-	case tasks.Expired:
+	case tasks.EventExpired:
 		e.Kind = KindExpired
-	default: // AwaitingApproval, Executing: nothing to record beyond creation
+	default: // EventRequested, EventStarted: nothing to record beyond creation
 		return
 	}
 	l.record(e)

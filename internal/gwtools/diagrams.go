@@ -141,11 +141,8 @@ func DiagramsReadResult() json.RawMessage {
 // TaskLifecycleMermaid renders tasks.Transitions() with the creation edges and the wire status
 // of each state (docs/contract.md §3).
 func TaskLifecycleMermaid() string {
-	edges := []edge{
-		{"", string(tasks.AwaitingApproval), "call held for approval"},
-		{"", string(tasks.Approved), "forwarded task call run by Tollgate (accelerated)"},
-	}
-	for _, t := range tasks.Transitions() {
+	var edges []edge
+	for _, t := range append(tasks.Creations(), tasks.Transitions()...) {
 		edges = append(edges, edge{string(t.From), string(t.To), t.Trigger})
 	}
 	notes := map[string]string{}

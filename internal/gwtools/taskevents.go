@@ -12,20 +12,20 @@ import (
 // (Executing follows an approval at once).
 func TaskEvent(tr tasks.Transition) (typ string, data map[string]any, ok bool) {
 	t := tr.Task
-	switch {
-	case tr.Created(): // awaiting approval, or approved at once when accelerated (docs/contract.md §2)
+	switch tr.Event() {
+	case tasks.EventRequested, tasks.EventAccelerated: // approved at once when accelerated (docs/contract.md §2)
 		typ = events.TypeTaskCreated
-	case tr.To == tasks.Approved, tr.To == tasks.Rejected:
+	case tasks.EventApproved, tasks.EventRejected:
 		typ = events.TypeTaskDecided
-	case tr.To == tasks.Completed:
+	case tasks.EventCompleted:
 		typ = events.TypeTaskCompleted
-	case tr.To == tasks.Failed, tr.To == tasks.TimedOut:
+	case tasks.EventFailed, tasks.EventTimedOut:
 		typ = events.TypeTaskFailed
-	case tr.To == tasks.Cancelled:
+	case tasks.EventCancelled:
 		typ = events.TypeTaskCancelled
-	case tr.To == tasks.Expired:
+	case tasks.EventExpired:
 		typ = events.TypeTaskExpired
-	default:
+	default: // EventStarted
 		return "", nil, false
 	}
 	data = map[string]any{

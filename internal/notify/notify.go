@@ -117,22 +117,22 @@ const (
 // eventFor says which event, if any, a committed task change is. Only the start and the end of
 // an approval wait are announced; execution progress is not a channel's business.
 func eventFor(tr tasks.Transition) string {
-	t := tr.Task
-	if t.Accelerated {
+	if tr.Task.Accelerated {
 		return "" // forwarded by rule, nobody is asked
 	}
+	ev := tr.Event()
 	switch {
-	case tr.Created():
+	case ev == tasks.EventRequested:
 		return EventRequested
 	case tr.From != tasks.AwaitingApproval:
-		return ""
+		return "" // EventAccelerated (nobody is asked), and every change after the decision
 	}
-	switch tr.To { // the end of the wait: decided, or given up before a decision
-	case tasks.Approved, tasks.Rejected, tasks.TimedOut:
+	switch ev { // the end of the wait: decided, or given up before a decision
+	case tasks.EventApproved, tasks.EventRejected, tasks.EventTimedOut:
 		return EventDecided
-	case tasks.Cancelled:
+	case tasks.EventCancelled:
 		return EventCancelled
-	case tasks.Expired:
+	case tasks.EventExpired:
 		return EventExpired
 	}
 	return ""

@@ -1,7 +1,5 @@
 package tasks
 
-import ()
-
 // State is a Tollgate task's internal state (docs/contract.md §3). The wire status is derived by Wire.
 type State string
 
@@ -49,23 +47,30 @@ func (s State) Wire() string {
 type Edge struct {
 	From, To State
 	Trigger  string // human-readable, used for diagrams
+	Event    Event  // what the change announces outward (Transition.Event)
 }
 
 // transitions is the one table every change is validated against.
 var transitions = []Edge{
-	{AwaitingApproval, Approved, "approver approves, or approval times out with on_timeout: approve"},
-	{AwaitingApproval, Rejected, "approver rejects"},
-	{AwaitingApproval, TimedOut, "approval times out with on_timeout: deny"},
-	{AwaitingApproval, Cancelled, "requester cancels"},
-	{AwaitingApproval, Expired, "task TTL ends"},
-	{Approved, Executing, "execution starts"},
-	{Approved, Cancelled, "requester cancels"},
-	{Approved, Expired, "task TTL ends"},
-	{Approved, Failed, "re-check at execution denies the call"},
-	{Executing, Completed, "upstream returns a result"},
-	{Executing, Failed, "upstream returns an error or isError, or Tollgate restarted mid-call"},
-	{Executing, Cancelled, "requester cancels"},
-	{Executing, Expired, "task TTL ends"},
+	{AwaitingApproval, Approved, "approver approves, or approval times out with on_timeout: approve", EventApproved},
+	{AwaitingApproval, Rejected, "approver rejects", EventRejected},
+	{AwaitingApproval, TimedOut, "approval times out with on_timeout: deny", EventTimedOut},
+	{AwaitingApproval, Cancelled, "requester cancels", EventCancelled},
+	{AwaitingApproval, Expired, "task TTL ends", EventExpired},
+	{Approved, Executing, "execution starts", EventStarted},
+	{Approved, Cancelled, "requester cancels", EventCancelled},
+	{Approved, Expired, "task TTL ends", EventExpired},
+	{Approved, Failed, "re-check at execution denies the call", EventFailed},
+	{Executing, Completed, "upstream returns a result", EventCompleted},
+	{Executing, Failed, "upstream returns an error or isError, or Tollgate restarted mid-call", EventFailed},
+	{Executing, Cancelled, "requester cancels", EventCancelled},
+	{Executing, Expired, "task TTL ends", EventExpired},
+}
+
+// creations are the two ways a task comes to be: From is "" (Transition.Created).
+var creations = []Edge{
+	{"", AwaitingApproval, "call held for approval", EventRequested},
+	{"", Approved, "forwarded task call run by Tollgate (accelerated)", EventAccelerated},
 }
 
 type edge struct{ from, to State }
@@ -78,8 +83,53 @@ var allowed = func() map[edge]bool {
 	return m
 }()
 
+// eventKey is what decides an event: whether the task was created, and the state it entered.
+// Every edge into a state announces the same event (TestTransitionEvent), so a subscriber fed a
+// shortcut its tests take (Approved → Completed) still gets the event of the state entered.
+type eventKey struct {
+	created bool
+	to      State
+}
+
+var eventOf = func() map[eventKey]Event {
+	m := make(map[eventKey]Event, len(transitions)+len(creations))
+	for _, t := range append(Creations(), transitions...) {
+		m[eventKey{t.From == "", t.To}] = t.Event
+	}
+	return m
+}()
+
 // Transitions returns a copy of the transition table.
 func Transitions() []Edge { return append([]Edge(nil), transitions...) }
 
+// Creations returns the creation edges (From ""), which are not in the transition table
+// because nothing is validated against them.
+func Creations() []Edge { return append([]Edge(nil), creations...) }
+
 // CanTransition reports whether from → to is in the table.
 func CanTransition(from, to State) bool { return allowed[edge{from, to}] }
+
+// Event is what one committed change of a task announces outward. It is the one mapping from
+// the state machine to the audit kinds, the gateway tools' events and the approval
+// notifications; each consumer picks the events it reports.
+type Event string
+
+const (
+	EventRequested   Event = "requested"   // created, waiting for a decision
+	EventAccelerated Event = "accelerated" // created approved: a rule forwards the call, nobody is asked
+	EventApproved    Event = "approved"    // by an approver, or on_timeout: approve
+	EventRejected    Event = "rejected"
+	EventTimedOut    Event = "timed_out" // the approval wait ended with on_timeout: deny
+	EventStarted     Event = "started"   // execution began right after the approval
+	EventCompleted   Event = "completed"
+	EventFailed      Event = "failed"
+	EventCancelled   Event = "cancelled"
+	EventExpired     Event = "expired"
+)
+
+// Created reports whether e is a task's creation.
+func (e Event) Created() bool { return e == EventRequested || e == EventAccelerated }
+
+// Event is what tr announces: Edge.Event of its edge. It is "" for a creation in a state no
+// task is created in, and for entering AwaitingApproval again; the Manager commits neither.
+func (tr Transition) Event() Event { return eventOf[eventKey{tr.From == "", tr.To}] }

@@ -171,3 +171,70 @@ func TestDecodeLegacyPromotionMarker(t *testing.T) {
 		t.Error("a task without the marker decoded as promoted")
 	}
 }
+
+// TestTransitionEvent pins the one state→event mapping every outward channel uses (audit,
+// gateway-tool events, notifications, status pushes): every creation and every edge of the
+// state machine has exactly the event below; a change outside the machine has the event of the
+// state it enters, or none when no edge enters that state that way.
+func TestTransitionEvent(t *testing.T) {
+	type pair struct{ from, to State }
+	want := map[pair]Event{
+		{"", AwaitingApproval}:        EventRequested,
+		{"", Approved}:                EventAccelerated,
+		{AwaitingApproval, Approved}:  EventApproved,
+		{AwaitingApproval, Rejected}:  EventRejected,
+		{AwaitingApproval, TimedOut}:  EventTimedOut,
+		{AwaitingApproval, Cancelled}: EventCancelled,
+		{AwaitingApproval, Expired}:   EventExpired,
+		{Approved, Executing}:         EventStarted,
+		{Approved, Cancelled}:         EventCancelled,
+		{Approved, Expired}:           EventExpired,
+		{Approved, Failed}:            EventFailed,
+		{Executing, Completed}:        EventCompleted,
+		{Executing, Failed}:           EventFailed,
+		{Executing, Cancelled}:        EventCancelled,
+		{Executing, Expired}:          EventExpired,
+	}
+	edges := append(Creations(), Transitions()...)
+	if len(edges) != len(want) {
+		t.Errorf("%d edges and creations, %d expected events: a new edge needs its event here", len(edges), len(want))
+	}
+	for _, e := range edges {
+		if e.Event == "" {
+			t.Errorf("%q → %s has no event", e.From, e.To)
+		}
+		if w := want[pair{e.From, e.To}]; e.Event != w {
+			t.Errorf("edge %q → %s: Event %q, want %q", e.From, e.To, e.Event, w)
+		}
+	}
+	for _, from := range append([]State{""}, States()...) {
+		for _, to := range append([]State{""}, States()...) {
+			w, edge := want[pair{from, to}]
+			if !edge && from != "" { // not an edge: the event of an edge into the same state
+				for p, ev := range want {
+					if p.from != "" && p.to == to {
+						w = ev
+					}
+				}
+			}
+			tr := Transition{From: from, To: to}
+			if got := tr.Event(); got != w {
+				t.Errorf("Transition{%q → %q}.Event() = %q, want %q", from, to, got, w)
+			}
+			if got := tr.Event().Created(); got != (from == "" && edge) {
+				t.Errorf("Transition{%q → %q}.Event().Created() = %v, want %v", from, to, got, from == "" && edge)
+			}
+		}
+	}
+
+	// The Manager's own creations carry the creation events.
+	e := newEnv(t, nil)
+	var got []Event
+	unsub := e.m.Subscribe(func(tr Transition) { got = append(got, tr.Event()) })
+	defer unsub()
+	e.create(t, "o")
+	e.create(t, "o", func(r *CreateRequest) { r.Accelerated, r.DeferStart = true, true }) // no execution: only the creation is published
+	if len(got) != 2 || got[0] != EventRequested || got[1] != EventAccelerated {
+		t.Errorf("creation events = %v, want [requested accelerated]", got)
+	}
+}
