@@ -32,7 +32,8 @@ func newRewriteGateway(tb testing.TB) *Gateway {
 		tb.Fatal(err)
 	}
 	proms, sessions := execution.NewPromotions(), session.NewRegistry(0, nil)
-	ann, br := NewAnnotations(snaps, nil), NewBridge(uc, nil)
+	br := NewBridge(uc, nil)
+	ann := NewAnnotations(snaps, uc, br, nil)
 	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: br.ExecuteModern})
 	tc := cfg.Tasks
 	mgr := tasks.NewManager(store.NewMemory(), runner, ann.Recheck, tasks.Options{

@@ -74,11 +74,11 @@ func NewGateway(d Deps) *Gateway {
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
-	if d.Annotations == nil {
-		d.Annotations = NewAnnotations(d.Snapshots, d.Logger)
-	}
 	if d.Bridge == nil {
 		d.Bridge = NewBridge(d.Upstream, d.Logger)
+	}
+	if d.Annotations == nil {
+		d.Annotations = NewAnnotations(d.Snapshots, d.Upstream, d.Bridge, d.Logger)
 	}
 	g := &Gateway{d: d, log: d.Logger, ann: d.Annotations, br: d.Bridge,
 		listed:       map[string]rules.TaskSupport{},

@@ -148,7 +148,8 @@ func newHarness(t *testing.T, yaml string) *gwHarness {
 	}
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	proms, sessions := execution.NewPromotions(), session.NewRegistry(0, nil)
-	ann, br := NewAnnotations(h.snaps, log), NewBridge(uc, log)
+	br := NewBridge(uc, log)
+	ann := NewAnnotations(h.snaps, uc, br, log)
 	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: br.ExecuteModern})
 	tc := cfg.Tasks
 	h.mgr = tasks.NewManager(store.NewMemory(), runner, ann.Recheck, tasks.Options{

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -304,56 +302,6 @@ func (c *listCache) put(k listKey, v []byte) {
 
 // maxKnownTools bounds the tools learned from clients' tools/list pages between refreshes.
 const maxKnownTools = 100000
-
-// Refresh opens Tollgate's own upstream session, reads the capabilities and every tools/list
-// page, and rebuilds the annotation cache (F-007.1, F-007.4). It returns the tools whose
-// annotation changed since the last refresh. On failure the previous cache stays (NF-002.2).
-func (g *Gateway) Refresh(ctx context.Context, maxPages int, timeout time.Duration) (changed []string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	sess, err := g.d.Upstream.Handshake(ctx, json.RawMessage(
-		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tollgate","version":"annotation-cache"}}`), "")
-	// An upstream that refuses initialize but answers server/discover serves only protocol
-	// 2026-07-28: its tools are listed the modern way, and legacy clients are bridged.
-	modernOnly := err != nil && g.br.upstreamModern(ctx)
-	g.br.setModernOnly(modernOnly)
-	var hdr http.Header
-	var meta json.RawMessage
-	switch {
-	case modernOnly:
-		hdr, meta = modernHeaders(nil, "tools/list", ""), json.RawMessage(ownMeta)
-	case err != nil:
-		return nil, err
-	default:
-		g.br.noteLegacyInit(sess.Result)
-		caps := jsonrpc.Member(sess.Result, "capabilities")
-		g.ann.setUpstreamTasks(caps != nil && upstreamDeclaresToolTasks(jsonrpc.Member(caps, "tasks")))
-		defer g.d.Upstream.EndSession(sess)
-		hdr = sess.Header()
-	}
-
-	all := map[string]toolInfo{}
-	truncated, err := g.d.Upstream.Pages(ctx, hdr, "tools/list", "tollgate-tools-", maxPages, meta, func(result json.RawMessage) error {
-		elems, err := jsonrpc.Elements(jsonrpc.Member(result, "tools"))
-		if err != nil {
-			return err
-		}
-		for _, t := range elems {
-			if name, info, err := toolNameAndInfo(t); err == nil {
-				all[name] = info
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if truncated {
-		g.log.Warn("tools/list pagination stopped at TOLLGATE_TOOLS_MAX_PAGES", "pages", maxPages)
-	}
-	g.ann.learn(all, true)
-	return g.Recompute(g.d.Snapshots.Load()), nil
-}
 
 // Recompute recalculates every known tool's annotation against snapshot s (after a reload) and
 // returns the tools whose annotation changed.

@@ -66,6 +66,7 @@ type Server struct {
 	hub       *events.Hub
 	tools     *gwtools.Tools
 	gw        *intercept.Gateway
+	ann       *intercept.Annotations
 	audit     *audit.Logger
 	mcpLn     net.Listener
 	adminLn   net.Listener
@@ -182,11 +183,11 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	// cache and the bridge (read by the task manager's re-check and the execution.Runner, and
 	// filled by the Gateway), the runner and manager, Tollgate's own tools, then the Gateway.
 	proms := execution.NewPromotions()
-	ann := intercept.NewAnnotations(&s.snaps, s.log)
 	bridge := intercept.NewBridge(s.up, s.log)
+	s.ann = intercept.NewAnnotations(&s.snaps, s.up, bridge, s.log)
 	runner := execution.New(execution.Options{Upstream: s.up, Sessions: s.sessions, Promotions: proms, Modern: bridge.ExecuteModern})
 	t := cfg.Tasks
-	s.tasks = tasks.NewManager(s.store, runner, ann.Recheck, tasks.Options{
+	s.tasks = tasks.NewManager(s.store, runner, s.ann.Recheck, tasks.Options{
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
 		ExecutionTimeout: t.ExecutionTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
@@ -197,7 +198,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	s.gw = intercept.NewGateway(intercept.Deps{
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
 		OwnerKey: ownerKey(o.LookupEnv), Promotions: proms, Tasks: s.tasks, Tools: s.tools,
-		Annotations: ann, Bridge: bridge, ConsoleURL: consoleURL,
+		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL,
 	})
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
@@ -436,9 +437,10 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 	healthy := false
 	for {
 		c := s.snaps.Load().Config
-		changed, err := s.gw.Refresh(ctx, c.Server.ToolsMaxPages, c.Server.ToolsFetchTimeout.D())
+		err := s.ann.Refresh(ctx, c.Server.ToolsMaxPages, c.Server.ToolsFetchTimeout.D())
 		switch {
 		case err == nil:
+			changed := s.gw.Recompute(s.snaps.Load())
 			if !healthy {
 				s.log.Info("annotation cache built", "upstream", s.up.URL())
 			}
