@@ -267,7 +267,12 @@ func TestApprovalRace(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	time.Sleep(300 * time.Millisecond) // let executions started by the last approvals finish
+	// Every task is decided or cancelled by now (each gets an approve and a cancel, or a reject
+	// and a wait); tasks/result answers once it is terminal, so an execution started by the
+	// last approvals has finished before the ledger is read.
+	for i, tid := range ids {
+		a.TaskRPC(4000+i, "tasks/result", tid).Message(t)
+	}
 	ran := map[int]int{}
 	for _, tr := range d.Transfers() {
 		ran[int(tr.Amount)]++

@@ -169,7 +169,7 @@ func TestTimeoutPromotion(t *testing.T) {
 // TestPromotedCallKeepsServerRequests: a server→client request the upstream sends for a call
 // after it was promoted to a task is kept and shown as a pending item of that task.
 func TestPromotedCallKeepsServerRequests(t *testing.T) {
-	release := make(chan struct{})
+	promoted, release := make(chan struct{}), make(chan struct{})
 	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
@@ -186,7 +186,11 @@ func TestPromotedCallKeepsServerRequests(t *testing.T) {
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"slow_ask","inputSchema":{"type":"object"}}]}}`, m.ID)
 		case "tools/call":
 			w.Header().Set("Content-Type", "text/event-stream")
-			time.Sleep(400 * time.Millisecond) // outlive promote_after
+			select { // the request comes after the call was promoted to a task
+			case <-promoted:
+			case <-r.Context().Done():
+				return
+			}
 			fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"ask-1\",\"method\":\"elicitation/create\",\"params\":{\"message\":\"which region?\",\"requestedSchema\":{\"type\":\"object\"}}}\n\n")
 			w.(http.Flusher).Flush()
 			select {
@@ -203,6 +207,7 @@ func TestPromotedCallKeepsServerRequests(t *testing.T) {
 	g.WaitReady(t)
 	c := g.NewClient(t)
 	tid := promotedCall(t, c, 1, "slow_ask")
+	close(promoted)
 	waitFor(t, "the server request to show as pending", func() bool {
 		r := c.Call(2, "tollgate_get_task", map[string]any{"task_id": tid}, 0)
 		b, _ := json.Marshal(testkit.Dig(r, "result", "structuredContent"))
