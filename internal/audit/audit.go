@@ -172,7 +172,7 @@ func (l *Logger) OnTaskChange(tr tasks.Transition) {
 		ArgsHash: t.ArgsHash,
 	}
 	ev := tr.Event()
-	if ev.Created() {
+	if tr.Created() {
 		e := base
 		e.Kind, e.Time, e.Actor = KindCreated, t.CreatedAt, t.RequestedBy
 		l.record(e)

@@ -13,8 +13,6 @@ import (
 	"container/list"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -22,6 +20,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 )
 
 // Event types published by Tollgate. Other strings are allowed.
@@ -139,7 +139,7 @@ func (h *Hub) Publish(session, typ, taskID string, data any) {
 		// Warn once per unread run so a flooding session cannot flood the log too.
 		if s.evicted == 0 {
 			h.log.Warn("event queue full, evicting oldest undelivered events",
-				"session_hash", hashKey(session), "max_events", h.maxEvents)
+				"session_hash", disclose.OwnerHash(session), "max_events", h.maxEvents)
 		}
 		clear(s.queue[:over])
 		s.queue = s.queue[over:]
@@ -291,7 +291,7 @@ func (h *Hub) evictSession() {
 	}
 	s := victim.Value.(*session)
 	h.log.Warn("event hub full, dropping least recently used session",
-		"session_hash", hashKey(s.key), "max_sessions", h.maxSessions, "undelivered", len(s.queue))
+		"session_hash", disclose.OwnerHash(s.key), "max_sessions", h.maxSessions, "undelivered", len(s.queue))
 	h.drop(s)
 }
 
@@ -352,11 +352,4 @@ func (h *Hub) encode(typ string, data any) json.RawMessage {
 		return nil
 	}
 	return raw
-}
-
-// hashKey identifies a session in logs without revealing its id (an MCP session id is a
-// bearer value).
-func hashKey(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:6])
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
 
@@ -327,7 +328,7 @@ func (g *Gateway) modernToolsList(ctx context.Context, x *Exchange) Result {
 	}}}
 }
 
-// appendOwnTools drops upstream tools shadowed by Tollgate's own names and appends Tollgate's
+// appendOwnTools drops upstream tools with Tollgate's reserved prefix and appends Tollgate's
 // tools on the last page.
 func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
 	elems, err := jsonrpc.Elements(jsonrpc.Member(result, "tools"))
@@ -338,8 +339,9 @@ func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
 	learned := make(map[string]toolInfo, len(elems))
 	for _, t := range elems {
 		name, info, err := toolNameAndInfo(t)
-		if err == nil && g.d.Tools != nil && g.d.Tools.Has(name) {
-			g.log.Warn("upstream tool shadowed by Tollgate's own tool of the same name", "tool", name)
+		if err == nil && strings.HasPrefix(name, gwtools.Prefix) {
+			// Reserved for Tollgate's own tools, as in the legacy era (rewriteTools).
+			g.log.Warn("upstream tool hidden: the tollgate_ prefix is reserved for Tollgate's own tools", "tool", name)
 			continue
 		}
 		if err == nil {

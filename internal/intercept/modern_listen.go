@@ -92,7 +92,7 @@ func (g *Gateway) NotifyToolsChanged() {
 // OnModernTaskChange sends notifications/tasks with the DetailedTask to the listen streams of
 // the task's owner that follow it (tasks.Manager subscriber).
 func (g *Gateway) OnModernTaskChange(tr tasks.Transition) {
-	if tr.Event().Created() {
+	if tr.Created() {
 		return // the CreateTaskResult carried it
 	}
 	t := tr.Task

@@ -137,7 +137,6 @@ func (g *Gateway) forwardModern(x *Exchange, f *Forward) Result {
 			return jsonrpc.ErrorResponse(x.Msg.ID, e.WithCorrelation(x.CorrID))
 		}
 		hdr := modernHeaders(execution.CaptureHeaders(x.HTTP.Header), x.Msg.Method, name)
-		hdr.Set(era.HeaderProtocolVersion, era.Modern) // the captured legacy version must not win
 		for round := 0; ; round++ {
 			rep, err := g.d.Upstream.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
 				if m.Kind == jsonrpc.KindNotification {

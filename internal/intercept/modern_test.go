@@ -399,3 +399,30 @@ func TestParking(t *testing.T) {
 		t.Fatal("closeAll did not cancel the parked call")
 	}
 }
+
+// TestModernToolsListHidesReservedPrefix: as in the legacy era (golden tools_list_shadowed), an
+// upstream tool named with Tollgate's reserved prefix is left out of a 2026-07-28 tools/list,
+// whether or not Tollgate serves that name, and Tollgate's own tools close the last page.
+func TestModernToolsListHidesReservedPrefix(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	out, err := h.gw.appendOwnTools([]byte(`{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"tollgate_custom","inputSchema":{"type":"object"}},{"name":"tollgate_get_task","inputSchema":{"type":"object"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Tools []struct {
+			Name        string `json:"name"`
+			Description string `json:"description"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	names := map[string]int{}
+	for _, tl := range got.Tools {
+		names[tl.Name]++
+	}
+	if names["read_file"] != 1 || names["tollgate_custom"] != 0 || names["tollgate_get_task"] != 1 || names["tollgate_await_activity"] != 1 {
+		t.Errorf("tools: %v", names)
+	}
+}

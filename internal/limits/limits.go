@@ -54,14 +54,6 @@ func (b *Budget) Used() int64 {
 	return b.used.Load()
 }
 
-// Max is the budget's size (0 = unlimited).
-func (b *Budget) Max() int64 {
-	if b == nil {
-		return 0
-	}
-	return b.max
-}
-
 // Listener caps the open connections of a listener. A connection beyond the cap is accepted,
 // answered with a short HTTP 503 and closed, so Accept never blocks: a flood on one listener
 // cannot leave connections hanging in the kernel's backlog, and each listener has its own

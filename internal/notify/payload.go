@@ -33,7 +33,7 @@ type Webhook struct {
 	Status           string           `json:"status"`
 	StatusMessage    string           `json:"status_message"`
 	RequestedBy      string           `json:"requested_by"`
-	Owner            string           `json:"owner"` // audit.OwnerHash, never the session id
+	Owner            string           `json:"owner"` // disclose.OwnerHash, never the session id
 	CreatedAt        string           `json:"created_at"`
 	ApprovalDeadline *string          `json:"approval_deadline"`
 	Decision         *WebhookDecision `json:"decision"`

@@ -127,9 +127,6 @@ const (
 	EventExpired     Event = "expired"
 )
 
-// Created reports whether e is a task's creation.
-func (e Event) Created() bool { return e == EventRequested || e == EventAccelerated }
-
 // Event is what tr announces: Edge.Event of its edge. It is "" for a creation in a state no
 // task is created in, and for entering AwaitingApproval again; the Manager commits neither.
 func (tr Transition) Event() Event { return eventOf[eventKey{tr.From == "", tr.To}] }

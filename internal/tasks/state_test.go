@@ -221,8 +221,8 @@ func TestTransitionEvent(t *testing.T) {
 			if got := tr.Event(); got != w {
 				t.Errorf("Transition{%q → %q}.Event() = %q, want %q", from, to, got, w)
 			}
-			if got := tr.Event().Created(); got != (from == "" && edge) {
-				t.Errorf("Transition{%q → %q}.Event().Created() = %v, want %v", from, to, got, from == "" && edge)
+			if ev := tr.Event(); (ev == EventRequested || ev == EventAccelerated) != (from == "" && edge) {
+				t.Errorf("Transition{%q → %q}.Event() = %q, a creation event: want %v", from, to, ev, from == "" && edge)
 			}
 		}
 	}

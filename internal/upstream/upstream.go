@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/sse"
 )
@@ -207,8 +209,10 @@ func CheckReply(m *jsonrpc.Message, reqID json.RawMessage) error {
 		return fault("the response is for another request id")
 	}
 	// Parse checks the envelope only; a client that cannot decode the rest would never see
-	// its answer, so the whole message must be JSON.
-	if !json.Valid(m.Raw) {
+	// its answer, so the whole message must be JSON. jsontext with these options accepts what
+	// json.Valid accepts (duplicate names, invalid UTF-8 in strings) at about 3× its speed;
+	// this scan is on every relayed reply (docs/PERFORMANCE.md, tools/list).
+	if !jsontext.Value(m.Raw).IsValid(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)) {
 		return fault("the response is not valid JSON")
 	}
 	return nil
