@@ -3,8 +3,8 @@ package proxy
 import (
 	"context"
 	"errors"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -105,23 +105,14 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, corr string) (*s
 	return nil, false
 }
 
-// source names who opens a session, for its rate: the caller's identity when
-// server.identity_header is set and present, else the remote IP (an IPv6 client by its /64,
-// which one host usually owns whole).
+// source names who opens a session, for its rate (package source: the identity when
+// server.identity_header is set and present, else the remote IP or IPv6 /64).
 func (h *Handler) source(r *http.Request) string {
+	id := ""
 	if h.o.Identity != nil {
-		if id := h.o.Identity(r); id != "" {
-			return "id:" + id
-		}
+		id = h.o.Identity(r)
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
-		return "ip:" + ip.Mask(net.CIDRMask(64, 128)).String()
-	}
-	return "ip:" + host
+	return source.Of(r, id)
 }
 
 var pingBody = []byte(`{"jsonrpc":"2.0","id":"tollgate-session-check","method":"ping"}`)
