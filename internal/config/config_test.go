@@ -174,7 +174,7 @@ func TestDefaults(t *testing.T) {
 			ExecutionTimeout: Duration(5 * time.Minute),
 			SyncApproval:     "hold", HoldBudget: Duration(50 * time.Second), ReplayWindow: Duration(10 * time.Minute),
 			Store:  Store{Type: "auto"},
-			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingTotal: 10000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
+			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingPerSource: 1000, MaxPendingTotal: 10000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
 		},
 		Server: Server{
 			Listen: "127.0.0.1:7467", AdminListen: "127.0.0.1:7469", MaxBodyBytes: 4 << 20,

@@ -52,6 +52,7 @@ const (
 	DefaultStoreType    = StoreAuto
 
 	DefaultMaxPendingPerOwner       = 100
+	DefaultMaxPendingPerSource      = 1000
 	DefaultMaxPendingTotal          = 10000
 	DefaultMaxArgumentBytes   int64 = 1 << 20
 	DefaultMaxStoredBytes     int64 = 256 << 20
@@ -164,6 +165,7 @@ func (c *Config) applyDefaults(present map[string]int) {
 	dur(&t.ReplayWindow, "tasks.replay_window", DefaultReplayWindow)
 	str(&t.Store.Type, "tasks.store.type", DefaultStoreType)
 	num(&t.Quotas.MaxPendingPerOwner, "tasks.quotas.max_pending_per_owner", DefaultMaxPendingPerOwner)
+	num(&t.Quotas.MaxPendingPerSource, "tasks.quotas.max_pending_per_source", DefaultMaxPendingPerSource)
 	num(&t.Quotas.MaxPendingTotal, "tasks.quotas.max_pending_total", DefaultMaxPendingTotal)
 	i64(&t.Quotas.MaxArgumentBytes, "tasks.quotas.max_argument_bytes", DefaultMaxArgumentBytes)
 	i64(&t.Quotas.MaxStoredBytes, "tasks.quotas.max_stored_bytes", DefaultMaxStoredBytes)

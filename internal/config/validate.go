@@ -327,6 +327,9 @@ func (v *validator) tasks() {
 	if q.MaxPendingPerOwner <= 0 {
 		v.add("tasks.quotas.max_pending_per_owner", "must be > 0")
 	}
+	if q.MaxPendingPerSource <= 0 {
+		v.add("tasks.quotas.max_pending_per_source", "must be > 0")
+	}
 	if q.MaxPendingTotal <= 0 {
 		v.add("tasks.quotas.max_pending_total", "must be > 0")
 	}

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,17 +16,14 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/source"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // This file serves protocol 2026-07-28 (the "modern" era) on the same endpoint as the legacy
 // one: server/discover, the header checks' consequences, governance of tools/call, and the
 // tasks extension (SEP-2663) for Tollgate's own tasks. Requests reach it after
 // era.Classify accepted them.
-
-// anonymousOwner owns modern tasks of callers with neither an identity header nor an
-// Authorization credential: the unguessable task id (tg_ + UUIDv4) is then the capability
-// (tasks extension "Security Considerations": task ids MAY be bearer tokens).
-const anonymousOwner = "capability"
 
 // defaultOwnerKey keys the credential hash when TOLLGATE_OWNER_HASH_KEY is not set: the hash is
 // then salted but not secret.
@@ -53,7 +49,8 @@ func (g *Gateway) registerModern(r *Router) {
 
 // modernOwner is the owner of a modern caller's tasks: the identity from
 // server.identity_header, else a keyed hash of its Authorization credential (the credential
-// itself is never stored or logged), else anonymousOwner.
+// itself is never stored or logged), else tasks.Anonymous: each task such a caller creates is
+// then its own owner, reachable only through its unguessable id (package tasks, owner.go).
 func (g *Gateway) modernOwner(x *Exchange) string {
 	if x.Subject != "" {
 		return "user:" + x.Subject
@@ -61,7 +58,7 @@ func (g *Gateway) modernOwner(x *Exchange) string {
 	if cred := strings.TrimSpace(x.HTTP.Header.Get("Authorization")); cred != "" {
 		return "auth:" + g.credentialHash(cred)
 	}
-	return anonymousOwner
+	return tasks.Anonymous
 }
 
 func (g *Gateway) credentialHash(cred string) string {
@@ -75,16 +72,12 @@ func (g *Gateway) credentialHash(cred string) string {
 }
 
 // rateKey is who a modern call counts against for server.rate_limit: the owner, or for
-// anonymous callers their network address (they share one task owner, not one budget).
+// anonymous callers their source (address or IPv6 /64).
 func rateKey(x *Exchange, owner string) string {
-	if owner != anonymousOwner {
+	if owner != tasks.Anonymous {
 		return owner
 	}
-	host, _, err := net.SplitHostPort(x.HTTP.RemoteAddr)
-	if err != nil {
-		host = x.HTTP.RemoteAddr
-	}
-	return "addr:" + host
+	return source.Of(x.HTTP, "")
 }
 
 // modernReply answers with a result Tollgate made, marked resultType "complete" (spec

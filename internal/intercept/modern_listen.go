@@ -97,7 +97,7 @@ func (g *Gateway) OnModernTaskChange(tr tasks.Transition) {
 	}
 	t := tr.Task
 	params := t.StatusNotification(g.inputRequests(t))
-	g.modern.listen.publish(func(ls *listener) bool { return ls.owner == t.Owner && ls.tasks[t.ID] }, note{method: "notifications/tasks", params: params})
+	g.modern.listen.publish(func(ls *listener) bool { return tasks.MayAccess(ls.owner, t.Owner) && ls.tasks[t.ID] }, note{method: "notifications/tasks", params: params})
 }
 
 type listenFilter struct {

@@ -174,7 +174,7 @@ func (g *Gateway) modernTaskID(ctx context.Context, x *Exchange, own string) (st
 	if strings.HasPrefix(id, tasks.IDPrefix) {
 		return id, nil
 	}
-	if own != anonymousOwner {
+	if own != tasks.Anonymous {
 		// Upstream task ids are bound to the caller that created them; an unknown one is not
 		// this caller's.
 		r := modernError(x, notFound(id))

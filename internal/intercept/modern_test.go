@@ -213,7 +213,7 @@ func TestModernOwner(t *testing.T) {
 	if a == owner("Authorization", "Bearer s3cret") {
 		t.Error("TOLLGATE_OWNER_HASH_KEY does not key the hash")
 	}
-	if got := owner(); got != anonymousOwner {
+	if got := owner(); got != tasks.Anonymous {
 		t.Errorf("anonymous: %q", got)
 	}
 }

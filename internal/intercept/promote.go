@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -25,7 +26,7 @@ func (g *Gateway) promotion(after, ttl, execLimit time.Duration, p callParams) *
 		// rule already forwarded the call) and promoted: its execution waits for the
 		// in-flight answer, registered before the task starts.
 		t, err := g.d.Tasks.Create(context.WithoutCancel(x.HTTP.Context()), tasks.CreateRequest{
-			Owner: owner(x), SessionID: x.Session.ID, Tool: p.Name, Arguments: p.Arguments,
+			Owner: owner(x), Source: source.Of(x.HTTP, x.Subject), SessionID: x.Session.ID, Tool: p.Name, Arguments: p.Arguments,
 			Headers: execution.CaptureHeaders(x.HTTP.Header), TTL: ttl, Accelerated: true, Promoted: true, DeferStart: true,
 		})
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -241,16 +242,21 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 	if wf, ok := g.d.Snapshots.Workflow(workflow); ok && !accelerated {
 		ask = wf.Destination.Type == config.DestinationElicitation
 	}
+	if ask && owner(x) == tasks.Anonymous {
+		// The requester's answer decides the call: with no identity and no credential, the
+		// task id alone would be the approval, and anyone holding it could give it.
+		return nil, false, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "IdentityRequired", fmt.Sprintf(
+			"Calls to tool %q are approved by the caller itself (workflow %q, destination elicitation), which needs an identified caller: send an Authorization credential or the configured identity header", p.Name, workflow),
+			"tool", p.Name, "workflow", workflow)
+	}
 	req := tasks.CreateRequest{
-		Owner: owner(x), RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
+		Owner: owner(x), Source: source.Of(x.HTTP, x.Subject), RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
 		Headers: execution.CaptureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
 		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
 	}
 	if x.Modern != nil {
 		// No session: executed as a 2026-07-28 request with the caller's _meta.
 		req.Era, req.Meta = tasks.EraModern, executionMeta(jsonrpc.Member(x.Msg.Params, "_meta"))
-		// Anonymous callers share one owner; a retry must not attach to another's approval.
-		retry = retry && req.Owner != anonymousOwner
 	} else {
 		req.SessionID = x.Session.ID
 	}

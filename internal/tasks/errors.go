@@ -46,13 +46,15 @@ func capacityError(qe *store.QuotaError) *jsonrpc.Error {
 	var msg string
 	switch qe.Limit {
 	case "max_pending_per_owner":
-		msg = fmt.Sprintf("CapacityExceeded: this caller already has %d pending tasks (limit %d); wait for some to finish or cancel them", qe.Current, qe.Max)
+		msg = fmt.Sprintf("CapacityExceeded: this caller already has %d pending tasks (limit %d, tasks.quotas.max_pending_per_owner); wait for some to finish or cancel them", qe.Current, qe.Max)
+	case "max_pending_per_source":
+		msg = fmt.Sprintf("CapacityExceeded: callers from this source (identity, else network address) already have %d pending tasks (limit %d, tasks.quotas.max_pending_per_source); wait for some to finish or cancel them", qe.Current, qe.Max)
 	case "max_pending_total":
-		msg = fmt.Sprintf("CapacityExceeded: Tollgate holds %d pending tasks (limit %d); try again later", qe.Current, qe.Max)
+		msg = fmt.Sprintf("CapacityExceeded: Tollgate holds %d pending tasks from all callers (limit %d, tasks.quotas.max_pending_total); try again later", qe.Current, qe.Max)
 	case "max_argument_bytes":
-		msg = fmt.Sprintf("CapacityExceeded: tool arguments are %d bytes, the limit for a task is %d", qe.Current, qe.Max)
+		msg = fmt.Sprintf("CapacityExceeded: tool arguments are %d bytes, the limit for a task is %d (tasks.quotas.max_argument_bytes)", qe.Current, qe.Max)
 	default:
-		msg = fmt.Sprintf("CapacityExceeded: pending tasks' arguments would exceed %d bytes; try again later", qe.Max)
+		msg = fmt.Sprintf("CapacityExceeded: pending tasks' arguments from all callers would exceed %d bytes (tasks.quotas.max_stored_bytes); try again later", qe.Max)
 	}
 	return jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "CapacityExceeded", msg, "limit", qe.Limit, "max", qe.Max)
 }

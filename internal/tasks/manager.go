@@ -68,14 +68,17 @@ const (
 
 // CreateRequest describes a held (or accelerated) tool call.
 type CreateRequest struct {
-	Owner, SessionID, RequestedBy, Tool string
-	Arguments                           json.RawMessage
-	Headers                             http.Header
-	TTL                                 time.Duration // 0 = default; above max = clamped (caller logs the WARN)
-	Workflow                            string
-	Accelerated                         bool
-	Promoted                            bool // see Task.Promoted; set with Accelerated
-	AskRequester                        bool // the approval is asked of the requester (elicitation)
+	// Owner is the caller's owner (Anonymous for an anonymous 2026-07-28 caller: the task
+	// then gets an owner of its own); Source is who sent the call (package source), counted
+	// by tasks.quotas.max_pending_per_source.
+	Owner, Source, SessionID, RequestedBy, Tool string
+	Arguments                                   json.RawMessage
+	Headers                                     http.Header
+	TTL                                         time.Duration // 0 = default; above max = clamped (caller logs the WARN)
+	Workflow                                    string
+	Accelerated                                 bool
+	Promoted                                    bool // see Task.Promoted; set with Accelerated
+	AskRequester                                bool // the approval is asked of the requester (elicitation)
 	// DeferStart leaves an accelerated task Approved until Start is called (the caller first
 	// hands the task id to the client).
 	DeferStart bool
@@ -244,14 +247,15 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	}
 	ttl = min(ttl, m.opts.MaxTTL)
 	t := &Task{
-		ID: NewID(), Owner: req.Owner, SessionID: req.SessionID, RequestedBy: req.RequestedBy,
+		ID: NewID(), Source: req.Source, SessionID: req.SessionID, RequestedBy: req.RequestedBy,
 		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: m.argsHash(req.Tool, req.Arguments),
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated, Promoted: req.Promoted,
 		AskRequester: req.AskRequester && !req.Accelerated,
 		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
 		Replica: m.opts.Replica, Era: req.Era, Meta: req.Meta,
 	}
-	if keyed {
+	t.Owner = ownerOf(req.Owner, t.ID)
+	if keyed && req.Owner != Anonymous { // an anonymous call has no one to retry as
 		t.IdemKey = IdempotencyKey(t.Owner, t.ArgsHash)
 	}
 	if req.Accelerated {
@@ -282,7 +286,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	}
 	q := m.opts.Quotas
 	stored, attached, err := m.st.CreateOrAttach(ctx, rec, store.Limits{
-		MaxPendingPerOwner: q.MaxPendingPerOwner, MaxPendingTotal: q.MaxPendingTotal,
+		MaxPendingPerOwner: q.MaxPendingPerOwner, MaxPendingPerSource: q.MaxPendingPerSource, MaxPendingTotal: q.MaxPendingTotal,
 		MaxArgBytes: q.MaxArgumentBytes, MaxStoredBytes: q.MaxStoredBytes,
 	}, now)
 	if err != nil {
@@ -570,7 +574,7 @@ func (m *Manager) getOwned(ctx context.Context, owner, id string, hideExpired bo
 	if err != nil {
 		return nil, err
 	}
-	if t.Owner != owner {
+	if !MayAccess(owner, t.Owner) {
 		return nil, ErrNotFound
 	}
 	t = m.settle(ctx, t)
@@ -585,8 +589,8 @@ func (m *Manager) list(ctx context.Context, owner string, ownerView bool, f Filt
 	for _, s := range f.States {
 		sf.States = append(sf.States, string(s))
 	}
-	if ownerView && owner == "" {
-		return nil, nil
+	if ownerView && (owner == "" || owner == Anonymous) {
+		return nil, nil // anonymous tasks are reachable by id only, never listed
 	}
 	recs, err := m.st.List(ctx, sf)
 	if err != nil {

@@ -839,3 +839,31 @@ func TestCreateRefusesUnknownSession(t *testing.T) {
 		t.Errorf("%d tasks stored, want 2 (nothing for the unknown session)", len(ts))
 	}
 }
+
+// TestAnonymousOwners: each task of an anonymous caller is its own owner: never listed, not
+// counted against one shared per-owner quota, reachable by id by an anonymous caller only.
+func TestAnonymousOwners(t *testing.T) {
+	e := newEnv(t, nil, func(o *Options, _ *fakeExec) { o.Quotas = config.Quotas{MaxPendingPerOwner: 1} })
+	a := e.create(t, Anonymous)
+	b := e.create(t, Anonymous) // a shared owner would hit max_pending_per_owner here
+	if a.Owner == b.Owner || !IsAnonymous(a.Owner) || !IsAnonymous(b.Owner) {
+		t.Fatalf("owners %q and %q: want two distinct anonymous owners", a.Owner, b.Owner)
+	}
+	if l, err := e.m.List(bg, Anonymous, Filter{IncludeFinished: true}); err != nil || len(l) != 0 {
+		t.Errorf("List(Anonymous) = %d tasks, %v; want none", len(l), err)
+	}
+	if l, _ := e.m.List(bg, a.Owner, Filter{}); len(l) != 1 {
+		t.Errorf("List of the task's own owner = %d tasks", len(l))
+	}
+	if _, err := e.m.Get(bg, Anonymous, a.ID); err != nil {
+		t.Errorf("anonymous Get by id: %v", err)
+	}
+	for _, other := range []string{"auth:abc", "user:alice", "sess:x"} {
+		if _, err := e.m.Get(bg, other, a.ID); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Get by %s: err = %v, want ErrNotFound", other, err)
+		}
+	}
+	if _, attached, err := e.m.CreateOrAttach(bg, CreateRequest{Owner: Anonymous, Tool: "t", Arguments: a.Arguments}); err == nil && attached {
+		t.Error("an anonymous retry attached to another anonymous caller's task")
+	}
+}

@@ -45,8 +45,10 @@ const legacyPromotionHeader = "X-Tollgate-Promotion"
 
 // Task is one Tollgate-owned task. Arguments and Headers are never logged.
 type Task struct {
-	ID          string          `json:"id"`
-	Owner       string          `json:"owner"`
+	ID    string `json:"id"`
+	Owner string `json:"owner"`
+	// Source is who created the task (package source), for the per-source pending quota.
+	Source      string          `json:"source,omitempty"`
 	SessionID   string          `json:"session_id"`
 	RequestedBy string          `json:"requested_by,omitzero"`
 	Tool        string          `json:"tool"`
@@ -200,7 +202,7 @@ func encodeTask(t *Task) (store.Record, error) {
 		return store.Record{}, err
 	}
 	return store.Record{
-		ID: t.ID, Owner: t.Owner, State: string(t.State), Pending: !t.State.Terminal(),
+		ID: t.ID, Owner: t.Owner, Source: t.Source, State: string(t.State), Pending: !t.State.Terminal(),
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt(), ArgBytes: int64(len(t.Arguments)),
 		Version: t.Version, Data: b, Key: t.IdemKey,
 	}, nil

@@ -23,6 +23,7 @@ type modernClient struct {
 	hdr   http.Header // extra headers (Authorization, identity)
 	tasks bool        // declare the io.modelcontextprotocol/tasks extension
 	caps  map[string]any
+	http  *http.Client // nil = testkit.HTTPClient
 }
 
 func (c *modernClient) meta() map[string]any {
@@ -69,7 +70,7 @@ func (c *modernClient) do(id int, method string, params map[string]any, override
 			h.Set(k, v)
 		}
 	}
-	r := &testkit.RPC{T: c.t, URL: c.url, Header: h}
+	r := &testkit.RPC{T: c.t, URL: c.url, Header: h, Client: c.http}
 	return r.Post(string(b))
 }
 

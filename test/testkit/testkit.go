@@ -203,6 +203,7 @@ type RPC struct {
 	URL     string
 	Session string      // Mcp-Session-Id, set by Initialize
 	Header  http.Header // extra headers on every request
+	Client  *http.Client // nil = HTTPClient
 }
 
 // Reply is one raw HTTP answer.
@@ -238,7 +239,11 @@ func (c *RPC) TryPost(body string) (Reply, error) {
 	for k, v := range c.Header {
 		req.Header[k] = v
 	}
-	resp, err := HTTPClient.Do(req)
+	hc := c.Client
+	if hc == nil {
+		hc = HTTPClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return Reply{}, err
 	}

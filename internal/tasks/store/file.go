@@ -30,6 +30,7 @@ var _ Store = (*File)(nil)
 type fileRecord struct {
 	ID        string    `json:"id"`
 	Owner     string    `json:"owner"`
+	Source    string    `json:"source,omitempty"`
 	State     string    `json:"state"`
 	Pending   bool      `json:"pending"`
 	CreatedAt time.Time `json:"created_at"`

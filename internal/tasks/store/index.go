@@ -12,12 +12,15 @@ type index struct {
 	recs         map[string]Record
 	keys         map[string]string // idempotency key → id of the record created last with it
 	pendingOwner map[string]int
-	pendingTotal int
-	pendingBytes int64
+	// pendingSource counts pending records by non-empty Source.
+	pendingSource map[string]int
+	pendingTotal  int
+	pendingBytes  int64
 }
 
 func newIndex() *index {
-	return &index{recs: make(map[string]Record), keys: make(map[string]string), pendingOwner: make(map[string]int)}
+	return &index{recs: make(map[string]Record), keys: make(map[string]string), pendingOwner: make(map[string]int),
+		pendingSource: make(map[string]int)}
 }
 
 // attached returns the record to attach to for key at now, if any.
@@ -51,16 +54,24 @@ func (ix *index) checkCreate(rec Record, lim Limits) error {
 	if !rec.Pending {
 		return nil
 	}
-	return checkLimits(lim, rec.ArgBytes, int64(ix.pendingOwner[rec.Owner]), int64(ix.pendingTotal), ix.pendingBytes)
+	src := int64(-1)
+	if rec.Source != "" {
+		src = int64(ix.pendingSource[rec.Source])
+	}
+	return checkLimits(lim, rec.ArgBytes, int64(ix.pendingOwner[rec.Owner]), src, int64(ix.pendingTotal), ix.pendingBytes)
 }
 
-// checkLimits is shared by every backend so they report the same limit names in the same order.
-func checkLimits(lim Limits, argBytes, owner, total, bytes int64) error {
+// checkLimits is shared by every backend so they report the same limit names in the same order:
+// the narrowest bound first, so the error names the limit this caller hit rather than one
+// everybody shares. source is -1 for a record without a source.
+func checkLimits(lim Limits, argBytes, owner, source, total, bytes int64) error {
 	switch {
 	case lim.MaxArgBytes > 0 && argBytes > lim.MaxArgBytes:
 		return &QuotaError{Limit: "max_argument_bytes", Current: argBytes, Max: lim.MaxArgBytes}
 	case lim.MaxPendingPerOwner > 0 && owner >= int64(lim.MaxPendingPerOwner):
 		return &QuotaError{Limit: "max_pending_per_owner", Current: owner, Max: int64(lim.MaxPendingPerOwner)}
+	case lim.MaxPendingPerSource > 0 && source >= int64(lim.MaxPendingPerSource):
+		return &QuotaError{Limit: "max_pending_per_source", Current: source, Max: int64(lim.MaxPendingPerSource)}
 	case lim.MaxPendingTotal > 0 && total >= int64(lim.MaxPendingTotal):
 		return &QuotaError{Limit: "max_pending_total", Current: total, Max: int64(lim.MaxPendingTotal)}
 	case lim.MaxStoredBytes > 0 && bytes+argBytes > lim.MaxStoredBytes:
@@ -78,7 +89,7 @@ func (ix *index) checkUpdate(rec Record, expect uint64) (Record, error) {
 	if old.Version != expect {
 		return Record{}, ErrVersionConflict
 	}
-	rec.Owner, rec.CreatedAt, rec.Key = old.Owner, old.CreatedAt, old.Key
+	rec.Owner, rec.Source, rec.CreatedAt, rec.Key = old.Owner, old.Source, old.CreatedAt, old.Key
 	rec.Version = expect + 1
 	return rec, nil
 }
@@ -90,6 +101,9 @@ func (ix *index) put(rec Record) {
 	ix.recs[rec.ID] = rec
 	if rec.Pending {
 		ix.pendingOwner[rec.Owner]++
+		if rec.Source != "" {
+			ix.pendingSource[rec.Source]++
+		}
 		ix.pendingTotal++
 		ix.pendingBytes += rec.ArgBytes
 	}
@@ -113,6 +127,11 @@ func (ix *index) remove(id string) {
 	if old.Pending {
 		if ix.pendingOwner[old.Owner]--; ix.pendingOwner[old.Owner] <= 0 {
 			delete(ix.pendingOwner, old.Owner)
+		}
+		if old.Source != "" {
+			if ix.pendingSource[old.Source]--; ix.pendingSource[old.Source] <= 0 {
+				delete(ix.pendingSource, old.Source)
+			}
 		}
 		ix.pendingTotal--
 		ix.pendingBytes -= old.ArgBytes

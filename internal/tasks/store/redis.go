@@ -121,6 +121,8 @@ local function ms(x) return string.format('%d', x) end
 local function unpend(id, owner)
   if redis.call('ZREM', P .. 'pending', id) == 1 then
     redis.call('ZREM', P .. 'p:' .. owner, id)
+    local src = redis.call('HGET', P .. 'source', id)
+    if src then redis.call('ZREM', P .. 'ps:' .. src, id) end
     local b = redis.call('HGET', P .. 'pbytes', id)
     redis.call('HDEL', P .. 'pbytes', id)
     if b and redis.call('DECRBY', P .. 'pbytes_total', b) == 0 then redis.call('DEL', P .. 'pbytes_total') end
@@ -135,6 +137,7 @@ local function forget(id)
     redis.call('ZREM', P .. 'o:' .. owner, id)
     redis.call('HDEL', P .. 'owner', id)
   end
+  redis.call('HDEL', P .. 'source', id)
   redis.call('ZREM', P .. 'ids', id)
   redis.call('DEL', P .. 't:' .. id)
 end
@@ -143,8 +146,9 @@ local function prune(now)
   local ids = redis.call('ZRANGEBYSCORE', P .. 'ids', '-inf', ms(now), 'LIMIT', 0, 500)
   for _, id in ipairs(ids) do forget(id) end
 end
-local function index(id, owner, pending, bytes, deadline, key)
+local function index(id, owner, source, pending, bytes, deadline, key)
   local d = ms(deadline)
+  if source and source ~= '' then redis.call('HSET', P .. 'source', id, source) end
   if key and key ~= '' and redis.call('GET', P .. 'k:' .. key) == id then redis.call('PEXPIREAT', P .. 'k:' .. key, d) end
   redis.call('ZADD', P .. 'ids', d, id)
   redis.call('ZADD', P .. 'o:' .. owner, d, id)
@@ -152,6 +156,7 @@ local function index(id, owner, pending, bytes, deadline, key)
   if pending then
     redis.call('ZADD', P .. 'pending', d, id)
     redis.call('ZADD', P .. 'p:' .. owner, d, id)
+    if source and source ~= '' then redis.call('ZADD', P .. 'ps:' .. source, d, id) end
     redis.call('HSET', P .. 'pbytes', id, bytes)
     redis.call('INCRBY', P .. 'pbytes_total', bytes)
   end
@@ -161,11 +166,12 @@ end
 
 // Create ARGV: 2 id, 3 owner, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
 // 8-11 limits (per owner, total, arg bytes, stored bytes), 12 state, 13 created, 14 expires,
-// 15 data, 16 idempotency key ("" = none), 17 the caller's now in ms (for the key's record).
+// 15 data, 16 idempotency key ("" = none), 17 the caller's now in ms (for the key's record),
+// 18 source ("" = none), 19 limit per source.
 var redisCreate = redis.NewScript(luaCommon + `
 local now = nowms()
 prune(now)
-local id, owner, ikey = ARGV[2], ARGV[3], ARGV[16]
+local id, owner, ikey, source = ARGV[2], ARGV[3], ARGV[16], ARGV[18]
 if ikey ~= '' then
   local cur = redis.call('GET', P .. 'k:' .. ikey)
   if cur then
@@ -180,17 +186,19 @@ local pending = ARGV[4] == '1'
 if pending then
   local bytes = tonumber(ARGV[5])
   local o = redis.call('ZCARD', P .. 'p:' .. owner)
+  local s = -1
+  if source ~= '' then s = redis.call('ZCARD', P .. 'ps:' .. source) end
   local t = redis.call('ZCARD', P .. 'pending')
   local b = tonumber(redis.call('GET', P .. 'pbytes_total') or '0')
-  local maxO, maxT, maxA, maxS = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-  if (maxA > 0 and bytes > maxA) or (maxO > 0 and o >= maxO) or (maxT > 0 and t >= maxT) or (maxS > 0 and b + bytes > maxS) then
-    return {'quota', o, t, b}
+  local maxO, maxT, maxA, maxS, maxSrc = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[19])
+  if (maxA > 0 and bytes > maxA) or (maxO > 0 and o >= maxO) or (maxSrc > 0 and s >= maxSrc) or (maxT > 0 and t >= maxT) or (maxS > 0 and b + bytes > maxS) then
+    return {'quota', o, s, t, b}
   end
 end
-redis.call('HSET', key, 'owner', owner, 'state', ARGV[12], 'pending', ARGV[4], 'created_at', ARGV[13],
+redis.call('HSET', key, 'owner', owner, 'source', source, 'state', ARGV[12], 'pending', ARGV[4], 'created_at', ARGV[13],
   'expires_at', ARGV[14], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'version', '1', 'data', ARGV[15], 'key', ikey)
 if ikey ~= '' then redis.call('SET', P .. 'k:' .. ikey, id) end
-index(id, owner, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), ikey)
+index(id, owner, source, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), ikey)
 return {'ok'}
 `)
 
@@ -200,15 +208,15 @@ var redisUpdate = redis.NewScript(luaCommon + `
 local now = nowms()
 local id = ARGV[2]
 local key = P .. 't:' .. id
-local cur = redis.call('HMGET', key, 'version', 'owner', 'created_at', 'key')
+local cur = redis.call('HMGET', key, 'version', 'owner', 'created_at', 'key', 'source')
 if not cur[1] then return {'notfound'} end
 if cur[1] ~= ARGV[3] then return {'conflict'} end
 local owner = cur[2]
 unpend(id, owner)
 redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'data', ARGV[10])
 local v = redis.call('HINCRBY', key, 'version', 1)
-index(id, owner, ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), cur[4])
-return {'ok', owner, cur[3], v, cur[4] or ''}
+index(id, owner, cur[5], ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), cur[4])
+return {'ok', owner, cur[3], v, cur[4] or '', cur[5] or ''}
 `)
 
 // Delete ARGV: 2 id.
@@ -298,7 +306,7 @@ func (r *Redis) create(ctx context.Context, rec Record, lim Limits, now time.Tim
 	res, err := redisCreate.Run(ctx, r.client, nil,
 		r.prefix, rec.ID, rec.Owner, redisFlag(rec.Pending), rec.ArgBytes, unixMs(rec.ExpiresAt), r.margin.Milliseconds(),
 		lim.MaxPendingPerOwner, lim.MaxPendingTotal, lim.MaxArgBytes, lim.MaxStoredBytes,
-		rec.State, created, expires, rec.Data, rec.Key, unixMs(now)).Slice()
+		rec.State, created, expires, rec.Data, rec.Key, unixMs(now), rec.Source, lim.MaxPendingPerSource).Slice()
 	if err != nil {
 		return Record{}, "", r.wrap("create", rec.ID, err)
 	}
@@ -314,9 +322,9 @@ func (r *Redis) create(ctx context.Context, rec Record, lim Limits, now time.Tim
 	case "exists":
 		return Record{}, "", ErrExists
 	case "quota":
-		if len(res) == 4 {
-			o, t, b := redisInt(res[1]), redisInt(res[2]), redisInt(res[3])
-			if qe := checkLimits(lim, rec.ArgBytes, o, t, b); qe != nil {
+		if len(res) == 5 {
+			o, src, t, b := redisInt(res[1]), redisInt(res[2]), redisInt(res[3]), redisInt(res[4])
+			if qe := checkLimits(lim, rec.ArgBytes, o, src, t, b); qe != nil {
 				return Record{}, "", qe
 			}
 		}
@@ -364,7 +372,7 @@ func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, 
 	case "conflict":
 		return Record{}, ErrVersionConflict
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return Record{}, fmt.Errorf("redis task store: update task %s: unexpected script reply %v", rec.ID, res)
 	}
 	owner, _ := res[1].(string)
@@ -374,6 +382,7 @@ func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, 
 	}
 	rec.Owner = owner
 	rec.Key, _ = res[4].(string)
+	rec.Source, _ = res[5].(string)
 	rec.Version = uint64(redisInt(res[3]))
 	rec.Data = slices.Clone(rec.Data)
 	return rec, nil
@@ -469,7 +478,7 @@ func (r *Redis) Close() error {
 }
 
 func decodeRedis(id string, m map[string]string) (Record, error) {
-	rec := Record{ID: id, Owner: m["owner"], State: m["state"], Pending: m["pending"] == "1", Data: []byte(m["data"]), Key: m["key"]}
+	rec := Record{ID: id, Owner: m["owner"], Source: m["source"], State: m["state"], Pending: m["pending"] == "1", Data: []byte(m["data"]), Key: m["key"]}
 	var err error
 	if rec.ArgBytes, err = strconv.ParseInt(m["arg_bytes"], 10, 64); err != nil {
 		return Record{}, fmt.Errorf("redis task store: task %s: arg_bytes: %w", id, err)

@@ -23,8 +23,11 @@ var (
 
 // Record is one stored task.
 type Record struct {
-	ID        string
-	Owner     string
+	ID    string
+	Owner string
+	// Source is who created the record (package source: identity, address or IPv6 /64), for
+	// the per-source pending quota; "" counts towards no source. Kept by Update like Owner.
+	Source    string
 	State     string // internal state name; indexed for listing
 	Pending   bool   // not terminal: counts towards the pending quotas
 	CreatedAt time.Time
@@ -39,15 +42,16 @@ type Record struct {
 
 // Limits are checked atomically with the insert in Create; a zero field means unlimited.
 type Limits struct {
-	MaxPendingPerOwner int
-	MaxPendingTotal    int
-	MaxArgBytes        int64 // one task's ArgBytes
-	MaxStoredBytes     int64 // sum of ArgBytes over pending tasks
+	MaxPendingPerOwner  int
+	MaxPendingPerSource int // pending records with the same non-empty Source
+	MaxPendingTotal     int
+	MaxArgBytes         int64 // one task's ArgBytes
+	MaxStoredBytes      int64 // sum of ArgBytes over pending tasks
 }
 
 // QuotaError is returned by Create when a limit would be exceeded; nothing is stored then.
 type QuotaError struct {
-	Limit   string // max_pending_per_owner | max_pending_total | max_argument_bytes | max_stored_bytes
+	Limit   string // max_pending_per_owner | max_pending_per_source | max_pending_total | max_argument_bytes | max_stored_bytes
 	Current int64  // value before this task
 	Max     int64
 }
@@ -86,7 +90,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (Record, error)
 	// Update replaces the record with rec.ID if its version is still expectVersion and returns
 	// the stored record (Version expectVersion+1); else ErrVersionConflict or ErrNotFound.
-	// Owner, CreatedAt and Key are kept from the stored record.
+	// Owner, Source, CreatedAt and Key are kept from the stored record.
 	Update(ctx context.Context, rec Record, expectVersion uint64) (Record, error)
 	// Delete removes the record; deleting a missing id is not an error.
 	Delete(ctx context.Context, id string) error

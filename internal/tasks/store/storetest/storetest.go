@@ -201,6 +201,63 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 	})
 
+	t.Run("QuotaPerSource", func(t *testing.T) {
+		// One source with many owners (random credentials, many sessions) fills its own share
+		// only; another source, and records without a source, can still create.
+		lim := store.Limits{MaxPendingPerOwner: 1, MaxPendingPerSource: 2, MaxPendingTotal: 10}
+		from := func(id, owner, source string, n int) store.Record {
+			r := rec(id, owner, n, true, 1)
+			r.Source = source
+			return r
+		}
+		tests := []struct {
+			r         store.Record
+			wantLimit string
+		}{
+			{from("1", "o1", "ip:192.0.2.1", 1), ""},
+			{from("2", "o2", "ip:192.0.2.1", 2), ""},
+			{from("3", "o3", "ip:192.0.2.1", 3), "max_pending_per_source"},
+			{from("4", "o3", "ip:192.0.2.2", 4), ""},
+			{from("5", "o3", "ip:192.0.2.2", 5), "max_pending_per_owner"}, // the narrower bound is named
+			{from("6", "o4", "", 6), ""},
+		}
+		st := newStore(t)
+		for _, tc := range tests {
+			_, err := st.Create(ctx, tc.r, lim)
+			var qe *store.QuotaError
+			switch {
+			case tc.wantLimit == "" && err != nil:
+				t.Errorf("task %s: unexpected err %v", tc.r.ID, err)
+			case tc.wantLimit != "" && (!errors.As(err, &qe) || qe.Limit != tc.wantLimit):
+				t.Errorf("task %s: err = %v, want quota %s", tc.r.ID, err, tc.wantLimit)
+			}
+		}
+		// Source is kept by Update, and a finished record frees its source's share.
+		r, err := st.Get(ctx, "1")
+		if err != nil || r.Source != "ip:192.0.2.1" {
+			t.Fatalf("Get: source %q, err %v", r.Source, err)
+		}
+		r.Pending, r.State, r.Source = false, "completed", "ip:forged"
+		got, err := st.Update(ctx, r, r.Version)
+		if err != nil || got.Source != "ip:192.0.2.1" {
+			t.Fatalf("Update: source %q, err %v", got.Source, err)
+		}
+		if _, err := st.Create(ctx, from("7", "o7", "ip:192.0.2.1", 7), lim); err != nil {
+			t.Errorf("Create after the source's task finished: %v", err)
+		}
+		var qe *store.QuotaError
+		if _, err := st.Create(ctx, from("8", "o8", "ip:192.0.2.1", 8), lim); !errors.As(err, &qe) || qe.Limit != "max_pending_per_source" || qe.Current != 2 {
+			t.Errorf("third pending task of the source: err = %v", err)
+		}
+		// Deleting a pending record frees its share too.
+		if err := st.Delete(ctx, "2"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Create(ctx, from("9", "o9", "ip:192.0.2.1", 9), lim); err != nil {
+			t.Errorf("Create after the source's task was deleted: %v", err)
+		}
+	})
+
 	t.Run("ConcurrentCAS", func(t *testing.T) {
 		st := newStore(t)
 		if _, err := st.Create(ctx, rec("a", "alice", 1, true, 1), store.Limits{}); err != nil {

@@ -36,6 +36,7 @@ tasks:
   store: {type: memory}   # measured as before the file store became the default
   quotas:
     max_pending_per_owner: 50000
+    max_pending_per_source: 50000
     max_pending_total: 50000
 audit:
   path: %s
