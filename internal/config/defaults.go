@@ -51,11 +51,11 @@ const (
 	DefaultReplayWindow = 10 * time.Minute
 	DefaultStoreType    = StoreAuto
 
-	DefaultMaxPendingPerOwner       = 100
-	DefaultMaxPendingPerSource      = 1000
-	DefaultMaxPendingTotal          = 10000
-	DefaultMaxArgumentBytes   int64 = 1 << 20
-	DefaultMaxStoredBytes     int64 = 256 << 20
+	DefaultMaxPendingPerOwner        = 100
+	DefaultMaxPendingPerSource       = 1000
+	DefaultMaxPendingTotal           = 10000
+	DefaultMaxArgumentBytes    int64 = 1 << 20
+	DefaultMaxStoredBytes      int64 = 256 << 20
 
 	DefaultAction          = ActionForward
 	DefaultWorkflow        = "default"

@@ -147,13 +147,13 @@ type Store struct {
 
 // Quotas bound what callers can hold (docs/contract.md §3).
 type Quotas struct {
-	MaxPendingPerOwner int   `yaml:"max_pending_per_owner"` // default 100
+	MaxPendingPerOwner int `yaml:"max_pending_per_owner"` // default 100
 	// MaxPendingPerSource bounds one source (package source: identity header, else address or
 	// IPv6 /64), whatever owners it presents; default 1000.
-	MaxPendingPerSource int `yaml:"max_pending_per_source"`
-	MaxPendingTotal    int   `yaml:"max_pending_total"`     // default 10000
-	MaxArgumentBytes   int64 `yaml:"max_argument_bytes"`    // per task, default 1 MiB
-	MaxStoredBytes     int64 `yaml:"max_stored_bytes"`      // all pending tasks, default 256 MiB
+	MaxPendingPerSource int   `yaml:"max_pending_per_source"`
+	MaxPendingTotal     int   `yaml:"max_pending_total"`  // default 10000
+	MaxArgumentBytes    int64 `yaml:"max_argument_bytes"` // per task, default 1 MiB
+	MaxStoredBytes      int64 `yaml:"max_stored_bytes"`   // all pending tasks, default 256 MiB
 }
 
 // Server holds listener and transport settings (none of these can change on reload).

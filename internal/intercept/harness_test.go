@@ -42,7 +42,7 @@ governance:
     - {match: "drop_*", action: deny}
     - {match: "transfer_*", action: policy, policy_id: financial}
 cedar: {policies: [financial.cedar]}
-task_annotation_overrides: {force_required: [audit_log]}
+task_annotation_overrides: {force_required: [audit_log, delete_audit]}
 tasks: {default_ttl: 10m, max_ttl: 1h, sync_approval: error}
 `
 

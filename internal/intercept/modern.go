@@ -345,10 +345,38 @@ func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
 	g.ann.learn(learned, false)
 	if lastPage(result) && g.d.Tools != nil {
 		for _, d := range g.d.Tools.Definitions() {
-			kept = append(kept, d)
+			kept = append(kept, withoutTaskSupport(d))
 		}
 	}
 	return jsonrpc.Replace(result, "tools", jsonrpc.AppendArray(nil, kept))
+}
+
+// withoutTaskSupport drops execution.taskSupport (and an execution left empty) from one of
+// Tollgate's own tool definitions: protocol 2026-07-28 has no per-tool task support (the
+// tasks extension lets the server decide per call), as docs/eras.md says.
+func withoutTaskSupport(def json.RawMessage) json.RawMessage {
+	var tool map[string]json.RawMessage
+	if json.Unmarshal(def, &tool) != nil {
+		return def
+	}
+	var exec map[string]json.RawMessage
+	if json.Unmarshal(tool["execution"], &exec) != nil {
+		return def
+	}
+	delete(exec, "taskSupport")
+	delete(tool, "execution")
+	if len(exec) > 0 {
+		b, err := jsonrpc.Marshal(exec)
+		if err != nil {
+			return def
+		}
+		tool["execution"] = b
+	}
+	out, err := jsonrpc.Marshal(tool)
+	if err != nil {
+		return def
+	}
+	return out
 }
 
 // modernResourcesList and modernResourcesRead add Tollgate's diagrams resource as in the

@@ -58,14 +58,19 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 		// force_required: Tollgate runs the call as its own task (accelerated).
 		if !x.Modern.Tasks {
 			g.m.validation("required")
-			return modernError(x, era.MissingTasksCapability(fmt.Sprintf(
-				"Missing required client capability: tool %q runs as a task (task_annotation_overrides.force_required); declare the %s extension", p.Name, era.TasksExtension)))
+			return modernError(x, forceRequiredError(p.Name))
 		}
 		return g.modernCreate(ctx, x, p, "", true)
 	}
 	// approve
 	if x.Modern.Tasks {
 		return g.modernCreate(ctx, x, p, eff.Decision.Workflow, false)
+	}
+	if eff.Decision.ForceRequired {
+		// force_required means "only as a task" in both eras: a legacy client gets
+		// TaskRequired for the same call, so no fallback here either.
+		g.m.validation("required")
+		return modernError(x, forceRequiredError(p.Name))
 	}
 	if s.Config.Tasks.SyncApproval != config.SyncApprovalError {
 		// The configured fallback for clients without tasks, as in the legacy era (hold,
@@ -75,6 +80,13 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 	g.m.validation("required")
 	return modernError(x, era.MissingTasksCapability(fmt.Sprintf(
 		"Missing required client capability: calls to tool %q need human approval and run as a task; declare the %s extension (or set tasks.sync_approval)", p.Name, era.TasksExtension)))
+}
+
+// forceRequiredError refuses a call of a force_required tool from a client without the tasks
+// extension (the legacy era's TaskRequired).
+func forceRequiredError(tool string) *jsonrpc.Error {
+	return era.MissingTasksCapability(fmt.Sprintf(
+		"Missing required client capability: tool %q runs as a task (task_annotation_overrides.force_required); declare the %s extension", tool, era.TasksExtension))
 }
 
 // modernize gives a legacy-shaped answer the modern shape: resultType "complete" on results,

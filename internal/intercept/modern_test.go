@@ -82,6 +82,8 @@ func TestModernToolsCallGovernance(t *testing.T) {
 		{"approve without the extension, sync_approval promote", "delete_user", noCaps, "promote", "promoted"},
 		{"force_required with the extension is a tg_ task", "audit_log", tasksCaps, "error", "task"},
 		{"force_required without the extension is -32021", "audit_log", noCaps, "error", "missing"},
+		// As TaskRequired in 2025-11-25: force_required admits no hold fallback.
+		{"force_required behind an approve rule, without the extension, under hold, is -32021", "delete_audit", noCaps, "hold", "missing"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -424,5 +426,9 @@ func TestModernToolsListHidesReservedPrefix(t *testing.T) {
 	}
 	if names["read_file"] != 1 || names["tollgate_custom"] != 0 || names["tollgate_get_task"] != 1 || names["tollgate_await_activity"] != 1 {
 		t.Errorf("tools: %v", names)
+	}
+	// 2026-07-28 has no per-tool task support (docs/eras.md): Tollgate's own tools carry none.
+	if strings.Contains(string(out), "taskSupport") {
+		t.Errorf("a 2026-07-28 tools/list carries execution.taskSupport: %s", out)
 	}
 }
