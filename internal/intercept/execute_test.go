@@ -55,7 +55,7 @@ func TestBridgeReopensForgottenSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, e := NewBridge(uc, nil).bridgeCall(context.Background(), http.Header{}, jsonrpc.Request(json.RawMessage(`7`), "tools/call", json.RawMessage(`{"name":"x"}`)), nil)
+			m, e := NewBridge(uc, nil).bridgeCall(context.Background(), "user:a", http.Header{}, jsonrpc.Request(json.RawMessage(`7`), "tools/call", json.RawMessage(`{"name":"x"}`)), nil)
 			if e != nil || m == nil || m.Result == nil {
 				t.Fatalf("bridgeCall = %v, %v; want the result from the new session", m, e)
 			}

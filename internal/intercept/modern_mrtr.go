@@ -95,8 +95,13 @@ func (p *parking) closeAll() {
 }
 
 // Close ends the bridged calls parked for a client's next round, so a shutdown does not wait
-// for them.
-func (g *Gateway) Close() { g.modern.parked.closeAll() }
+// for them, and the upstream sessions held for bridged requests.
+func (g *Gateway) Close() {
+	g.modern.parked.closeAll()
+	if g.br != nil {
+		g.br.Close()
+	}
+}
 
 func (p *parking) take(tok, owner string) *parkedCall {
 	p.mu.Lock()
@@ -169,9 +174,11 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	pc := &parkedCall{owner: own, reqs: make(chan parkedRequest, 16), done: make(chan bridgeOutcome, 1),
 		cancel: cancel, pending: map[string]parkedRequest{}}
 	caps := x.Modern.Capabilities
-	captured, body := execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg)
+	captured, body, upOwner := execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg), bridgeOwner(x)
 	go func() {
-		msg, e := g.br.bridgeCall(ctx, captured, body, func(hdr http.Header, m *jsonrpc.Message) {
+		// The call keeps its upstream session (an anonymous caller's own) until it ends,
+		// parked rounds included.
+		msg, e := g.br.bridgeCall(ctx, upOwner, captured, body, func(hdr http.Header, m *jsonrpc.Message) {
 			c, known := inputCapability[m.Method]
 			if !known || jsonrpc.Member(caps, c) == nil {
 				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
