@@ -241,4 +241,3 @@ func toolTextAny(m map[string]any) string {
 	s, _ := c[0].(map[string]any)["text"].(string)
 	return s
 }
-
