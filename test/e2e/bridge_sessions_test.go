@@ -241,3 +241,29 @@ func toolTextAny(m map[string]any) string {
 	s, _ := c[0].(map[string]any)["text"].(string)
 	return s
 }
+
+// TestBridgeApprovedCallOnOwnersSession: an approved 2026-07-28 call in front of a legacy-only
+// upstream runs on its owner's upstream session: what it stored is there for the owner's
+// next request, and for no one else's.
+func TestBridgeApprovedCallOnOwnersSession(t *testing.T) {
+	up := startLegacy044(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, "governance:\n  defaults: {action: forward}\n  rules:\n    - {match: remember, action: approve}\n"), nil, nil)
+	g.WaitReady(t)
+	a := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer token-a"}}}
+	b := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer token-b"}}}
+	m := a.call(1, "tools/call", map[string]any{"name": "remember", "arguments": map[string]any{"key": "k", "value": "approved"}})
+	tid, _ := testkit.Dig(m, "result", "taskId").(string)
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", testkit.AdminToken, `{}`); st != 200 {
+		t.Fatalf("approve: %d (%v)", st, m)
+	}
+	if done := a.waitTask(tid); testkit.Dig(done, "result", "status") != "completed" {
+		t.Fatalf("approved call: %v", done)
+	}
+	recall := map[string]any{"name": "recall", "arguments": map[string]any{"key": "k"}}
+	if got := toolText(t, a.call(2, "tools/call", recall)); got != "approved" {
+		t.Errorf("A reads %q after its approved call, want approved (the call ran on A's session)", got)
+	}
+	if got := toolText(t, b.call(3, "tools/call", recall)); got != "(nothing)" {
+		t.Errorf("B reads %q: A's approved call ran on a shared session", got)
+	}
+}
