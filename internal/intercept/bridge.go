@@ -109,7 +109,7 @@ func (b *Bridge) noteLegacyInit(result []byte) {
 // bridgeCall sends body on owner's upstream session ("" = a session of its own for this call,
 // ended after it), opening (or, after a 404, reopening) it as needed. onRequest gets the
 // upstream's server→client requests with the headers to answer them with; nil refuses them.
-func (b *Bridge) bridgeCall(ctx context.Context, owner string, captured http.Header, body []byte, onRequest func(http.Header, *jsonrpc.Message)) (*jsonrpc.Message, *jsonrpc.Error) {
+func (b *Bridge) bridgeCall(ctx context.Context, owner string, captured http.Header, body []byte, onRequest askFunc) (*jsonrpc.Message, *jsonrpc.Error) {
 	mayAsk := false
 	if m, err := jsonrpc.Parse(body); err == nil {
 		mayAsk = mrtrMethods[m.Method]
@@ -131,7 +131,7 @@ func (b *Bridge) bridgeCall(ctx context.Context, owner string, captured http.Hea
 
 // callOn sends body on bs. forgotten: the upstream answered 404 (bs is dropped).
 func (b *Bridge) callOn(ctx context.Context, bs *bridgeSession, captured http.Header, body []byte, mayAsk bool,
-	onRequest func(http.Header, *jsonrpc.Message)) (_ *jsonrpc.Message, _ *jsonrpc.Error, forgotten bool) {
+	onRequest askFunc) (_ *jsonrpc.Message, _ *jsonrpc.Error, forgotten bool) {
 	hdr := execution.CallerHeaders(captured, bs.sess.ID)
 	hdr.Set(upstream.HeaderProtocolVersion, bs.sess.Version)
 	if mayAsk {
@@ -144,7 +144,7 @@ func (b *Bridge) callOn(ctx context.Context, bs *bridgeSession, captured http.He
 		switch {
 		case m.Kind != jsonrpc.KindRequest:
 		case onRequest != nil:
-			onRequest(hdr, m)
+			onRequest(hdr, m, func() {})
 		default:
 			b.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
 		}

@@ -73,10 +73,15 @@ type bridgeSession struct {
 	stop      context.CancelFunc      // ends the GET stream
 }
 
+// askFunc takes one of the upstream's server→client requests for a call, with the headers to
+// answer it with; answered is called once the upstream has its answer (or refusal).
+type askFunc func(hdr http.Header, m *jsonrpc.Message, answered func())
+
 // bridgeUse is one call on a bridgeSession; onRequest takes the upstream's server→client
 // requests meant for it (nil: the call cannot ask anyone).
 type bridgeUse struct {
-	onRequest func(http.Header, *jsonrpc.Message)
+	onRequest askFunc
+	waiting   int // requests handed to it and not yet answered (guarded by bridgePool.mu)
 }
 
 // bridgePool holds the bridged sessions, one per owner, bounded and ended when idle.
@@ -261,7 +266,7 @@ func (p *bridgePool) endLocked(bs *bridgeSession) {
 }
 
 // begin registers a call on bs; finish (deferred by the caller) removes it.
-func (p *bridgePool) begin(bs *bridgeSession, onRequest func(http.Header, *jsonrpc.Message)) (finish func()) {
+func (p *bridgePool) begin(bs *bridgeSession, onRequest askFunc) (finish func()) {
 	use := &bridgeUse{onRequest: onRequest}
 	p.mu.Lock()
 	bs.calls[use] = struct{}{}
@@ -326,8 +331,9 @@ func (p *bridgePool) ensureListening(bs *bridgeSession, hdr http.Header) {
 }
 
 // dispatch hands a server→client request from bs's GET stream to the call it belongs to. The
-// stream names no call, so it goes to the only call in flight on the session; with several
-// (or one that cannot ask) it is refused at once rather than shown to the wrong call.
+// stream names no call, so it goes to the only call in flight on the session, or else to the
+// only one not already waiting for an answer (a call blocked on its own question is not
+// asking another); otherwise it is refused at once rather than put to the wrong call.
 func (p *bridgePool) dispatch(bs *bridgeSession, hdr http.Header, m *jsonrpc.Message) {
 	if m.Kind != jsonrpc.KindRequest {
 		return // the upstream's notifications have no bridged listener
@@ -338,19 +344,38 @@ func (p *bridgePool) dispatch(bs *bridgeSession, hdr http.Header, m *jsonrpc.Mes
 		p.answer(answerHdr, jsonrpc.ResultResponse(m.ID, []byte(`{}`)))
 		return
 	}
-	var to *bridgeUse
+	var to, free *bridgeUse
 	p.mu.Lock()
-	n := len(bs.calls)
-	if n == 1 {
-		for u := range bs.calls {
-			to = u
+	nFree := 0
+	for u := range bs.calls {
+		to = u
+		if u.waiting == 0 {
+			free = u
+			nFree++
 		}
 	}
+	if len(bs.calls) > 1 {
+		to = nil
+		if nFree == 1 {
+			to = free
+		}
+	}
+	if to != nil && to.onRequest != nil {
+		to.waiting++
+	}
+	n := len(bs.calls)
 	p.mu.Unlock()
 	switch {
 	case to != nil && to.onRequest != nil:
-		to.onRequest(answerHdr, m)
-	case n > 1:
+		var once sync.Once
+		to.onRequest(answerHdr, m, func() {
+			once.Do(func() {
+				p.mu.Lock()
+				to.waiting--
+				p.mu.Unlock()
+			})
+		})
+	case to == nil && n > 1:
 		p.answer(answerHdr, jsonrpc.ErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
 			"Tollgate cannot tell which of several bridged calls on this session sent "+m.Method+" on the session's stream")))
 	default:

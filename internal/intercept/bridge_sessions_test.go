@@ -218,8 +218,9 @@ func TestBridgePoolClose(t *testing.T) {
 }
 
 // TestBridgeDispatch: a server→client request on a session's GET stream goes to the only call
-// in flight on it; with several, or none, or one that cannot ask, it is refused at once (no
-// wrong call sees it, nothing waits); pings are answered.
+// in flight on it, or to the only one not waiting for an answer already; with several
+// candidates, or none, or one that cannot ask, it is refused at once (no wrong call sees it,
+// nothing waits); pings are answered.
 func TestBridgeDispatch(t *testing.T) {
 	f := &fakeUpstream{}
 	p := f.pool(10, time.Hour)
@@ -234,24 +235,37 @@ func TestBridgeDispatch(t *testing.T) {
 		return m
 	}
 	var got []string
-	asker := func(_ http.Header, m *jsonrpc.Message) { got = append(got, m.Method) }
+	var answer []func()
+	asker := func(_ http.Header, m *jsonrpc.Message, answered func()) {
+		got = append(got, m.Method)
+		answer = append(answer, answered)
+	}
 
 	p.dispatch(bs, http.Header{}, req(1, "elicitation/create")) // no call
 	finish := p.begin(bs, asker)
 	p.dispatch(bs, http.Header{}, req(2, "elicitation/create")) // the one call
 	p.dispatch(bs, http.Header{}, req(3, "ping"))
-	finishOther := p.begin(bs, nil)
-	p.dispatch(bs, http.Header{}, req(4, "sampling/createMessage")) // two calls
+	// A second call: the first waits for its answer, so a new question is the second's.
+	finish2 := p.begin(bs, asker)
+	p.dispatch(bs, http.Header{}, req(4, "elicitation/create"))
+	// Both wait: nobody can tell whose the next one is.
+	p.dispatch(bs, http.Header{}, req(5, "sampling/createMessage"))
+	answer[0]()
+	answer[0]() // a second call of answered changes nothing
+	answer[1]()
+	p.dispatch(bs, http.Header{}, req(6, "sampling/createMessage")) // neither waits: two calls
+	finish2()
 	finish()
-	p.dispatch(bs, http.Header{}, req(5, "roots/list")) // one call that cannot ask
+	finishOther := p.begin(bs, nil)
+	p.dispatch(bs, http.Header{}, req(7, "roots/list")) // one call that cannot ask
 	finishOther()
 
-	if !slices.Equal(got, []string{"elicitation/create"}) {
-		t.Fatalf("delivered %v, want the one elicitation of the single call", got)
+	if !slices.Equal(got, []string{"elicitation/create", "elicitation/create"}) {
+		t.Fatalf("delivered %v, want the first call's elicitation, then the second's", got)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	want := []string{`"id":1,"error"`, `"id":3,"result":{}`, `"id":4,"error"`, `"id":5,"error"`}
+	want := []string{`"id":1,"error"`, `"id":3,"result":{}`, `"id":5,"error"`, `"id":6,"error"`, `"id":7,"error"`}
 	if len(f.answers) != len(want) {
 		t.Fatalf("answers %v", f.answers)
 	}

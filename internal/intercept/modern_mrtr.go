@@ -49,8 +49,9 @@ type parkedCall struct {
 }
 
 type parkedRequest struct {
-	hdr http.Header // answers go on the session the request came on
-	msg *jsonrpc.Message
+	hdr      http.Header // answers go on the session the request came on
+	msg      *jsonrpc.Message
+	answered func() // tells the session the upstream has its answer
 }
 
 type bridgeOutcome struct {
@@ -134,6 +135,7 @@ func (g *Gateway) bridgeRound(ctx context.Context, x *Exchange, timeout time.Dur
 		for key, ans := range p.InputResponses {
 			if req, ok := pc.pending[key]; ok { // unknown or answered keys are ignored
 				g.br.answerUpstream(req.hdr, jsonrpc.ResultResponse(req.msg.ID, ans))
+				req.answered()
 				delete(pc.pending, key)
 			}
 		}
@@ -178,16 +180,18 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	go func() {
 		// The call keeps its upstream session (an anonymous caller's own) until it ends,
 		// parked rounds included.
-		msg, e := g.br.bridgeCall(ctx, upOwner, captured, body, func(hdr http.Header, m *jsonrpc.Message) {
+		msg, e := g.br.bridgeCall(ctx, upOwner, captured, body, func(hdr http.Header, m *jsonrpc.Message, answered func()) {
 			c, known := inputCapability[m.Method]
 			if !known || jsonrpc.Member(caps, c) == nil {
 				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+				answered()
 				return
 			}
 			select {
-			case pc.reqs <- parkedRequest{hdr: hdr, msg: m}:
+			case pc.reqs <- parkedRequest{hdr: hdr, msg: m, answered: answered}:
 			default:
 				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+				answered()
 			}
 		})
 		pc.done <- bridgeOutcome{msg, e}
