@@ -68,6 +68,7 @@ type bridgeSession struct {
 	calls     map[*bridgeUse]struct{} // the calls among them, for the GET stream's requests
 	elem      *list.Element           // place in the LRU list while pooled
 	idle      *time.Timer             // ends an idle owner's session
+	idleGen   int                     // which arming of idle is current
 	gone      bool                    // out of the pool: ended when its last user leaves
 	listening bool                    // the GET stream is open (or opening)
 	stop      context.CancelFunc      // ends the GET stream
@@ -218,7 +219,9 @@ func (p *bridgePool) release(bs *bridgeSession) {
 	case bs.gone:
 		p.endLocked(bs)
 	default:
-		bs.idle = time.AfterFunc(p.idle, func() { p.expire(bs) })
+		bs.idleGen++
+		gen := bs.idleGen
+		bs.idle = time.AfterFunc(p.idle, func() { p.expire(bs, gen) })
 	}
 	p.mu.Unlock()
 	if late != nil {
@@ -226,11 +229,12 @@ func (p *bridgePool) release(bs *bridgeSession) {
 	}
 }
 
-// expire ends bs if it is still idle.
-func (p *bridgePool) expire(bs *bridgeSession) {
+// expire ends bs if it is still idle since the timer gen was armed (a timer that fired while
+// the session was taken again is stale).
+func (p *bridgePool) expire(bs *bridgeSession, gen int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if bs.users == 0 && !bs.gone && bs.idle != nil {
+	if bs.users == 0 && !bs.gone && bs.idle != nil && bs.idleGen == gen {
 		bs.idle = nil
 		p.unpool(bs)
 		p.endLocked(bs)
