@@ -18,8 +18,8 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
-// Bridge is what Tollgate knows of the upstream's protocol era and the legacy upstream session
-// it holds to answer 2026-07-28 requests (modern_bridge.go). The Gateway bridges callers'
+// Bridge is what Tollgate knows of the upstream's protocol era and the legacy upstream sessions
+// it holds to answer 2026-07-28 requests, one per owner (modern_bridge.go, bridge_sessions.go). The Gateway bridges callers'
 // requests through it; the execution.Runner runs modern tasks through it (ExecuteModern).
 // Built before both and handed to each, so neither needs the other.
 type Bridge struct {
@@ -32,19 +32,19 @@ type Bridge struct {
 	checked time.Time
 	init    []byte // the upstream's last legacy initialize result
 
-	sessMu   sync.Mutex
-	sessID   string // upstream session Tollgate holds for bridged modern requests
-	sessProt string
+	pool *bridgePool // upstream sessions for bridged modern requests, one per owner
 
 	modernOnly atomic.Bool // the upstream refuses initialize: legacy clients are bridged
 }
 
-// NewBridge returns a Bridge to up; it opens no session until one is needed.
+// NewBridge returns a Bridge to up; it opens no session until one is needed. Close ends them.
 func NewBridge(up *upstream.Client, log *slog.Logger) *Bridge {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Bridge{up: up, log: log}
+	b := &Bridge{up: up, log: log}
+	b.pool = newBridgePool(up, b.openBridgeSession, log)
+	return b
 }
 
 // ExecuteModern runs t the 2026-07-28 way when it is a modern caller's task or the upstream
@@ -106,36 +106,60 @@ func (b *Bridge) noteLegacyInit(result []byte) {
 	b.mu.Unlock()
 }
 
-// bridgeCall sends body on the held upstream session, opening (or, after a 404, reopening) it
-// as needed. onRequest gets the upstream's server→client requests with the headers to answer
-// them with; nil refuses them.
-func (b *Bridge) bridgeCall(ctx context.Context, captured http.Header, body []byte, onRequest func(http.Header, *jsonrpc.Message)) (*jsonrpc.Message, *jsonrpc.Error) {
+// bridgeCall sends body on owner's upstream session ("" = a session of its own for this call,
+// ended after it), opening (or, after a 404, reopening) it as needed. onRequest gets the
+// upstream's server→client requests with the headers to answer them with; nil refuses them.
+func (b *Bridge) bridgeCall(ctx context.Context, owner string, captured http.Header, body []byte, onRequest askFunc) (*jsonrpc.Message, *jsonrpc.Error) {
+	mayAsk := false
+	if m, err := jsonrpc.Parse(body); err == nil {
+		mayAsk = mrtrMethods[m.Method]
+	}
 	for attempt := 0; ; attempt++ {
-		sid, prot, err := b.bridgeSession(ctx)
+		bs, err := b.pool.acquire(ctx, owner, captured)
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable",
 				"Upstream MCP server did not accept a session: "+err.Error())
 		}
-		hdr := execution.CallerHeaders(captured, sid)
-		hdr.Set(upstream.HeaderProtocolVersion, prot)
-		rep, err := b.up.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
-			switch {
-			case m.Kind != jsonrpc.KindRequest:
-			case onRequest != nil:
-				onRequest(hdr, m)
-			default:
-				b.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
-			}
-		})
-		if upstream.StatusOf(rep, err) == http.StatusNotFound && attempt == 0 {
-			b.dropBridgeSession(sid) // the upstream forgot the session: open a new one once
-			continue
+		msg, e, forgotten := b.callOn(ctx, bs, captured, body, mayAsk, onRequest)
+		b.pool.release(bs)
+		if forgotten && attempt == 0 {
+			continue // the upstream forgot the session: open a new one once
 		}
-		if err != nil {
-			return nil, upstream.AsError(err).RPCError()
-		}
-		return rep.Msg, nil
+		return msg, e
 	}
+}
+
+// callOn sends body on bs. forgotten: the upstream answered 404 (bs is dropped).
+func (b *Bridge) callOn(ctx context.Context, bs *bridgeSession, captured http.Header, body []byte, mayAsk bool,
+	onRequest askFunc) (_ *jsonrpc.Message, _ *jsonrpc.Error, forgotten bool) {
+	hdr := execution.CallerHeaders(captured, bs.sess.ID)
+	hdr.Set(upstream.HeaderProtocolVersion, bs.sess.Version)
+	if mayAsk {
+		// A request of the upstream's on the session's GET stream goes to this call when it
+		// is the only one in flight there (bridgePool.dispatch).
+		defer b.pool.begin(bs, onRequest)()
+		b.pool.ensureListening(bs, hdr)
+	}
+	rep, err := b.up.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
+		switch {
+		case m.Kind != jsonrpc.KindRequest:
+		case onRequest != nil:
+			onRequest(hdr, m, func() {})
+		default:
+			b.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+		}
+	})
+	if upstream.StatusOf(rep, err) == http.StatusNotFound {
+		b.pool.drop(bs)
+		if err != nil {
+			return nil, upstream.AsError(err).RPCError(), true
+		}
+		return rep.Msg, nil, true
+	}
+	if err != nil {
+		return nil, upstream.AsError(err).RPCError(), false
+	}
+	return rep.Msg, nil, false
 }
 
 // answerUpstream posts a JSON-RPC response to one of the upstream's server→client requests.
@@ -143,54 +167,46 @@ func (b *Bridge) answerUpstream(hdr http.Header, msg []byte) {
 	execution.Answer(b.up, hdr, msg)
 }
 
-// bridgeSession returns the upstream session Tollgate holds, opening one if needed.
-func (b *Bridge) bridgeSession(ctx context.Context) (sid, prot string, err error) {
-	b.sessMu.Lock()
-	defer b.sessMu.Unlock()
-	if b.sessProt != "" {
-		return b.sessID, b.sessProt, nil
+// openBridgeSession opens an upstream session for bridged requests with the caller's
+// credential (an upstream may bind a session to it) and keeps the initialize result.
+func (b *Bridge) openBridgeSession(ctx context.Context, captured http.Header) (*upstream.Session, error) {
+	var extra http.Header
+	if v := captured.Values("Authorization"); len(v) > 0 {
+		extra = http.Header{"Authorization": slices.Clone(v)}
 	}
-	sid, prot, init, err := b.openLegacySession(ctx, "bridge")
+	sess, err := b.up.HandshakeWith(ctx, extra, legacyInitParams("bridge"), era.LatestLegacy)
 	if err != nil {
-		return "", "", err
-	}
-	b.noteLegacyInit(init)
-	b.sessID, b.sessProt = sid, prot
-	return sid, prot, nil
-}
-
-func (b *Bridge) dropBridgeSession(sid string) {
-	b.sessMu.Lock()
-	if b.sessID == sid {
-		b.sessID, b.sessProt = "", ""
-	}
-	b.sessMu.Unlock()
-}
-
-// legacyInitialize returns the upstream's initialize result (opening the bridge session).
-func (b *Bridge) legacyInitialize(ctx context.Context) ([]byte, error) {
-	if _, _, err := b.bridgeSession(ctx); err != nil {
 		return nil, err
 	}
+	b.noteLegacyInit(sess.Result)
+	return sess, nil
+}
+
+// Close ends the bridged sessions Tollgate holds (shutdown).
+func (b *Bridge) Close() { b.pool.close() }
+
+// legacyInitialize returns the upstream's initialize result, opening (and ending) a session
+// of its own to learn it.
+func (b *Bridge) legacyInitialize(ctx context.Context) ([]byte, error) {
+	bs, err := b.pool.acquire(ctx, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	b.pool.release(bs)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.init, nil
 }
 
-// openLegacySession performs the initialize handshake with the upstream and returns the
-// session id ("" for a session-less upstream), the negotiated version and the result.
-func (b *Bridge) openLegacySession(ctx context.Context, purpose string) (sid, prot string, result []byte, err error) {
-	sess, err := b.up.Handshake(ctx, json.RawMessage(
-		`{"protocolVersion":"`+era.LatestLegacy+`","capabilities":{"elicitation":{},"sampling":{},"roots":{}},"clientInfo":{"name":"tollgate","version":"`+purpose+`"}}`),
-		era.LatestLegacy)
-	if err != nil {
-		return "", "", nil, err
-	}
-	return sess.ID, sess.Version, sess.Result, nil
+// legacyInitParams are the params of the bridge's initialize: every client capability a
+// bridged caller may have, so the upstream may ask (only what the caller declared reaches it).
+func legacyInitParams(purpose string) json.RawMessage {
+	return json.RawMessage(`{"protocolVersion":"` + era.LatestLegacy + `","capabilities":{"elicitation":{},"sampling":{},"roots":{}},"clientInfo":{"name":"tollgate","version":"` + purpose + `"}}`)
 }
 
 // executeModern runs an approved modern task's call: as a modern request when the upstream is
-// modern (no session: any replica can, docs/contract.md §1 task stores), else on the bridge session.
+// modern (no session: any replica can, docs/contract.md §1 task stores), else on the task
+// owner's bridged session.
 func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
 	meta := t.Meta
 	if len(meta) == 0 {
@@ -211,7 +227,7 @@ func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMess
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 		}
-		msg, e := b.bridgeCall(ctx, t.Headers, legacyBody(m), nil)
+		msg, e := b.bridgeCall(ctx, taskBridgeOwner(t.Owner), t.Headers, legacyBody(m), nil)
 		return callOutcome(msg, e)
 	}
 	hdr := execution.CallerHeaders(t.Headers, "")

@@ -18,8 +18,12 @@ import (
 // with 404 (it forgot the session), the bridge opens a new session once and sends the request
 // again, whether the 404 carries a JSON-RPC error or plain text.
 func TestBridgeReopensForgottenSession(t *testing.T) {
-	for _, jsonBody := range []bool{false, true} {
-		t.Run(fmt.Sprint("json=", jsonBody), func(t *testing.T) {
+	for _, tc := range []struct {
+		jsonBody bool
+		owner    string
+	}{{false, "user:a"}, {true, "user:a"}, {false, ""}, {true, ""}} {
+		jsonBody := tc.jsonBody
+		t.Run(fmt.Sprint("json=", jsonBody, ",owner=", tc.owner), func(t *testing.T) {
 			var mu sync.Mutex
 			inits := 0
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,7 +59,9 @@ func TestBridgeReopensForgottenSession(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, e := NewBridge(uc, nil).bridgeCall(context.Background(), http.Header{}, jsonrpc.Request(json.RawMessage(`7`), "tools/call", json.RawMessage(`{"name":"x"}`)), nil)
+			br := NewBridge(uc, nil)
+			defer br.Close()
+			m, e := br.bridgeCall(context.Background(), tc.owner, http.Header{}, jsonrpc.Request(json.RawMessage(`7`), "tools/call", json.RawMessage(`{"name":"x"}`)), nil)
 			if e != nil || m == nil || m.Result == nil {
 				t.Fatalf("bridgeCall = %v, %v; want the result from the new session", m, e)
 			}

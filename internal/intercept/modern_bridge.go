@@ -43,7 +43,8 @@ func legacyBody(m *jsonrpc.Message) []byte {
 	return jsonrpc.Request(m.ID, m.Method, params)
 }
 
-// bridge answers a modern request through Tollgate's own legacy upstream session. transform,
+// bridge answers a modern request through a legacy upstream session Tollgate holds for the
+// caller's owner (an anonymous caller's is its own, ended with the request). transform,
 // if set, edits the result. A server→client request the upstream sends meanwhile becomes an
 // InputRequiredResult for tools/call, prompts/get and resources/read (MRTR, see
 // modern_mrtr.go) and is refused for any other method.
@@ -66,7 +67,7 @@ func (g *Gateway) bridge(x *Exchange, transform func([]byte) []byte) Result {
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
 			}
-			msg, e = g.br.bridgeCall(ctx, execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg), nil)
+			msg, e = g.br.bridgeCall(ctx, bridgeOwner(x), execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg), nil)
 		}
 		switch {
 		case e != nil:

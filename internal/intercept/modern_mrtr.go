@@ -49,8 +49,9 @@ type parkedCall struct {
 }
 
 type parkedRequest struct {
-	hdr http.Header // answers go on the session the request came on
-	msg *jsonrpc.Message
+	hdr      http.Header // answers go on the session the request came on
+	msg      *jsonrpc.Message
+	answered func() // tells the session the upstream has its answer
 }
 
 type bridgeOutcome struct {
@@ -95,8 +96,13 @@ func (p *parking) closeAll() {
 }
 
 // Close ends the bridged calls parked for a client's next round, so a shutdown does not wait
-// for them.
-func (g *Gateway) Close() { g.modern.parked.closeAll() }
+// for them, and the upstream sessions held for bridged requests.
+func (g *Gateway) Close() {
+	g.modern.parked.closeAll()
+	if g.br != nil {
+		g.br.Close()
+	}
+}
 
 func (p *parking) take(tok, owner string) *parkedCall {
 	p.mu.Lock()
@@ -129,6 +135,7 @@ func (g *Gateway) bridgeRound(ctx context.Context, x *Exchange, timeout time.Dur
 		for key, ans := range p.InputResponses {
 			if req, ok := pc.pending[key]; ok { // unknown or answered keys are ignored
 				g.br.answerUpstream(req.hdr, jsonrpc.ResultResponse(req.msg.ID, ans))
+				req.answered()
 				delete(pc.pending, key)
 			}
 		}
@@ -169,18 +176,22 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	pc := &parkedCall{owner: own, reqs: make(chan parkedRequest, 16), done: make(chan bridgeOutcome, 1),
 		cancel: cancel, pending: map[string]parkedRequest{}}
 	caps := x.Modern.Capabilities
-	captured, body := execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg)
+	captured, body, upOwner := execution.CaptureHeaders(x.HTTP.Header), legacyBody(x.Msg), bridgeOwner(x)
 	go func() {
-		msg, e := g.br.bridgeCall(ctx, captured, body, func(hdr http.Header, m *jsonrpc.Message) {
+		// The call keeps its upstream session (an anonymous caller's own) until it ends,
+		// parked rounds included.
+		msg, e := g.br.bridgeCall(ctx, upOwner, captured, body, func(hdr http.Header, m *jsonrpc.Message, answered func()) {
 			c, known := inputCapability[m.Method]
 			if !known || jsonrpc.Member(caps, c) == nil {
 				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+				answered()
 				return
 			}
 			select {
-			case pc.reqs <- parkedRequest{hdr: hdr, msg: m}:
+			case pc.reqs <- parkedRequest{hdr: hdr, msg: m, answered: answered}:
 			default:
 				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))
+				answered()
 			}
 		})
 		pc.done <- bridgeOutcome{msg, e}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/sse"
 )
 
 // Session is an MCP session Tollgate opened with the upstream for itself (the annotation
@@ -16,11 +18,17 @@ type Session struct {
 	ID      string          // Mcp-Session-Id the upstream assigned ("" = none)
 	Version string          // protocol version for MCP-Protocol-Version ("" = none)
 	Result  json.RawMessage // the initialize result
+	// Extra are end-to-end headers every request of the session carries (a bridged caller's
+	// Authorization: an upstream may bind a session to the credential that opened it).
+	Extra http.Header
 }
 
 // Header is what later requests of the session carry: its id and protocol version.
 func (s *Session) Header() http.Header {
-	h := http.Header{}
+	h := s.Extra.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
 	if s.Version != "" {
 		h.Set(HeaderProtocolVersion, s.Version)
 	}
@@ -34,15 +42,20 @@ func (s *Session) Header() http.Header {
 // notifications/initialized. Version is the one the upstream answered, else defaultVersion.
 // An upstream JSON-RPC error is an error, like no answer at all.
 func (c *Client) Handshake(ctx context.Context, params json.RawMessage, defaultVersion string) (*Session, error) {
+	return c.HandshakeWith(ctx, nil, params, defaultVersion)
+}
+
+// HandshakeWith is Handshake with extra end-to-end headers, which the session keeps (Extra).
+func (c *Client) HandshakeWith(ctx context.Context, extra http.Header, params json.RawMessage, defaultVersion string) (*Session, error) {
 	init := jsonrpc.Request(json.RawMessage(`"tollgate-init"`), "initialize", params)
-	rep, err := c.Call(ctx, nil, init, nil)
+	rep, err := c.Call(ctx, extra, init, nil)
 	if err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)
 	}
 	if rep.Msg.Error != nil {
 		return nil, fmt.Errorf("initialize: upstream error %s", rep.Msg.Error)
 	}
-	s := &Session{ID: rep.Header.Get(HeaderSessionID), Version: defaultVersion, Result: rep.Msg.Result}
+	s := &Session{ID: rep.Header.Get(HeaderSessionID), Version: defaultVersion, Result: rep.Msg.Result, Extra: extra.Clone()}
 	var r struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
@@ -102,4 +115,57 @@ func (c *Client) Pages(ctx context.Context, hdr http.Header, method, idPrefix st
 			return false, nil
 		}
 	}
+}
+
+// Stream is a session's standalone GET stream (spec 2025-11-25 transports, "Listening for
+// Messages from the Server"): the upstream's requests and notifications that belong to no
+// request of the client's. Some servers send every server→client request there (mcp-go
+// v0.44.0 sends elicitation/create, sampling/createMessage and roots/list nowhere else).
+type Stream struct {
+	body io.Closer
+	r    *sse.Reader
+}
+
+// Listen opens the GET stream of the session hdr names (its Mcp-Session-Id and protocol
+// version). ctx bounds the whole stream: cancel it to end the stream. An answer that is not
+// a 2xx event stream (a server without one answers 405) is a FaultHTTP *Error.
+func (c *Client) Listen(ctx context.Context, hdr http.Header) (*Stream, error) {
+	h := hdr.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Accept", "text/event-stream")
+	h.Del("Content-Type")
+	resp, err := c.Send(ctx, http.MethodGet, h, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 || !IsEventStream(resp.Header) {
+		resp.Body.Close()
+		return nil, HTTPFault(resp.StatusCode)
+	}
+	return &Stream{body: resp.Body, r: sse.NewReader(resp.Body, int(c.maxReply))}, nil
+}
+
+// Next returns the stream's next JSON-RPC message; events that are not one (comments,
+// priming events, garbage) are skipped. The error is the stream's end (io.EOF or the cause).
+func (s *Stream) Next() (*jsonrpc.Message, error) {
+	for {
+		ev, err := s.r.Next()
+		if err != nil {
+			return nil, err
+		}
+		if !ev.HasData || len(ev.Data) == 0 {
+			continue
+		}
+		if m, err := jsonrpc.Parse(ev.Data); err == nil {
+			return m, nil
+		}
+	}
+}
+
+// Close ends the stream and releases its connection.
+func (s *Stream) Close() {
+	s.r.Close()
+	s.body.Close()
 }

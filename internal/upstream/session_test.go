@@ -75,3 +75,44 @@ func TestHandshakeAndPages(t *testing.T) {
 		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(seen, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestListen: the session's GET stream carries its id and version and asks for an event
+// stream; events that are not JSON-RPC are skipped; a server without a GET stream (405) is a
+// FaultHTTP error.
+func TestListen(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(HeaderSessionID) != "s-1" {
+			http.Error(w, "no GET stream here", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.Method != http.MethodGet || r.Header.Get("Accept") != "text/event-stream" || r.Header.Get(HeaderProtocolVersion) != "2025-11-25" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, ": hello\n\ndata: not json\n\ndata:\n\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"elicitation/create\",\"params\":{}}\n\n")
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL+"/mcp", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Session{ID: "s-1", Version: "2025-11-25"}
+	st, err := c.Listen(context.Background(), s.Header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Next()
+	if err != nil || m.Method != "elicitation/create" || string(m.ID) != "7" {
+		t.Fatalf("Next = %v, %v; want the elicitation request", m, err)
+	}
+	if _, err := st.Next(); err != io.EOF {
+		t.Fatalf("after the last event: %v, want io.EOF", err)
+	}
+	st.Close()
+
+	_, err = c.Listen(context.Background(), (&Session{ID: "other"}).Header())
+	if ue := AsError(err); ue.Fault != FaultHTTP || ue.Status != http.StatusMethodNotAllowed {
+		t.Fatalf("Listen without a GET stream: %v", err)
+	}
+}
