@@ -87,7 +87,7 @@ func TestPendingQuotaPerSource(t *testing.T) {
   rules:
     - {match: "delete_*", action: approve}
 tasks:
-  quotas: {max_pending_per_owner: 100, max_pending_total: 30}
+  quotas: {max_pending_per_owner: 100, max_pending_per_source: 20, max_pending_total: 30}
 `), nil, nil)
 	g.WaitReady(t)
 
