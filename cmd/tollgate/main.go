@@ -35,7 +35,7 @@ Usage:
   tollgate [run] [--config FILE]      run the gateway (default)
   tollgate demo                       run the gateway in front of a built-in demo MCP server
   tollgate validate --config FILE     check a configuration (rules, workflows, Cedar policies)
-  tollgate approvals list|show ID|approve ID|reject ID [--reason R] [--json]
+  tollgate approvals list|summary|show ID|approve ID|reject ID [--json]  (tollgate approvals help)
   tollgate version
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.

@@ -5,7 +5,6 @@ package approval
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,7 +45,8 @@ const (
 	MaxBodyBytes = 64 << 10
 	// MaxReasonBytes bounds a decision reason; it ends up in the audit log and notifications.
 	MaxReasonBytes = 4 << 10
-	// DefaultListLimit and MaxListLimit bound GET /api/v1/approvals (?limit=N).
+	// DefaultListLimit and MaxListLimit bound one page of GET /api/v1/approvals (?limit=N);
+	// ?cursor= reaches the rest.
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
 )
@@ -89,10 +88,12 @@ type FailureView struct {
 	Name string `json:"name,omitempty"`
 }
 
-// ListResponse is the body of GET /api/v1/approvals.
+// ListResponse is the body of GET /api/v1/approvals. NextCursor, when set, fetches the next
+// page (?cursor=); Truncated says the same for clients that predate cursors.
 type ListResponse struct {
-	Approvals []View `json:"approvals"`
-	Truncated bool   `json:"truncated,omitempty"`
+	Approvals  []View `json:"approvals"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // ErrorResponse is the body of every error reply. Approval is the standing state on 409.
@@ -123,6 +124,7 @@ func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 		h.log = slog.Default()
 	}
 	h.mux.HandleFunc("GET /api/v1/approvals", h.list)
+	h.mux.HandleFunc("GET /api/v1/approvals/summary", h.summary)
 	h.mux.HandleFunc("GET /api/v1/approvals/{taskId}", h.show)
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/approve", h.decide(true))
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/reject", h.decide(false))
@@ -231,10 +233,10 @@ func (f statusFilter) match(t *tasks.Task) bool {
 	return f.approved[t.State] && t.Decision != nil && t.Decision.Approved
 }
 
-// query is the manager filter covering f, and whether f needs no post-filtering.
-func (f statusFilter) query() (tasks.Filter, bool) {
+// query is the manager filter covering f (match filters further).
+func (f statusFilter) query() tasks.Filter {
 	if f.all {
-		return tasks.Filter{IncludeFinished: true}, false
+		return tasks.Filter{IncludeFinished: true}
 	}
 	var q tasks.Filter
 	for _, st := range allStates {
@@ -243,41 +245,46 @@ func (f statusFilter) query() (tasks.Filter, bool) {
 			q.IncludeFinished = q.IncludeFinished || st.Terminal()
 		}
 	}
-	return q, len(f.approved) == 0
+	return q
 }
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
-	qv := r.URL.Query()
-	f, err := parseStatus(qv["status"])
+	lq, err := parseListQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error(), nil)
 		return
 	}
-	limit := DefaultListLimit
-	if s := qv.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxListLimit {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit must be an integer from 1 to %d", MaxListLimit), nil)
-			return
-		}
-		limit = n
-	}
-	q, exact := f.query()
-	if exact {
-		q.Limit = limit + 1 // one more tells whether the list is truncated
-	}
+	// Every match is read and sorted, then the page is cut after the cursor: the list has no
+	// fixed order in the store for newest or expiry, and pending tasks are bounded by the
+	// quotas (tasks.quotas.max_pending_total).
+	q := lq.status.query()
 	ts, err := h.tasks.ListAll(r.Context(), q)
 	if err != nil {
 		h.internalError(w, "list approvals", err)
 		return
 	}
-	ts = slices.DeleteFunc(ts, func(t *tasks.Task) bool { return t == nil || !f.match(t) })
-	slices.SortFunc(ts, func(a, b *tasks.Task) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
-	})
-	resp := ListResponse{Approvals: make([]View, 0, min(len(ts), limit))}
-	if len(ts) > limit {
-		ts, resp.Truncated = ts[:limit], true
+	ts = slices.DeleteFunc(ts, func(t *tasks.Task) bool { return t == nil || !lq.match(t) })
+	keys := make(map[*tasks.Task]int64, len(ts))
+	for _, t := range ts {
+		keys[t] = lq.sort.key(t)
+	}
+	slices.SortFunc(ts, func(a, b *tasks.Task) int { return lq.sort.compare(keys[a], a.ID, keys[b], b.ID) })
+	if c := lq.cursor; c != nil {
+		// the first task after the cursor's position; tasks added or decided since do not shift it
+		i, _ := slices.BinarySearchFunc(ts, c, func(t *tasks.Task, c *cursor) int {
+			return lq.sort.compare(keys[t], t.ID, c.Key, c.ID)
+		})
+		for i < len(ts) && ts[i].ID == c.ID {
+			i++
+		}
+		ts = ts[i:]
+	}
+	resp := ListResponse{Approvals: make([]View, 0, min(len(ts), lq.limit))}
+	if len(ts) > lq.limit {
+		ts = ts[:lq.limit]
+		last := ts[len(ts)-1]
+		resp.Truncated = true
+		resp.NextCursor = cursor{Sort: lq.sort, Key: keys[last], ID: last.ID}.encode()
 	}
 	for _, t := range ts {
 		resp.Approvals = append(resp.Approvals, h.view(t))

@@ -30,8 +30,17 @@ const (
 const cliUsage = `usage: tollgate approvals <command> [flags]
 
 commands:
-  list [--status S] [--limit N]   list approval requests (default status: pending;
-                                  S: pending, approved, rejected, all, or a task state)
+  list [flags]                    list approval requests, one page (newest first)
+    --status S                    pending (default), approved, rejected, all, or a task state
+    --sort O                      newest (default), oldest, or expiry (soonest deadline first)
+    --tool GLOB                   tool name or glob (the syntax of rules' match)
+    --owner HASH                  owner hash as shown by show and summary ("none": no owner)
+    --workflow W                  approval workflow
+    --limit N                     page size (default 100; with --all 1000; at most 1000)
+    --cursor C                    the page after the one that printed C
+    --all                         follow the cursors and print every page
+  summary [--top N]               pending requests in all and per owner, tool and workflow
+                                  (the N largest of each, default 10)
   show ID                         show one approval request
   approve ID [--reason R]         approve a pending request
   reject ID [--reason R]          reject a pending request (a reason helps the requester)
@@ -63,14 +72,24 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	fs := flag.NewFlagSet("tollgate approvals "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
-	var reason, status *string
-	var limit *int
+	var reason *string
+	var lf listFlags
+	var top *int
 	wantID := true
 	switch cmd {
 	case "list":
 		wantID = false
-		status = fs.String("status", "", "status filter")
-		limit = fs.Int("limit", 0, "maximum number of approvals")
+		lf.status = fs.String("status", "", "status filter")
+		lf.sort = fs.String("sort", SortNewest, "sort order")
+		lf.tool = fs.String("tool", "", "tool name or glob")
+		lf.owner = fs.String("owner", "", "owner hash")
+		lf.workflow = fs.String("workflow", "", "workflow")
+		lf.cursor = fs.String("cursor", "", "page cursor")
+		lf.limit = fs.Int("limit", 0, "page size")
+		lf.all = fs.Bool("all", false, "every page")
+	case "summary":
+		wantID = false
+		top = fs.Int("top", 0, "groups shown of each kind")
 	case "show":
 	case "approve", "reject":
 		reason = fs.String("reason", "", "reason for the decision")
@@ -99,22 +118,18 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		fmt.Fprintln(stderr, "error:", err)
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
-	defer cancel()
 
 	var body []byte
 	switch cmd {
 	case "list":
-		q := url.Values{}
-		if *status != "" {
-			q.Set("status", *status)
+		if *lf.all && *lf.cursor != "" {
+			return usageError(stderr, "--all and --cursor exclude each other")
 		}
-		if *limit != 0 {
-			q.Set("limit", fmt.Sprint(*limit))
-		}
-		path := "/api/v1/approvals"
-		if len(q) > 0 {
-			path += "?" + q.Encode()
+		body, err = c.list(ctx, lf)
+	case "summary":
+		path := "/api/v1/approvals/summary"
+		if *top != 0 {
+			path += "?top=" + fmt.Sprint(*top)
 		}
 		body, err = c.do(ctx, http.MethodGet, path, nil)
 	case "show":
@@ -143,6 +158,13 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			return exitError
 		}
 		printList(stdout, lr)
+	case "summary":
+		var sr SummaryResponse
+		if err := json.Unmarshal(body, &sr); err != nil {
+			fmt.Fprintln(stderr, "error: unexpected response from admin API:", err)
+			return exitError
+		}
+		printSummary(stdout, sr)
 	default:
 		var v View
 		if err := json.Unmarshal(body, &v); err != nil {
@@ -188,6 +210,61 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+type listFlags struct {
+	status, sort, tool, owner, workflow, cursor *string
+	limit                                       *int
+	all                                         *bool
+}
+
+// list fetches one page, or with --all every page (following nextCursor), and returns the
+// body of one ListResponse.
+func (c *client) list(ctx context.Context, lf listFlags) ([]byte, error) {
+	q := url.Values{}
+	for name, v := range map[string]string{"status": *lf.status, "sort": *lf.sort, "tool": *lf.tool,
+		"owner": *lf.owner, "workflow": *lf.workflow, "cursor": *lf.cursor} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	limit := *lf.limit
+	if limit == 0 && *lf.all {
+		limit = MaxListLimit
+	}
+	if limit != 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	path := "/api/v1/approvals?" + q.Encode()
+	if !*lf.all {
+		return c.do(ctx, http.MethodGet, path, nil)
+	}
+	var all ListResponse
+	seen := map[string]bool{}
+	for {
+		body, err := c.do(ctx, http.MethodGet, path, nil)
+		if err != nil {
+			return nil, err
+		}
+		var lr ListResponse
+		if err := json.Unmarshal(body, &lr); err != nil {
+			return nil, fmt.Errorf("unexpected response from admin API: %w", err)
+		}
+		all.Approvals = append(all.Approvals, lr.Approvals...)
+		if lr.NextCursor == "" {
+			break
+		}
+		if seen[lr.NextCursor] || len(lr.Approvals) == 0 {
+			return nil, errors.New("admin API repeated a page cursor; stopped following it")
+		}
+		seen[lr.NextCursor] = true
+		q.Set("cursor", lr.NextCursor)
+		path = "/api/v1/approvals?" + q.Encode()
+	}
+	if all.Approvals == nil {
+		all.Approvals = []View{}
+	}
+	return json.Marshal(all)
 }
 
 type client struct {
@@ -238,6 +315,8 @@ func (e *apiError) Error() string {
 }
 
 func (c *client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
+	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -291,15 +370,40 @@ func printList(w io.Writer, lr ListResponse) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK ID\tTOOL\tWORKFLOW\tSTATE\tREQUESTED BY\tCREATED\tDEADLINE")
+	fmt.Fprintln(tw, "TASK ID\tTOOL\tWORKFLOW\tSTATE\tREQUESTED BY\tOWNER\tCREATED\tDEADLINE")
 	for _, v := range lr.Approvals {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(v.TaskID), cell(v.Tool), cell(v.Workflow), cell(v.State), cell(v.RequestedBy),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			cell(v.TaskID), cell(v.Tool), cell(v.Workflow), cell(v.State), cell(v.RequestedBy), cell(v.Owner),
 			v.CreatedAt.Format(time.RFC3339), timeOrDash(v.ApprovalDeadline))
 	}
 	_ = tw.Flush()
-	if lr.Truncated {
+	switch {
+	case lr.NextCursor != "":
+		fmt.Fprintf(w, "(more approvals exist: next page with --cursor %s, or use --all; `tollgate approvals summary` counts them per owner)\n", sanitize(lr.NextCursor))
+	case lr.Truncated:
 		fmt.Fprintln(w, "(more approvals exist; use --limit or --status to narrow)")
+	}
+}
+
+func printSummary(w io.Writer, sr SummaryResponse) {
+	fmt.Fprintf(w, "%d pending\n", sr.Pending)
+	for _, g := range []struct {
+		name string
+		b    Breakdown
+	}{{"OWNER", sr.Owners}, {"TOOL", sr.Tools}, {"WORKFLOW", sr.Workflows}} {
+		if len(g.b.Top) == 0 {
+			continue
+		}
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "%s\tPENDING\tNEXT DEADLINE\n", g.name)
+		for _, c := range g.b.Top {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", cell(c.Key), c.Pending, timeOrDash(c.NextDeadline))
+		}
+		_ = tw.Flush()
+		if g.b.OtherKeys > 0 {
+			fmt.Fprintf(w, "(%d more: %d pending; --top N shows more)\n", g.b.OtherKeys, g.b.OtherPending)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -56,7 +57,22 @@ func TestRunCLI(t *testing.T) {
 			wantOut: []string{"TASK ID", "REQUESTED BY", "tg_a", "tg_b", "delete_user", "awaiting_approval", "carol", "2026-03-01T11:55:00Z"},
 			notOut:  []string{"tg_c", "tg_d"}},
 		{name: "list all", args: []string{"list", "--status", "all"}, wantCode: 0, wantOut: []string{"tg_c", "tg_d", "tg_g"}},
-		{name: "list limit truncated", args: []string{"list", "--limit=1"}, wantCode: 0, wantOut: []string{"tg_a", "more approvals exist"}, notOut: []string{"tg_b"}},
+		{name: "list limit, newest first", args: []string{"list", "--limit=1"}, wantCode: 0, wantOut: []string{"tg_b", "more approvals exist", "--cursor "}, notOut: []string{"tg_a"}},
+		{name: "list oldest first", args: []string{"list", "--limit=1", "--sort", "oldest"}, wantCode: 0, wantOut: []string{"tg_a", "more approvals exist"}, notOut: []string{"tg_b"}},
+		{name: "list next page by cursor", args: []string{"list", "--limit=1", "--cursor", cursor{Sort: SortNewest, Key: t0.Add(-time.Minute).UnixNano(), ID: "tg_b"}.encode()},
+			wantCode: 0, wantOut: []string{"tg_h"}, notOut: []string{"tg_b", "tg_a"}},
+		{name: "list all pages", args: []string{"list", "--all", "--limit=1", "--status", "all"}, wantCode: 0,
+			wantOut: []string{"tg_a", "tg_b", "tg_c", "tg_d", "tg_f", "tg_g", "tg_h"}, notOut: []string{"more approvals", "tg_e"}},
+		{name: "list all json", args: []string{"list", "--all", "--limit=2", "--json"}, wantCode: 0, checkJSON: true,
+			wantOut: []string{`"taskId":"tg_a"`, `"taskId":"tg_b"`, `"taskId":"tg_h"`}, notOut: []string{"nextCursor"}},
+		{name: "list filters", args: []string{"list", "--tool", "delete_*", "--workflow", "removed_by_reload", "--owner", disclose.OwnerHash(sessionID)}, wantCode: 0,
+			wantOut: []string{"tg_h", disclose.OwnerHash(sessionID)}, notOut: []string{"tg_a", "tg_b"}},
+		{name: "list bad sort", args: []string{"list", "--sort", "random"}, wantCode: 1, wantErr: []string{`unknown sort "random"`, "HTTP 400"}},
+		{name: "list all with cursor", args: []string{"list", "--all", "--cursor", "x"}, wantCode: 2, wantErr: []string{"exclude each other"}},
+		{name: "summary", args: []string{"summary"}, wantCode: 0,
+			wantOut: []string{"3 pending", "OWNER", disclose.OwnerHash(sessionID) + "  3", "TOOL", "delete_user", "WORKFLOW", "removed_by_reload  1", "2026-03-01T12:05:00Z"}},
+		{name: "summary top", args: []string{"summary", "--top=1"}, wantCode: 0, wantOut: []string{"default   2", "(1 more: 1 pending"}, notOut: []string{"removed_by_reload"}},
+		{name: "summary bad top", args: []string{"summary", "--top=1000"}, wantCode: 1, wantErr: []string{"top must be", "HTTP 400"}},
 		{name: "list empty", args: []string{"list", "--status=cancelled"}, wantCode: 0, wantOut: []string{"no approvals"}},
 		{name: "list json", args: []string{"list", "--json"}, wantCode: 0, checkJSON: true, wantOut: []string{`"approvals"`, `"taskId":"tg_a"`}},
 		{name: "list bad status", args: []string{"list", "--status", "bogus"}, wantCode: 1, wantErr: []string{`unknown status "bogus"`, "HTTP 400"}},

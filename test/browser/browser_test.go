@@ -394,12 +394,17 @@ func TestConsoleAgainstHostileData(t *testing.T) {
 	mux.Handle(console.Path, console.Handler())
 	mux.Handle(console.Path+"/", console.Handler())
 	mux.HandleFunc("/api/v1/approvals", func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer stub" || r.URL.RawQuery != "status=pending" {
+		if r.Header.Get("Authorization") != "Bearer stub" || r.URL.Query().Get("status") != "pending" {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"approvals": []any{view}})
+	})
+	mux.HandleFunc("/api/v1/approvals/summary", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		group := map[string]any{"top": []any{map[string]any{"key": evil, "pending": 1}}, "otherKeys": 0, "otherPending": 0}
+		_ = json.NewEncoder(w).Encode(map[string]any{"pending": 1, "owners": group, "tools": group, "workflows": group})
 	})
 	mux.HandleFunc("POST /api/v1/approvals/{id}/approve", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -419,6 +424,7 @@ func TestConsoleAgainstHostileData(t *testing.T) {
 	if got := eval[string](b, `document.querySelector(`+jsString(rowSel("tg_hostile"))+`).textContent`); !strings.Contains(got, evil) {
 		t.Errorf("tool name not shown as text: %s", got)
 	}
+	b.waitFor("the hostile summary", `document.getElementById('summary-tools').textContent.includes(`+jsString(evil+": 1 pending")+`)`)
 	if eval[bool](b, `!!document.getElementById('pwned') || document.querySelectorAll('script').length !== 1 || 'pwned' in window`) {
 		t.Error("hostile data became markup")
 	}
@@ -426,4 +432,73 @@ func TestConsoleAgainstHostileData(t *testing.T) {
 	b.messageIs("error", "403")
 	b.messageIs("error", "requester of a call cannot approve or reject it")
 	b.checkNoProblems()
+}
+
+// TestConsoleReachesBuriedApprovals: 150 pending requests of one MCP session used to hide a
+// later request of another session from the console (oldest first, 100 shown, no paging), and
+// a hidden request times out and is denied. Now it is on the first page (newest first), on the
+// second page oldest first, one click away through the per-owner counts, and decidable there.
+func TestConsoleReachesBuriedApprovals(t *testing.T) {
+	start := time.Now()
+	b := startBrowser(t)
+	_, upURL := testkit.StartDemo(t)
+	cfg := consoleRules + "tasks:\n  quotas: {max_pending_per_owner: 1000}\n"
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, cfg), map[string]string{"ALICE_TOKEN": aliceToken, "BOB_TOKEN": bobToken}, nil)
+	g.WaitReady(t)
+	origin := consoleOrigin(t, g)
+
+	const flood = 150
+	flooder := g.NewClient(t)
+	var floodIDs []string
+	for i := range flood {
+		floodIDs = append(floodIDs, flooder.CallTask(i+1, "delete_user", fmt.Sprintf(`{"user_id":"u-%d"}`, i)))
+	}
+	victimID := g.NewClient(t).CallTask(1, "delete_user", `{"user_id":"u-victim"}`)
+	owner := func(id string) string {
+		st, v := g.AdminRequest(t, "GET", "/api/v1/approvals/"+id, bobToken, "")
+		o, _ := v["owner"].(string)
+		if st != 200 || o == "" {
+			t.Fatalf("owner of %s: %d %v", id, st, v)
+		}
+		return o
+	}
+	victimOwner, flooderOwner := owner(victimID), owner(floodIDs[0])
+	rows := `document.querySelectorAll('#approvals tbody tr').length`
+
+	b.do("open and sign in", chromedp.Navigate(origin+console.Path), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), aliceToken), chromedp.Click(chromedp.ID("signin")))
+	b.do("the other session's request is on the first page", chromedp.WaitVisible(chromedp.CSS(rowSel(victimID))))
+
+	// Per-owner counts: the approver sees both owners and how many each has pending.
+	ownerChip := func(o string) string { return `#summary-owners button[data-key="` + o + `"]` }
+	b.waitFor("per-owner counts", `document.querySelector(`+jsString(ownerChip(victimOwner))+`)?.textContent === `+jsString("owner "+victimOwner+": 1 pending")+
+		` && document.querySelector(`+jsString(ownerChip(flooderOwner))+`)?.textContent === `+jsString(fmt.Sprintf("owner %s: %d pending", flooderOwner, flood)))
+	b.waitFor("the total", `document.getElementById('summary-total').textContent.startsWith('151 pending')`)
+
+	// Oldest first the request is the 151st: page 2, and Previous comes back.
+	eval[bool](b, `(() => { const s = document.getElementById('sort'); s.value = 'oldest'; s.dispatchEvent(new Event('change')); return true; })()`)
+	b.do("oldest first, page 1", chromedp.WaitVisible(chromedp.CSS(rowSel(floodIDs[0]))))
+	b.waitFor("a full first page without the request", rows+` === 100 && !document.querySelector(`+jsString(rowSel(victimID))+`) && !document.getElementById('next').disabled`)
+	b.do("next page", chromedp.Click(chromedp.ID("next")), chromedp.WaitVisible(chromedp.CSS(rowSel(victimID))))
+	b.waitFor("page 2 is the last", rows+` === 51 && document.getElementById('page').textContent === 'Page 2 (last)' && document.getElementById('next').disabled`)
+	b.do("previous page", chromedp.Click(chromedp.ID("prev")), chromedp.WaitVisible(chromedp.CSS(rowSel(floodIDs[0]))))
+	b.waitFor("page 1 again", `document.getElementById('page').textContent === 'Page 1' && document.getElementById('prev').disabled`)
+
+	// One click on the owner's count shows only that owner's requests; decide from there.
+	b.do("filter by the owner", chromedp.Click(chromedp.CSS(ownerChip(victimOwner))), chromedp.WaitVisible(chromedp.CSS(rowSel(victimID))))
+	b.waitFor("only the owner's request", rows+` === 1 && document.getElementById('f-owner').value === `+jsString(victimOwner))
+	b.do("open and approve it", chromedp.Click(chromedp.CSS(rowSel(victimID))), chromedp.WaitVisible(chromedp.ID("args")),
+		chromedp.Click(chromedp.ID("approve")))
+	b.messageIs("ok", "Approved delete_user")
+	if st, v := g.AdminRequest(t, "GET", "/api/v1/approvals/"+victimID, bobToken, ""); st != 200 || testkit.Dig(v, "decision", "by") != "alice" {
+		t.Errorf("the buried request after the console approved it: %d %v", st, v)
+	}
+
+	// A filter the API refuses is spelled out, and clearing it lists again.
+	b.do("a bad tool glob", chromedp.SendKeys(chromedp.ID("f-tool"), "delete_["), chromedp.Click(chromedp.ID("f-apply")))
+	b.messageIs("error", "not a valid glob")
+	b.do("clear the filters", chromedp.Click(chromedp.ID("f-clear")), chromedp.WaitVisible(chromedp.CSS(rowSel(floodIDs[0]))))
+	b.waitFor("the error cleared", `document.getElementById('message').hidden`)
+	b.checkNoProblems()
+	t.Logf("browser test took %s", time.Since(start).Round(time.Millisecond))
 }

@@ -11,6 +11,8 @@
   var TOKEN_KEY = 'tollgate.adminToken';
   var API = '/api/v1/approvals';
   var POLL_MS = 2000;
+  var PAGE_SIZE = 100;
+  var SUMMARY = API + '/summary';
   var TIMEOUT_MS = 10000;
   var TITLES = {
     pending: 'Pending approvals',
@@ -21,6 +23,15 @@
 
   var state = {
     filter: 'pending',
+    sort: 'newest', // humans first see what just arrived; 'expiry' shows what times out first
+    tool: '',
+    owner: '',
+    workflow: '',
+    cursors: [''], // cursor of each page visited, so Previous goes back (the API pages forward)
+    page: 0,
+    next: '', // nextCursor of the page shown
+    summary: null,
+    listError: false, // the message banner shows a refused listing (400)
     items: [],
     selectedId: '',
     selected: null, // last known View of the selected request
@@ -228,32 +239,151 @@
     $('decide').hidden = !isPending(v) && !state.deciding;
   }
 
+  // ---- paging, filters and per-owner counts ------------------------------------------------
+
+  function listPath() {
+    var q = ['status=' + encodeURIComponent(state.filter), 'sort=' + encodeURIComponent(state.sort),
+      'limit=' + PAGE_SIZE];
+    ['tool', 'owner', 'workflow'].forEach(function (k) {
+      if (state[k]) { q.push(k + '=' + encodeURIComponent(state[k])); }
+    });
+    var c = state.cursors[state.page];
+    if (c) { q.push('cursor=' + encodeURIComponent(c)); }
+    return API + '?' + q.join('&');
+  }
+
+  function renderPager() {
+    $('prev').disabled = state.page === 0;
+    $('next').disabled = !state.next;
+    $('page').textContent = 'Page ' + (state.page + 1) + (state.next ? '' : ' (last)');
+  }
+
+  // A chip is a button that sets one filter; its text is data, so it is built with text nodes.
+  function chip(kind, key, label) {
+    var b = el('button', 'secondary' + (state[kind] === key ? ' active' : ''), [label]);
+    b.type = 'button';
+    b.dataset.kind = kind;
+    b.dataset.key = key;
+    return b;
+  }
+
+  function breakdown(id, kind, title, b) {
+    var box = $(id);
+    var nodes = [];
+    if (b && Array.isArray(b.top) && b.top.length > 0) {
+      nodes.push(el('span', 'muted', [title + ':']));
+      b.top.forEach(function (c) {
+        var key = String(c.key);
+        var name = kind === 'owner' ? 'owner ' + (key || 'none') : (key || '—');
+        nodes.push(chip(kind, key, name + ': ' + c.pending + ' pending'));
+      });
+      if (b.otherKeys > 0) {
+        nodes.push(el('span', 'muted', ['and ' + b.otherKeys + ' more (' + b.otherPending + ' pending)']));
+      }
+    }
+    box.replaceChildren.apply(box, nodes);
+  }
+
+  function renderSummary() {
+    var s = state.summary;
+    $('summary').hidden = !s;
+    if (!s) { return; }
+    $('summary-total').textContent = s.pending + ' pending in all' +
+      (s.pending > 0 ? ' — pick an owner, workflow or tool to see only theirs' : '');
+    breakdown('summary-owners', 'owner', 'By owner', s.owners);
+    breakdown('summary-workflows', 'workflow', 'By workflow', s.workflows);
+    breakdown('summary-tools', 'tool', 'By tool', s.tools);
+  }
+
+  function loadSummary(gen) {
+    return api('GET', SUMMARY).then(function (r) {
+      if (gen !== state.generation) { return; }
+      state.summary = (r.status === 200 && r.body && typeof r.body.pending === 'number') ? r.body : null;
+      renderSummary();
+    }, function () { /* the list reports an unreachable gateway */ });
+  }
+
+  // newListing starts again at the first page (a new status, sort or filter).
+  function newListing() {
+    state.generation++;
+    state.loading = false;
+    state.cursors = [''];
+    state.page = 0;
+    state.next = '';
+    state.items = [];
+    renderList();
+    renderPager();
+    refresh();
+  }
+
+  function applyFilters() {
+    state.tool = $('f-tool').value.trim();
+    state.owner = $('f-owner').value.trim();
+    state.workflow = $('f-workflow').value.trim();
+    newListing();
+  }
+
+  function setFilter(kind, key) {
+    state[kind] = state[kind] === key ? '' : key; // a second click on the same chip clears it
+    $('f-' + kind).value = state[kind];
+    newListing();
+  }
+
+  function turnPage(delta) {
+    if (delta > 0 && !state.next) { return; }
+    if (delta < 0 && state.page === 0) { return; }
+    if (delta > 0) {
+      state.cursors = state.cursors.slice(0, state.page + 1);
+      state.cursors.push(state.next);
+    }
+    state.page += delta;
+    state.generation++;
+    state.loading = false;
+    state.next = '';
+    renderPager();
+    refresh();
+  }
+
   // ---- refresh loop ------------------------------------------------------------------------
 
   function refresh() {
     if (state.loading || !token()) { return; }
     state.loading = true;
     var gen = state.generation;
-    api('GET', API + '?status=' + encodeURIComponent(state.filter)).then(function (r) {
+    api('GET', listPath()).then(function (r) {
       if (gen !== state.generation) { return; }
       if (r.status === 401) { unauthorized(); return; }
+      if (r.status === 400) {
+        $('refresh').textContent = 'Not listed: ' + (serverMessage(r) || 'HTTP 400');
+        showMessage('error', 'The gateway did not accept this listing (400): ' + (serverMessage(r) || 'bad request'));
+        state.listError = true;
+        state.items = [];
+        state.next = '';
+        renderList();
+        renderPager();
+        return loadSummary(gen);
+      }
       if (r.status !== 200 || !r.body || !Array.isArray(r.body.approvals)) {
         $('refresh').textContent = 'Refresh failed: HTTP ' + r.status + (serverMessage(r) ? ' — ' + serverMessage(r) : '');
         return;
       }
       showApp();
+      if (state.listError) { clearMessage(); state.listError = false; }
       state.items = r.body.approvals;
+      state.next = typeof r.body.nextCursor === 'string' ? r.body.nextCursor : '';
       var fresh = null;
       state.items.forEach(function (v) { if (v.taskId === state.selectedId) { fresh = v; } });
       if (fresh) { state.selected = fresh; }
       renderList();
       renderDetail();
+      renderPager();
       $('refresh').textContent = 'Updated ' + new Date().toLocaleTimeString() + ' · ' + state.items.length +
-        ' shown' + (r.body.truncated ? ' (list truncated)' : '') + ' · refreshes every 2 s';
+        ' shown on page ' + (state.page + 1) + (state.next ? ' (more on the next page)' : '') + ' · refreshes every 2 s';
+      return loadSummary(gen);
     }, function () {
       if (gen !== state.generation) { return; }
       $('refresh').textContent = 'Gateway unreachable at ' + new Date().toLocaleTimeString() + '; retrying.';
-    }).then(function () { state.loading = false; });
+    }).then(function () { if (gen === state.generation) { state.loading = false; } });
   }
 
   function startPolling() {
@@ -283,11 +413,17 @@
   function reset() {
     state.generation++;
     state.loading = false;
+    state.cursors = [''];
+    state.page = 0;
+    state.next = '';
+    state.summary = null;
     state.items = [];
     state.selectedId = '';
     state.selected = null;
     renderList();
     renderDetail();
+    renderPager();
+    renderSummary();
   }
 
   function unauthorized() {
@@ -397,6 +533,24 @@
       reset();
       refresh();
     });
+    $('sort').addEventListener('change', function () {
+      state.sort = $('sort').value;
+      newListing();
+    });
+    $('filters').addEventListener('submit', function (ev) {
+      ev.preventDefault(); // the CSP forbids form submission; the filters apply in place
+      applyFilters();
+    });
+    $('f-clear').addEventListener('click', function () {
+      ['f-tool', 'f-owner', 'f-workflow'].forEach(function (id) { $(id).value = ''; });
+      applyFilters();
+    });
+    $('summary').addEventListener('click', function (ev) {
+      var b = ev.target.closest ? ev.target.closest('button[data-kind]') : null;
+      if (b) { setFilter(b.dataset.kind, b.dataset.key); }
+    });
+    $('prev').addEventListener('click', function () { turnPage(-1); });
+    $('next').addEventListener('click', function () { turnPage(1); });
     var tbody = $('approvals').tBodies[0];
     tbody.addEventListener('click', onRowActivate);
     tbody.addEventListener('keydown', onRowActivate);
