@@ -184,7 +184,7 @@ func TestDefaults(t *testing.T) {
 				MaxConnections: 1024, AdminMaxConnections: 64,
 				HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
 				IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second),
-				MaxInflightBodyBytes: 64 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
+				MaxInflightBodyBytes: 64 << 20, MaxInflightBodyBytesPerSource: 16 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
 				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50,
 			},
 		},
@@ -905,6 +905,28 @@ func TestEnvVarsTable(t *testing.T) {
 	for _, n := range []string{EnvConfig, EnvAdminToken, EnvAdminURL, EnvLogLevel, EnvDataDir, EnvUpstreamURL} {
 		if !seen[n] {
 			t.Errorf("EnvVars lacks %s (have %v)", n, names)
+		}
+	}
+}
+
+// TestPerSourceBodyDefault: one source's share of the body budget defaults to a quarter of it,
+// never below one largest body nor above the budget.
+func TestPerSourceBodyDefault(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want int64
+	}{
+		{"", 16 << 20},
+		{"  limits: {max_inflight_body_bytes: 8388608}\n", 4 << 20},
+		{"  max_body_bytes: 1024\n  limits: {max_inflight_body_bytes: 1048576}\n", 256 << 10},
+		{"  limits: {max_inflight_body_bytes: 67108864, max_inflight_body_bytes_per_source: 67108864}\n", 64 << 20},
+	} {
+		c, err := Parse([]byte("schema: 1\nsources: [{id: u, kind: mcp, url: 'http://h/mcp'}]\nserver:\n  listen: 127.0.0.1:7467\n"+tt.yaml), "", envMap(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.yaml, err)
+		}
+		if got := c.Server.Limits.MaxInflightBodyBytesPerSource; got != tt.want {
+			t.Errorf("%q: per-source share %d, want %d", tt.yaml, got, tt.want)
 		}
 	}
 }

@@ -216,7 +216,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, RequestTimeout: cfg.Server.RequestTimeout.D(),
 		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
-		BodyBudget: limits.NewBudget(lim.MaxInflightBodyBytes),
+		BodyBudget: limits.NewSharedBudget(lim.MaxInflightBodyBytes, lim.MaxInflightBodyBytesPerSource),
 		MaxStreams: lim.MaxStreams, MaxStreamsPerSession: lim.MaxStreamsPerSession,
 		Identity: func(r *http.Request) string {
 			if h := s.snaps.Load().Config.Server.IdentityHeader; h != "" {
