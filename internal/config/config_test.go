@@ -184,7 +184,7 @@ func TestDefaults(t *testing.T) {
 				MaxConnections: 1024, AdminMaxConnections: 64,
 				HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
 				IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second),
-				MaxInflightBodyBytes: 64 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
+				MaxInflightBodyBytes: 64 << 20, MaxInflightBodyBytesPerSource: 16 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
 				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50,
 			},
 		},
@@ -557,16 +557,19 @@ func TestApproverTokens(t *testing.T) {
 	}{
 		{name: "none", c: cfg(), want: map[string]string{}},
 		{name: "approvers and admin", c: cfg(Approver{"alice", "A"}, Approver{"bob", "B"}),
-			env:  map[string]string{"A": "ta", "B": "tb", EnvAdminToken: "tadmin"},
-			want: map[string]string{"ta": "alice", "tb": "bob", "tadmin": "admin"}},
-		{name: "admin only", c: cfg(), env: map[string]string{EnvAdminToken: "t"}, want: map[string]string{"t": "admin"}},
+			env:  map[string]string{"A": "token-of-alice-0001", "B": "token-of-bob-000001", EnvAdminToken: "token-of-admin-0001"},
+			want: map[string]string{"token-of-alice-0001": "alice", "token-of-bob-000001": "bob", "token-of-admin-0001": "admin"}},
+		{name: "admin only", c: cfg(), env: map[string]string{EnvAdminToken: "0123456789abcdef"}, want: map[string]string{"0123456789abcdef": "admin"}},
+		{name: "short tokens", c: cfg(Approver{"alice", "A"}), env: map[string]string{"A": "Q", EnvAdminToken: "fifteen-bytes-Q"},
+			err: []string{`approvers[0].token_env: token of approver "alice" is 1 bytes; at least 16 are required`,
+				`$TOLLGATE_ADMIN_TOKEN: token of approver "admin" is 15 bytes; at least 16 are required`}},
 		{name: "empty admin ignored", c: cfg(), env: map[string]string{EnvAdminToken: ""}, want: map[string]string{}},
 		{name: "unset and empty token_env", c: cfg(Approver{"alice", "A"}, Approver{"bob", "B"}), env: map[string]string{"B": ""},
 			err: []string{`approvers[0].token_env: environment variable A (token of approver "alice") is not set`,
 				`approvers[1].token_env: environment variable B (token of approver "bob") is not set`}},
-		{name: "shared token", c: cfg(Approver{"alice", "A"}, Approver{"bob", "B"}), env: map[string]string{"A": "s3cr3t-shared", "B": "s3cr3t-shared"},
+		{name: "shared token", c: cfg(Approver{"alice", "A"}, Approver{"bob", "B"}), env: map[string]string{"A": "s3cr3t-shared-0123", "B": "s3cr3t-shared-0123"},
 			err: []string{`approvers[1].token_env: approver "bob" has the same token as approver "alice"`}},
-		{name: "admin shares a token", c: cfg(Approver{"alice", "A"}), env: map[string]string{"A": "s3cr3t-shared", EnvAdminToken: "s3cr3t-shared"},
+		{name: "admin shares a token", c: cfg(Approver{"alice", "A"}), env: map[string]string{"A": "s3cr3t-shared-0123", EnvAdminToken: "s3cr3t-shared-0123"},
 			err: []string{`$TOLLGATE_ADMIN_TOKEN: approver "admin" has the same token as approver "alice"`}},
 	}
 	for _, tt := range tests {
@@ -902,6 +905,28 @@ func TestEnvVarsTable(t *testing.T) {
 	for _, n := range []string{EnvConfig, EnvAdminToken, EnvAdminURL, EnvLogLevel, EnvDataDir, EnvUpstreamURL} {
 		if !seen[n] {
 			t.Errorf("EnvVars lacks %s (have %v)", n, names)
+		}
+	}
+}
+
+// TestPerSourceBodyDefault: one source's share of the body budget defaults to a quarter of it,
+// never below one largest body nor above the budget.
+func TestPerSourceBodyDefault(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want int64
+	}{
+		{"", 16 << 20},
+		{"  limits: {max_inflight_body_bytes: 8388608}\n", 4 << 20},
+		{"  max_body_bytes: 1024\n  limits: {max_inflight_body_bytes: 1048576}\n", 256 << 10},
+		{"  limits: {max_inflight_body_bytes: 67108864, max_inflight_body_bytes_per_source: 67108864}\n", 64 << 20},
+	} {
+		c, err := Parse([]byte("schema: 1\nsources: [{id: u, kind: mcp, url: 'http://h/mcp'}]\nserver:\n  listen: 127.0.0.1:7467\n"+tt.yaml), "", envMap(nil))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.yaml, err)
+		}
+		if got := c.Server.Limits.MaxInflightBodyBytesPerSource; got != tt.want {
+			t.Errorf("%q: per-source share %d, want %d", tt.yaml, got, tt.want)
 		}
 	}
 }

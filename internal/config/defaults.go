@@ -188,6 +188,10 @@ func (c *Config) applyDefaults(present map[string]int) {
 	dur(&l.IdleTimeout, "server.limits.idle_timeout", DefaultIdleTimeout)
 	dur(&l.WriteTimeout, "server.limits.write_timeout", DefaultWriteTimeout)
 	i64(&l.MaxInflightBodyBytes, "server.limits.max_inflight_body_bytes", DefaultMaxInflightBodyBytes)
+	// One source's share: a quarter of the budget, so one client's stalled bodies leave room for
+	// others, but never less than one largest body (nor more than the budget).
+	i64(&l.MaxInflightBodyBytesPerSource, "server.limits.max_inflight_body_bytes_per_source",
+		min(max(l.MaxInflightBodyBytes/4, s.MaxBodyBytes), l.MaxInflightBodyBytes))
 	num(&l.MaxStreams, "server.limits.max_streams", DefaultMaxStreams)
 	num(&l.MaxStreamsPerSession, "server.limits.max_streams_per_session", DefaultMaxStreamsPerSession)
 	num(&l.MaxSessions, "server.limits.max_sessions", DefaultMaxSessions)

@@ -102,6 +102,7 @@ func Parse(data []byte, path string, lookupEnv func(string) (string, bool)) (*Co
 	for _, fe := range FieldErrors(c.Validate()) {
 		errs = append(errs, fe)
 	}
+	errs = append(errs, c.shortTokens(lookupEnv)...)
 	if len(errs) > 0 {
 		sortByLine(errs)
 		return nil, errors.Join(errs...)

@@ -9,9 +9,45 @@ import (
 // AdminApprover is the approver name given to $TOLLGATE_ADMIN_TOKEN.
 const AdminApprover = "admin"
 
+// MinTokenBytes is the shortest approver or admin token accepted: a bearer token is the only
+// credential of the admin API, and a short one falls to guessing (failed tokens are also
+// throttled per address, docs/SECURITY.md).
+const MinTokenBytes = 16
+
+// tokenTooShort is the error for a token shorter than MinTokenBytes; it names the approver and
+// the length, never the value.
+func tokenTooShort(path, name, token string) error {
+	if len(token) >= MinTokenBytes {
+		return nil
+	}
+	return &FieldError{Path: path, Msg: fmt.Sprintf("token of approver %q is %d bytes; at least %d are required (e.g. openssl rand -hex 32)",
+		name, len(token), MinTokenBytes)}
+}
+
+// shortTokens reports every token variable that is set but shorter than MinTokenBytes. Parse
+// runs it, so `tollgate validate` and a reload report it too; variables that are not set are
+// ApproverTokens' concern (validate may run where the secrets are not).
+func (c *Config) shortTokens(lookupEnv func(string) (string, bool)) []error {
+	var errs []error
+	for i, a := range c.Approvers {
+		if tok, ok := lookupEnv(a.TokenEnv); ok && tok != "" && a.TokenEnv != "" {
+			if err := tokenTooShort(idx("approvers", i)+".token_env", a.Name, tok); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if tok, ok := lookupEnv(EnvAdminToken); ok && tok != "" {
+		if err := tokenTooShort("$"+EnvAdminToken, AdminApprover, tok); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 // ApproverTokens maps each bearer token to its approver's name (docs/contract.md §4):
 // approvers[].token_env, plus $TOLLGATE_ADMIN_TOKEN as "admin" when set. A listed
-// token_env that is unset or empty, or two approvers sharing a token, is an error.
+// token_env that is unset or empty, a token shorter than MinTokenBytes, or two approvers
+// sharing a token, is an error.
 // Errors name approvers and variables, never token values. nil lookupEnv uses the
 // process environment.
 func (c *Config) ApproverTokens(lookupEnv func(string) (string, bool)) (map[string]string, error) {
@@ -21,6 +57,10 @@ func (c *Config) ApproverTokens(lookupEnv func(string) (string, bool)) (map[stri
 	tokens := make(map[string]string, len(c.Approvers)+1)
 	var errs []error
 	addToken := func(path, name, token string) {
+		if err := tokenTooShort(path, name, token); err != nil {
+			errs = append(errs, err)
+			return
+		}
 		if other, dup := tokens[token]; dup && other != name {
 			errs = append(errs, &FieldError{Path: path, Msg: fmt.Sprintf("approver %q has the same token as approver %q", name, other)})
 			return

@@ -183,11 +183,14 @@ type Limits struct {
 	IdleTimeout          Duration `yaml:"idle_timeout"`            // keep-alive connection without a request, default 120s
 	WriteTimeout         Duration `yaml:"write_timeout"`           // one write to a client that does not read, default 30s
 	MaxInflightBodyBytes int64    `yaml:"max_inflight_body_bytes"` // request bodies held at once, default 64 MiB
-	MaxStreams           int      `yaml:"max_streams"`             // open GET streams in all, default 1000
-	MaxStreamsPerSession int      `yaml:"max_streams_per_session"` // open GET streams of one session, default 4
-	MaxSessions          int      `yaml:"max_sessions"`            // sessions tracked, default 10000
-	SessionsPerSecond    float64  `yaml:"sessions_per_second"`     // new sessions per source, default 10; 0 = no limit
-	SessionBurst         int      `yaml:"session_burst"`           // default 50
+	// MaxInflightBodyBytesPerSource is one source's share of it (identity, else address);
+	// default a quarter of the budget, at least server.max_body_bytes.
+	MaxInflightBodyBytesPerSource int64   `yaml:"max_inflight_body_bytes_per_source"`
+	MaxStreams                    int     `yaml:"max_streams"`             // open GET streams in all, default 1000
+	MaxStreamsPerSession          int     `yaml:"max_streams_per_session"` // open GET streams of one session, default 4
+	MaxSessions                   int     `yaml:"max_sessions"`            // sessions tracked, default 10000
+	SessionsPerSecond             float64 `yaml:"sessions_per_second"`     // new sessions per source, default 10; 0 = no limit
+	SessionBurst                  int     `yaml:"session_burst"`           // default 50
 }
 
 // RateLimit bounds how fast one caller (task owner) may call tools (JSON-RPC -32009 beyond it).

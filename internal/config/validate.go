@@ -420,6 +420,12 @@ func (v *validator) limits() {
 	if mb := v.c.Server.MaxBodyBytes; l.MaxInflightBodyBytes < mb && mb > 0 {
 		v.add(p+"max_inflight_body_bytes", "must be at least server.max_body_bytes (%d), got %d", mb, l.MaxInflightBodyBytes)
 	}
+	// A share below one largest body would refuse every request of that size from any source.
+	if ps := l.MaxInflightBodyBytesPerSource; ps <= 0 || ps > l.MaxInflightBodyBytes && l.MaxInflightBodyBytes > 0 {
+		v.add(p+"max_inflight_body_bytes_per_source", "must be > 0 and at most server.limits.max_inflight_body_bytes (%d), got %d", l.MaxInflightBodyBytes, ps)
+	} else if mb := v.c.Server.MaxBodyBytes; ps < mb && mb > 0 && l.MaxInflightBodyBytes >= mb {
+		v.add(p+"max_inflight_body_bytes_per_source", "must be at least server.max_body_bytes (%d), got %d", mb, ps)
+	}
 	if l.MaxStreamsPerSession > l.MaxStreams && l.MaxStreams > 0 {
 		v.add(p+"max_streams_per_session", "must not exceed server.limits.max_streams (%d)", l.MaxStreams)
 	}

@@ -48,7 +48,17 @@ const (
 	HeaderProtocolVersion = "Mcp-Protocol-Version"
 	HeaderMethod          = "Mcp-Method"
 	HeaderName            = "Mcp-Name"
+	// HeaderSessionID is the legacy transport's session header (spec 2025-11-25 transports
+	// "Session Management").
+	HeaderSessionID = "Mcp-Session-Id"
 )
+
+// singleHeaders may appear at most once in a request of either era. Readers disagree on a
+// repeated header — Go's Header.Get and most frameworks take the first value, Node joins them
+// with ", ", a proxy may keep the last — so Tollgate and the upstream could read different
+// versions, methods, names or sessions (a legacy version first and a modern one second used to
+// be classified legacy while both values went upstream).
+var singleHeaders = []string{HeaderProtocolVersion, HeaderMethod, HeaderName, HeaderSessionID}
 
 // Error codes the modern revision defines (schema.ts: HEADER_MISMATCH,
 // MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION).
@@ -88,7 +98,14 @@ type Rejection struct {
 // it is server/discover (a method only the modern revision has). Either source alone makes it
 // modern, so a header that says legacy cannot smuggle a modern body past the checks below, nor
 // the other way round.
+//
+// In both eras a protocol header that appears more than once, or a version header holding a
+// list (what an intermediary makes of a repeated header, RFC 9110 §5.3), is refused with
+// -32020 HeaderMismatch (HTTP 400) before anything else.
 func Classify(h http.Header, m *jsonrpc.Message) (*Request, *Rejection) {
+	if rej := repeated(h); rej != nil {
+		return nil, rej
+	}
 	headerV := h.Get(HeaderProtocolVersion)
 	var params json.RawMessage
 	if m.Kind == jsonrpc.KindRequest || m.Kind == jsonrpc.KindNotification {
@@ -112,6 +129,20 @@ func Classify(h http.Header, m *jsonrpc.Message) (*Request, *Rejection) {
 			"Invalid request: protocol "+Modern+" clients do not send JSON-RPC responses")
 	}
 	return classifyRequest(h, m, headerV)
+}
+
+// repeated refuses a protocol header sent more than once (any case of its name counts: net/http
+// canonicalises them into one key), and a version header with a comma-separated list.
+func repeated(h http.Header) *Rejection {
+	for _, name := range singleHeaders {
+		if len(h.Values(name)) > 1 {
+			return mismatch(name + " header must appear once")
+		}
+	}
+	if strings.Contains(h.Get(HeaderProtocolVersion), ",") {
+		return mismatch(HeaderProtocolVersion + " header must name one version")
+	}
+	return nil
 }
 
 func classifyRequest(h http.Header, m *jsonrpc.Message, headerV string) (*Request, *Rejection) {

@@ -92,6 +92,25 @@ func TestClassify(t *testing.T) {
 			modernHdr("resources/read", "Mcp-Name", "file:///a"), `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"file:///a", ` + okMeta + `}}`, true, 0, 0},
 		{"client response in the modern era", "transports §Sending Messages 4: MUST NOT send responses",
 			modernHdr(""), `{"jsonrpc":"2.0","id":1,"result":{}}`, false, 400, jsonrpc.CodeInvalidRequest},
+		// A repeated protocol header is refused in both eras: readers disagree on which value
+		// counts (Go takes the first, Node joins them), so Tollgate and the upstream could see
+		// different versions, methods, names or sessions.
+		{"version header twice, legacy then modern", "transports §Protocol Version Header (one value)",
+			hdr("MCP-Protocol-Version", "2025-11-25", "MCP-Protocol-Version", Modern), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, false, 400, CodeHeaderMismatch},
+		{"version header twice, same legacy value", "transports §Protocol Version Header (one value)",
+			hdr("MCP-Protocol-Version", "2025-11-25", "mcp-protocol-version", "2025-11-25"), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, false, 400, CodeHeaderMismatch},
+		{"version header twice, modern then legacy", "transports §Protocol Version Header (one value)",
+			hdr("MCP-Protocol-Version", Modern, "MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/call", "Mcp-Name", "greet"), call, false, 400, CodeHeaderMismatch},
+		{"version header as a list", "RFC 9110 §5.3: a list is a repeated header",
+			hdr("MCP-Protocol-Version", "2025-11-25, "+Modern), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, false, 400, CodeHeaderMismatch},
+		{"Mcp-Method twice in a legacy request", "one value per protocol header, both eras",
+			hdr("MCP-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/list", "Mcp-Method", "tools/call"), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, false, 400, CodeHeaderMismatch},
+		{"Mcp-Name twice in a legacy request", "one value per protocol header, both eras",
+			hdr("Mcp-Name", "greet", "Mcp-Name", "rm_rf"), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet"}}`, false, 400, CodeHeaderMismatch},
+		{"Mcp-Session-Id twice", "2025-11-25 transports §Session Management (one session per request)",
+			hdr("Mcp-Session-Id", "a", "Mcp-Session-Id", "b"), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, false, 400, CodeHeaderMismatch},
+		{"Mcp-Session-Id twice in a modern request", "one value per protocol header, both eras",
+			modernHdr("tools/call", "Mcp-Name", "greet", "Mcp-Session-Id", "a", "Mcp-Session-Id", "b"), call, false, 400, CodeHeaderMismatch},
 		{"modern notification passes", "transports §Sending Messages 5",
 			hdr("MCP-Protocol-Version", Modern), `{"jsonrpc":"2.0","method":"notifications/x"}`, true, 0, 0},
 	}

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"net"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -14,44 +15,116 @@ import (
 // Budget is a non-blocking semaphore of bytes: request bodies take their size before they are
 // read and give it back when the request ends, so stalled or slow bodies cannot add up to more
 // memory than the budget (server.limits.max_inflight_body_bytes).
+//
+// Each source (package source: the identity, else the address) may hold at most perSource of
+// it (server.limits.max_inflight_body_bytes_per_source): without that share, 16 stalled 4 MiB
+// bodies from one client held the whole default budget and every other caller got 503 until
+// body_timeout ended them. Sources are counted only while they hold bytes, so the table is
+// bounded by the requests in flight.
 type Budget struct {
-	max  int64
-	used atomic.Int64
+	max, perSource int64
+
+	mu       sync.Mutex
+	used     int64
+	bySource map[string]int64
 }
 
-// NewBudget returns a budget of max bytes (max <= 0: unlimited).
-func NewBudget(max int64) *Budget { return &Budget{max: max} }
+// NewBudget returns a budget of max bytes (max <= 0: unlimited) without a per-source share.
+func NewBudget(max int64) *Budget { return NewSharedBudget(max, 0) }
 
-// TryAcquire takes n bytes if they are free; false leaves the budget unchanged.
-func (b *Budget) TryAcquire(n int64) bool {
-	if b == nil || b.max <= 0 || n <= 0 {
-		return true
+// NewSharedBudget returns a budget of max bytes of which one source may hold perSource
+// (perSource <= 0 or above max: max).
+func NewSharedBudget(max, perSource int64) *Budget {
+	if perSource <= 0 || perSource > max {
+		perSource = max
 	}
-	for {
-		u := b.used.Load()
-		if u+n > b.max {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
+	return &Budget{max: max, perSource: perSource, bySource: make(map[string]int64)}
 }
+
+// TryAcquire takes n bytes for the anonymous source "" if they are free; false leaves the
+// budget unchanged.
+func (b *Budget) TryAcquire(n int64) bool { return b.For("").TryAcquire(n) }
 
 // Release gives back n bytes taken with TryAcquire.
-func (b *Budget) Release(n int64) {
-	if b == nil || b.max <= 0 || n <= 0 {
-		return
-	}
-	b.used.Add(-n)
-}
+func (b *Budget) Release(n int64) { b.For("").Release(n) }
 
 // Used is the number of bytes currently taken.
 func (b *Budget) Used() int64 {
 	if b == nil {
 		return 0
 	}
-	return b.used.Load()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// UsedBy is the number of bytes src currently holds.
+func (b *Budget) UsedBy(src string) int64 {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.bySource[src]
+}
+
+// sources is the number of sources holding bytes (tests).
+func (b *Budget) sources() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.bySource)
+}
+
+// For returns src's account of the budget: one request's bytes are taken and given back
+// through it. A nil budget gives an account that takes everything.
+func (b *Budget) For(src string) *Share { return &Share{b: b, src: src} }
+
+// Share is one source's account of a Budget for one request.
+type Share struct {
+	b   *Budget
+	src string
+	// BySource is set when the last refusal came from the per-source share rather than the
+	// whole budget (for the error and metric naming the limit).
+	BySource bool
+}
+
+// TryAcquire takes n bytes if both the budget and the source's share have room; false leaves
+// both unchanged.
+func (s *Share) TryAcquire(n int64) bool {
+	b := s.b
+	if b == nil || b.max <= 0 || n <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	mine := b.bySource[s.src]
+	if b.perSource < b.max && mine+n > b.perSource {
+		s.BySource = true
+		return false
+	}
+	if b.used+n > b.max {
+		s.BySource = false
+		return false
+	}
+	b.used += n
+	b.bySource[s.src] = mine + n
+	return true
+}
+
+// Release gives back n bytes taken with TryAcquire.
+func (s *Share) Release(n int64) {
+	b := s.b
+	if b == nil || b.max <= 0 || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if left := b.bySource[s.src] - n; left > 0 {
+		b.bySource[s.src] = left
+	} else {
+		delete(b.bySource, s.src)
+	}
 }
 
 // Listener caps the open connections of a listener. A connection beyond the cap is accepted,

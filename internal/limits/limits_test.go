@@ -74,6 +74,86 @@ func TestBudgetConcurrent(t *testing.T) {
 	}
 }
 
+// TestBudgetPerSource: one source holds at most its share (server.limits.
+// max_inflight_body_bytes_per_source), so a client with stalled bodies leaves room for others;
+// the whole budget still bounds them all, and a source is forgotten when it holds nothing.
+func TestBudgetPerSource(t *testing.T) {
+	type op struct {
+		src  string
+		n    int64 // >0 acquire, <0 release
+		ok   bool  // acquire result
+		mine bool  // refused by the source's share (BySource)
+	}
+	tests := []struct {
+		name           string
+		max, perSource int64
+		ops            []op
+		used           int64
+	}{
+		{"a flood stops at its share", 100, 40, []op{
+			{"a", 16, true, false}, {"a", 16, true, false}, {"a", 16, false, true},
+			{"b", 40, true, false}, {"c", 30, false, false}, // 32+40+30 > 100: the whole budget
+			{"c", 28, true, false},
+		}, 100},
+		{"release makes room in the share", 100, 40, []op{
+			{"a", 40, true, false}, {"a", 1, false, true}, {"a", -40, false, false}, {"a", 40, true, false},
+		}, 40},
+		{"no share: the whole budget", 100, 0, []op{{"a", 100, true, false}, {"b", 1, false, false}}, 100},
+		{"share above the budget is the budget", 100, 500, []op{{"a", 100, true, false}, {"a", 1, false, false}}, 100},
+		{"unlimited", 0, 10, []op{{"a", 1 << 40, true, false}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewSharedBudget(tt.max, tt.perSource)
+			for i, o := range tt.ops {
+				s := b.For(o.src)
+				if o.n < 0 {
+					s.Release(-o.n)
+					continue
+				}
+				if got := s.TryAcquire(o.n); got != o.ok || (!got && s.BySource != o.mine) {
+					t.Fatalf("op %d (%s takes %d): %v by source %v, want %v by source %v", i, o.src, o.n, got, s.BySource, o.ok, o.mine)
+				}
+			}
+			if b.Used() != tt.used {
+				t.Errorf("used %d, want %d", b.Used(), tt.used)
+			}
+		})
+	}
+}
+
+func TestBudgetPerSourceConcurrent(t *testing.T) {
+	b := NewSharedBudget(1000, 100)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	peak := map[string]int64{}
+	for i := range 16 {
+		src := fmt.Sprint("s", i%4)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := b.For(src)
+			for range 1000 {
+				if s.TryAcquire(7) {
+					mu.Lock()
+					peak[src] = max(peak[src], b.UsedBy(src))
+					mu.Unlock()
+					s.Release(7)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for src, p := range peak {
+		if p > 100 {
+			t.Errorf("source %s peaked at %d bytes, share 100", src, p)
+		}
+	}
+	if b.Used() != 0 || b.sources() != 0 {
+		t.Errorf("after all releases: used %d, %d sources remembered; want 0, 0", b.Used(), b.sources())
+	}
+}
+
 // serve runs h behind a capped listener on loopback.
 func serve(t *testing.T, h http.Handler, maxConns int) (*Listener, string) {
 	t.Helper()

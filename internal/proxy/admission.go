@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
-	"github.com/tollgate-mcp/tollgate/internal/limits"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
@@ -19,6 +18,7 @@ import (
 // Limit names passed to Observer.Limited (the label of tollgate_limit_refusals_total).
 const (
 	LimitBodyBytes      = "body_bytes"
+	LimitSourceBytes    = "source_body_bytes"
 	LimitStreams        = "streams"
 	LimitSessionStreams = "session_streams"
 	LimitSessions       = "sessions"
@@ -192,10 +192,10 @@ var (
 const bodyChunk = 32 << 10
 
 // readBody reads the request body within limit, taking its bytes from the budget before
-// reading them (server.limits.max_inflight_body_bytes): a body of known length takes all of
+// reading them (server.limits.max_inflight_body_bytes and the source's share of it): a body of known length takes all of
 // it at once and is read into one buffer; a chunked body takes budget as it grows. It returns
 // the bytes taken, to Release when the request ends, also on error.
-func readBody(r io.Reader, length, limit int64, b *limits.Budget) ([]byte, int64, error) {
+func readBody(r io.Reader, length, limit int64, b interface{ TryAcquire(int64) bool }) ([]byte, int64, error) {
 	if length > limit {
 		return nil, 0, errTooLarge
 	}

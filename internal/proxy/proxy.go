@@ -43,7 +43,8 @@ type Options struct {
 	// OnNotification, if set, sees every notification the upstream sends on a session's
 	// server→client stream (for the session's event queue, tollgate_await_activity).
 	OnNotification func(sess *session.Session, m *jsonrpc.Message)
-	// BodyBudget bounds request-body bytes held at once (nil = unbounded).
+	// BodyBudget bounds request-body bytes held at once, and each source's share (nil =
+	// unbounded).
 	BodyBudget *limits.Budget
 	// MaxStreams and MaxStreamsPerSession bound open GET streams (0 = unbounded).
 	MaxStreams, MaxStreamsPerSession int
@@ -166,8 +167,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	corr := correlationID(r)
 	w.Header().Set("X-Request-Id", corr)
-	body, taken, err := readBody(r.Body, r.ContentLength, h.o.MaxBodyBytes, h.o.BodyBudget)
-	defer h.o.BodyBudget.Release(taken)
+	share := h.o.BodyBudget.For(h.source(r)) // one source may hold only its share
+	body, taken, err := readBody(r.Body, r.ContentLength, h.o.MaxBodyBytes, share)
+	defer share.Release(taken)
 	if err != nil {
 		switch {
 		case errors.Is(err, errTooLarge):
@@ -177,12 +179,14 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 				"correlation_id", corr)))
 			h.observe("", "too_large", start)
 		case errors.Is(err, errBusy):
-			h.limited(LimitBodyBytes)
+			limit, msg := LimitBodyBytes, "Too many request bodies in flight (server.limits.max_inflight_body_bytes); retry shortly"
+			if share.BySource {
+				limit, msg = LimitSourceBytes, "Too many request bodies in flight from this client (server.limits.max_inflight_body_bytes_per_source); retry shortly"
+			}
+			h.limited(limit)
 			w.Header().Set("Retry-After", "1")
 			writeJSON(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(
-				jsonrpc.CodeCapacityExceeded, "ServerBusy",
-				"Too many request bodies in flight (server.limits.max_inflight_body_bytes); retry shortly",
-				"correlation_id", corr)))
+				jsonrpc.CodeCapacityExceeded, "ServerBusy", msg, "correlation_id", corr)))
 			h.observe("", "busy", start)
 		default:
 			http.Error(w, "reading request body: "+err.Error(), http.StatusBadRequest)

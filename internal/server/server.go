@@ -216,7 +216,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		MaxBodyBytes: cfg.Server.MaxBodyBytes, RequestTimeout: cfg.Server.RequestTimeout.D(),
 		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
-		BodyBudget: limits.NewBudget(lim.MaxInflightBodyBytes),
+		BodyBudget: limits.NewSharedBudget(lim.MaxInflightBodyBytes, lim.MaxInflightBodyBytesPerSource),
 		MaxStreams: lim.MaxStreams, MaxStreamsPerSession: lim.MaxStreamsPerSession,
 		Identity: func(r *http.Request) string {
 			if h := s.snaps.Load().Config.Server.IdentityHeader; h != "" {
@@ -238,7 +238,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	adminMux.HandleFunc("GET /readyz", s.readyz)
 	adminMux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.approvers.set(tokens)
-	api := approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log})
+	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log}),
+		approval.ThrottleOptions{OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
 	adminMux.Handle(console.Path, console.Handler())

@@ -46,7 +46,7 @@ func TestDemoAndCLI(t *testing.T) {
 	bin := buildBinary(t)
 	mcpAddr, adminAddr := freeAddr(t), freeAddr(t)
 	env := append(os.Environ(), "TOLLGATE_LISTEN="+mcpAddr, "TOLLGATE_ADMIN_LISTEN="+adminAddr,
-		"TOLLGATE_ADMIN_TOKEN=cli-token", "TOLLGATE_ADMIN_URL=http://"+adminAddr, "TOLLGATE_LOG_LEVEL=warn")
+		"TOLLGATE_ADMIN_TOKEN=cli-admin-token-0123", "TOLLGATE_ADMIN_URL=http://"+adminAddr, "TOLLGATE_LOG_LEVEL=warn")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -73,7 +73,7 @@ func TestDemoAndCLI(t *testing.T) {
 	}()
 	select {
 	case out := <-banner:
-		if !strings.Contains(out, "http://"+mcpAddr+"/mcp") || !strings.Contains(out, "cli-token") {
+		if !strings.Contains(out, "http://"+mcpAddr+"/mcp") || !strings.Contains(out, "cli-admin-token-0123") {
 			t.Fatalf("banner lacks the MCP URL or token:\n%s", out)
 		}
 	case <-time.After(20 * time.Second):
@@ -142,6 +142,15 @@ func TestValidateCommand(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}
+	}
+	// An approver token shorter than 16 bytes is refused, naming the approver, never the value.
+	short := filepath.Join(dir, "short.yaml")
+	os.WriteFile(short, []byte("schema: 1\nsources: [{id: u, kind: mcp, url: \"http://127.0.0.1:1/mcp\"}]\napprovers: [{name: alice, token_env: ALICE_TOKEN}]\n"), 0o644)
+	cmd := exec.Command(bin, "validate", "--config", short)
+	cmd.Env = append(os.Environ(), "ALICE_TOKEN=abc123", "TOLLGATE_ADMIN_TOKEN=")
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `approvers[0].token_env: token of approver "alice" is 6 bytes; at least 16`) || strings.Contains(string(out), "abc123") {
+		t.Errorf("short token: %v\n%s", err, out)
 	}
 	// A Cedar syntax error is reported with file and position.
 	os.WriteFile(filepath.Join(dir, "p.cedar"), []byte("permit (principal, action, resource) when { oops };\nforbid (principal"), 0o644)

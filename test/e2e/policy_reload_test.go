@@ -221,10 +221,10 @@ func TestReloadApprovers(t *testing.T) {
 	cfg := func(approvers string) string {
 		return testkit.BasicConfig(upURL, "governance:\n  rules:\n    - {match: \"delete_*\", action: approve}\n"+approvers)
 	}
-	env := map[string]string{"CAROL_TOKEN": "carol-secret"}
+	env := map[string]string{"CAROL_TOKEN": "carol-secret-token"}
 	g := testkit.StartGateway(t, cfg(""), env, nil)
 	g.WaitReady(t)
-	if st, _ := g.AdminRequest(t, "GET", "/api/v1/approvals", "carol-secret", ""); st != 401 {
+	if st, _ := g.AdminRequest(t, "GET", "/api/v1/approvals", "carol-secret-token", ""); st != 401 {
 		t.Fatalf("carol before she is configured: %d", st)
 	}
 	if err := os.WriteFile(filepath.Join(g.Dir, "tollgate.yaml"), []byte(cfg("approvers: [{name: carol, token_env: CAROL_TOKEN}]\n")), 0o644); err != nil {
@@ -232,7 +232,7 @@ func TestReloadApprovers(t *testing.T) {
 	}
 	g.Srv.Reload()
 	waitFor(t, "carol's token to be accepted", func() bool {
-		st, _ := g.AdminRequest(t, "GET", "/api/v1/approvals", "carol-secret", "")
+		st, _ := g.AdminRequest(t, "GET", "/api/v1/approvals", "carol-secret-token", "")
 		return st == 200
 	})
 }

@@ -90,7 +90,7 @@ type l = map[string]string
 // (task created, approved through the admin API, tasks/result) and checks the scrape moved.
 func TestMetricsEndToEnd(t *testing.T) {
 	d, upURL := testkit.StartDemo(t)
-	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, governedRules), map[string]string{"ALICE_TOKEN": "ops-alice-token"}, nil)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, governedRules), map[string]string{"ALICE_TOKEN": "ops-alice-token-0123"}, nil)
 	g.WaitReady(t)
 	_, before := scrape(t, g)
 
@@ -113,7 +113,7 @@ func TestMetricsEndToEnd(t *testing.T) {
 		t.Errorf("tollgate_pending_tasks{workflow=\"default\"} = %v while the task waits, want 1",
 			value(held, "tollgate_pending_tasks", l{"workflow": "default"}))
 	}
-	if code, ans := g.AdminRequest(t, http.MethodPost, "/api/v1/approvals/"+taskID+"/approve", "ops-alice-token", `{"reason":"ops test"}`); code != 200 {
+	if code, ans := g.AdminRequest(t, http.MethodPost, "/api/v1/approvals/"+taskID+"/approve", "ops-alice-token-0123", `{"reason":"ops test"}`); code != 200 {
 		t.Fatalf("approve: HTTP %d %v", code, ans)
 	}
 	res := c.Post(`{"jsonrpc":"2.0","id":5,"method":"tasks/result","params":{"taskId":"` + taskID + `"}}`).Message(t)

@@ -44,7 +44,7 @@ type options struct {
 	resources bool
 }
 
-const adminToken = "bench-token"
+const adminToken = "bench-admin-token-0123"
 
 func main() {
 	var o options
