@@ -5,21 +5,46 @@
 package disclose
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sync/atomic"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 )
 
+// ownerKey keys OwnerHash; random per process until SetOwnerKey gives the server's key.
+var ownerKey atomic.Pointer[[]byte]
+
+func init() {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read never fails (Go 1.24)
+	ownerKey.Store(&k)
+}
+
+// SetOwnerKey sets the key of OwnerHash for the process (the server's owner key, kept with the
+// task store, so hashes in the audit log agree across restarts and replicas). An empty key is
+// ignored.
+func SetOwnerKey(key []byte) {
+	if len(key) > 0 {
+		k := bytes.Clone(key)
+		ownerKey.Store(&k)
+	}
+}
+
 // OwnerHash is the short, non-reversible form in which owners are shown and logged: owner ids
-// may be MCP session ids, which act as capabilities and must not be disclosed.
+// may be MCP session ids, which act as capabilities and must not be disclosed. It is keyed:
+// an unkeyed digest of "user:alice" could be matched offline against guessed user names.
 func OwnerHash(owner string) string {
 	if owner == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(owner))
-	return hex.EncodeToString(sum[:6])
+	mac := hmac.New(sha256.New, *ownerKey.Load())
+	mac.Write([]byte("owner\x00" + owner))
+	return hex.EncodeToString(mac.Sum(nil)[:6])
 }
 
 // Workflows looks up an approval workflow in the current configuration; ok is false when it

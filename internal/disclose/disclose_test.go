@@ -1,6 +1,8 @@
 package disclose
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"testing"
 
@@ -49,5 +51,27 @@ func TestArgumentsFailClosed(t *testing.T) {
 				t.Errorf("Arguments = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestOwnerHashIsKeyed: an unkeyed digest of "user:alice" shown in a webhook could be matched
+// offline against guessed user names.
+func TestOwnerHashIsKeyed(t *testing.T) {
+	unkeyed := sha256.Sum256([]byte("user:alice"))
+	if h := OwnerHash("user:alice"); h == hex.EncodeToString(unkeyed[:6]) {
+		t.Fatalf("OwnerHash(user:alice) = %s, the unkeyed SHA-256", h)
+	}
+}
+
+func TestSetOwnerKey(t *testing.T) {
+	SetOwnerKey([]byte("key one"))
+	one := OwnerHash("user:alice")
+	SetOwnerKey([]byte("key two"))
+	if two := OwnerHash("user:alice"); two == one || len(two) != 12 {
+		t.Errorf("hash under two keys: %s, %s", one, two)
+	}
+	SetOwnerKey([]byte("key one"))
+	if again := OwnerHash("user:alice"); again != one {
+		t.Errorf("same key, different hash: %s, %s", one, again)
 	}
 }
