@@ -51,6 +51,18 @@ func OwnerHash(owner string) string {
 // does not exist (a reload removed it).
 type Workflows func(name string) (wf config.Workflow, ok bool)
 
+// Pretty is args (a result of Arguments) indented for people, as text: numbers stay as written
+// (9007199254740993, 1.0, 1E400) because nothing is decoded, so an approver reads exactly what
+// the upstream will receive; a browser that parsed the JSON would show such numbers rounded
+// through float64. Not JSON: returned as it is.
+func Pretty(args json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Indent(&b, args, "", "  ") != nil {
+		return string(args)
+	}
+	return b.String()
+}
+
 // Arguments is the one view of a task's arguments that may leave the process. It fails
 // closed: arguments that are not JSON, or whose workflow cannot be found (removed by a
 // reload, or no lookup given), are replaced whole by "[REDACTED]". A task without a workflow

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
@@ -73,5 +74,27 @@ func TestSetOwnerKey(t *testing.T) {
 	SetOwnerKey([]byte("key one"))
 	if again := OwnerHash("user:alice"); again != one {
 		t.Errorf("same key, different hash: %s, %s", one, again)
+	}
+}
+
+// TestArgumentsNumbersExact: what leaves the process is the JSON the upstream receives, numbers
+// as written — redacted or not — and Pretty only adds whitespace.
+func TestArgumentsNumbersExact(t *testing.T) {
+	const in = `{"account_id":9007199254740993,"ratio":1.0,"huge":1E400,"neg":-0.0,"big":123456789012345678901234567890,"pw":[1e-7]}`
+	lookup := func(string) (config.Workflow, bool) { return config.Workflow{RedactFields: []string{"pw"}}, true }
+	if got := Arguments(json.RawMessage(in), "", nil); string(got) != in {
+		t.Errorf("unredacted: %s", got)
+	}
+	got := Arguments(json.RawMessage(in), "w", lookup)
+	const want = `{"account_id":9007199254740993,"ratio":1.0,"huge":1E400,"neg":-0.0,"big":123456789012345678901234567890,"pw":"[REDACTED]"}`
+	if string(got) != want {
+		t.Errorf("redacted: %s\nwant      %s", got, want)
+	}
+	p := Pretty(got)
+	if strings.Join(strings.Fields(p), "") != want || !strings.Contains(p, `"account_id": 9007199254740993,`) {
+		t.Errorf("Pretty changed more than whitespace:\n%s", p)
+	}
+	if Pretty(json.RawMessage(`{"a":`)) != `{"a":` {
+		t.Error("Pretty of invalid JSON is not the input")
 	}
 }
