@@ -57,6 +57,7 @@ type View struct {
 	TaskID           string          `json:"taskId"`
 	Tool             string          `json:"tool"`
 	Arguments        json.RawMessage `json:"arguments"`
+	ArgumentsText    string          `json:"argumentsText"` // the same, indented, numbers as written (disclose.Pretty)
 	ArgsHash         string          `json:"argsHash"`
 	Workflow         string          `json:"workflow,omitempty"`
 	Accelerated      bool            `json:"accelerated,omitempty"`
@@ -414,6 +415,7 @@ func (h *handler) view(t *tasks.Task) View {
 		CreatedAt:     t.CreatedAt.UTC(),
 		UpdatedAt:     t.UpdatedAt.UTC(),
 	}
+	v.ArgumentsText = disclose.Pretty(v.Arguments)
 	if !t.ApprovalDeadline.IsZero() {
 		d := t.ApprovalDeadline.UTC()
 		v.ApprovalDeadline = &d

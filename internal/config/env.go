@@ -54,7 +54,7 @@ var EnvVars = []EnvVar{
 	{EnvAdminToken, "", "Bearer token of a single approver named \"admin\" for the admin API, in addition to approvers[]."},
 	{EnvAdminURL, DefaultAdminURL, "Admin API base URL used by the `tollgate approvals` CLI."},
 	{EnvLogLevel, DefaultLogLevel, "Log level: debug, info, warn or error."},
-	{EnvOwnerHashKey, "", "HMAC key under which a 2026-07-28 caller's Authorization credential owns its tasks (same on every replica); unset = a fixed salt."},
+	{EnvOwnerHashKey, "", "HMAC key under which a 2026-07-28 caller's Authorization credential owns its tasks (same on every replica), also keying the owner hashes approvers see; unset = derived from the arguments hash key (memory store: random per process)."},
 	{EnvArgumentHashKey, "", "Secret (at least 32 bytes) keying the HMAC that binds an approval to the call's arguments. Required with tasks.store.type redis (the same value on every replica); the file store otherwise keeps a random key in <store path>.key; the memory store draws one per process."},
 }
 

@@ -5,26 +5,63 @@
 package disclose
 
 import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"sync/atomic"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 )
 
+// ownerKey keys OwnerHash; random per process until SetOwnerKey gives the server's key.
+var ownerKey atomic.Pointer[[]byte]
+
+func init() {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read never fails (Go 1.24)
+	ownerKey.Store(&k)
+}
+
+// SetOwnerKey sets the key of OwnerHash for the process (the server's owner key, kept with the
+// task store, so hashes in the audit log agree across restarts and replicas). An empty key is
+// ignored.
+func SetOwnerKey(key []byte) {
+	if len(key) > 0 {
+		k := bytes.Clone(key)
+		ownerKey.Store(&k)
+	}
+}
+
 // OwnerHash is the short, non-reversible form in which owners are shown and logged: owner ids
-// may be MCP session ids, which act as capabilities and must not be disclosed.
+// may be MCP session ids, which act as capabilities and must not be disclosed. It is keyed:
+// an unkeyed digest of "user:alice" could be matched offline against guessed user names.
 func OwnerHash(owner string) string {
 	if owner == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(owner))
-	return hex.EncodeToString(sum[:6])
+	mac := hmac.New(sha256.New, *ownerKey.Load())
+	mac.Write([]byte("owner\x00" + owner))
+	return hex.EncodeToString(mac.Sum(nil)[:6])
 }
 
 // Workflows looks up an approval workflow in the current configuration; ok is false when it
 // does not exist (a reload removed it).
 type Workflows func(name string) (wf config.Workflow, ok bool)
+
+// Pretty is args (a result of Arguments) indented for people, as text: numbers stay as written
+// (9007199254740993, 1.0, 1E400) because nothing is decoded, so an approver reads exactly what
+// the upstream will receive; a browser that parsed the JSON would show such numbers rounded
+// through float64. Not JSON: returned as it is.
+func Pretty(args json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Indent(&b, args, "", "  ") != nil {
+		return string(args)
+	}
+	return b.String()
+}
 
 // Arguments is the one view of a task's arguments that may leave the process. It fails
 // closed: arguments that are not JSON, or whose workflow cannot be found (removed by a

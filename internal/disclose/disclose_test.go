@@ -1,7 +1,10 @@
 package disclose
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
@@ -49,5 +52,49 @@ func TestArgumentsFailClosed(t *testing.T) {
 				t.Errorf("Arguments = %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestOwnerHashIsKeyed: an unkeyed digest of "user:alice" shown in a webhook could be matched
+// offline against guessed user names.
+func TestOwnerHashIsKeyed(t *testing.T) {
+	unkeyed := sha256.Sum256([]byte("user:alice"))
+	if h := OwnerHash("user:alice"); h == hex.EncodeToString(unkeyed[:6]) {
+		t.Fatalf("OwnerHash(user:alice) = %s, the unkeyed SHA-256", h)
+	}
+}
+
+func TestSetOwnerKey(t *testing.T) {
+	SetOwnerKey([]byte("key one"))
+	one := OwnerHash("user:alice")
+	SetOwnerKey([]byte("key two"))
+	if two := OwnerHash("user:alice"); two == one || len(two) != 12 {
+		t.Errorf("hash under two keys: %s, %s", one, two)
+	}
+	SetOwnerKey([]byte("key one"))
+	if again := OwnerHash("user:alice"); again != one {
+		t.Errorf("same key, different hash: %s, %s", one, again)
+	}
+}
+
+// TestArgumentsNumbersExact: what leaves the process is the JSON the upstream receives, numbers
+// as written — redacted or not — and Pretty only adds whitespace.
+func TestArgumentsNumbersExact(t *testing.T) {
+	const in = `{"account_id":9007199254740993,"ratio":1.0,"huge":1E400,"neg":-0.0,"big":123456789012345678901234567890,"pw":[1e-7]}`
+	lookup := func(string) (config.Workflow, bool) { return config.Workflow{RedactFields: []string{"pw"}}, true }
+	if got := Arguments(json.RawMessage(in), "", nil); string(got) != in {
+		t.Errorf("unredacted: %s", got)
+	}
+	got := Arguments(json.RawMessage(in), "w", lookup)
+	const want = `{"account_id":9007199254740993,"ratio":1.0,"huge":1E400,"neg":-0.0,"big":123456789012345678901234567890,"pw":"[REDACTED]"}`
+	if string(got) != want {
+		t.Errorf("redacted: %s\nwant      %s", got, want)
+	}
+	p := Pretty(got)
+	if strings.Join(strings.Fields(p), "") != want || !strings.Contains(p, `"account_id": 9007199254740993,`) {
+		t.Errorf("Pretty changed more than whitespace:\n%s", p)
+	}
+	if Pretty(json.RawMessage(`{"a":`)) != `{"a":` {
+		t.Error("Pretty of invalid JSON is not the input")
 	}
 }

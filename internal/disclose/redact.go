@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
 
 // Redacted replaces every redacted value.
@@ -14,7 +16,7 @@ var redactedJSON = json.RawMessage(`"` + Redacted + `"`)
 // redactNode is one segment of the redact_fields paths, as a trie.
 type redactNode struct {
 	leaf     bool
-	children map[string]*redactNode // keys lower-cased
+	children map[string]*redactNode // keys under jsonrpc.FoldName
 }
 
 func buildRedactTree(fields []string) *redactNode {
@@ -26,7 +28,7 @@ func buildRedactTree(fields []string) *redactNode {
 		}
 		n := root
 		for _, seg := range strings.Split(f, ".") {
-			seg = strings.ToLower(seg)
+			seg = jsonrpc.FoldName(seg)
 			if n.children == nil {
 				n.children = make(map[string]*redactNode)
 			}
@@ -43,9 +45,10 @@ func buildRedactTree(fields []string) *redactNode {
 }
 
 // Redact returns args with the value at every dot path in fields (redact_fields of the task's
-// approval workflow, e.g. "credentials.api_key") replaced by "[REDACTED]". Keys match
-// case-insensitively, and every duplicate of a key is redacted, because a JSON decoder
-// downstream may pick either. Where a path meets an array, the rest of the path applies to each
+// approval workflow, e.g. "credentials.api_key") replaced by "[REDACTED]". Keys match under
+// Unicode simple case folding (jsonrpc.FoldName, the rule Go's encoding/json binds member names
+// to struct fields with: "paſſword" and "PASSWORD" are "password" to a Go upstream), and every
+// duplicate of a key is redacted, because a JSON decoder downstream may pick either. Where a path meets an array, the rest of the path applies to each
 // element. Paths that do not exist are ignored; member order and the bytes of
 // unaffected values are kept (whitespace is compacted).
 //
@@ -98,7 +101,7 @@ func redactObject(raw json.RawMessage, n *redactNode) (json.RawMessage, error) {
 		if err := dec.Decode(&val); err != nil {
 			return nil, err
 		}
-		if c := n.children[strings.ToLower(key)]; c != nil {
+		if c := n.children[jsonrpc.FoldName(key)]; c != nil {
 			if c.leaf {
 				val = redactedJSON
 			} else if val, err = redactValue(val, c); err != nil {

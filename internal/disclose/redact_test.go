@@ -30,6 +30,12 @@ func TestRedact(t *testing.T) {
 		{"path through scalar", `{"a":"str"}`, []string{"a.b"}, `{"a":"str"}`},
 		{"case-insensitive", `{"Password":"x","PASSWORD":"y"}`, []string{"password"},
 			`{"Password":"[REDACTED]","PASSWORD":"[REDACTED]"}`},
+		// A Go upstream binds "paſſword" (long s) and "\u212aey" (KELVIN SIGN) to fields
+		// Password and Key: the approver must not see them in clear.
+		{"unicode folding", `{"paſſword":"x","Key":"k","PAſSWORD":"z","σ":"s"}`, []string{"password", "key", "ς"},
+			`{"paſſword":"[REDACTED]","Key":"[REDACTED]","PAſSWORD":"[REDACTED]","σ":"[REDACTED]"}`},
+		{"unicode folding in a path", `{"credſ":{"api_Key":"k","x":1}}`, []string{"CREDS.API_KEY"},
+			`{"credſ":{"api_Key":"[REDACTED]","x":1}}`},
 		{"duplicate keys", `{"password":"x","password":"y"}`, []string{"password"},
 			`{"password":"[REDACTED]","password":"[REDACTED]"}`},
 		{"null value redacted", `{"password":null}`, []string{"password"}, `{"password":"[REDACTED]"}`},

@@ -40,7 +40,7 @@ type Deps struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil = no metrics
 	// OwnerKey keys the hash of a modern caller's Authorization credential that owns its
-	// tasks (TOLLGATE_OWNER_HASH_KEY; "" = a fixed salt).
+	// tasks (TOLLGATE_OWNER_HASH_KEY; "" = a random key per process).
 	OwnerKey string
 	// ConsoleURL is the approvals console, named in the answer to a held call ("" = none).
 	ConsoleURL string

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -25,9 +26,14 @@ import (
 // tasks extension (SEP-2663) for Tollgate's own tasks. Requests reach it after
 // era.Classify accepted them.
 
-// defaultOwnerKey keys the credential hash when TOLLGATE_OWNER_HASH_KEY is not set: the hash is
-// then salted but not secret.
-const defaultOwnerKey = "tollgate owner v1"
+// fallbackOwnerKey keys the credential hash of a Gateway built without Deps.OwnerKey (the
+// server always sets one): random per process, never a public constant, with which owner
+// hashes shown to approvers could be checked offline against guessed credentials.
+var fallbackOwnerKey = func() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b)
+}()
 
 // registerModern mounts the modern-era handlers.
 func (g *Gateway) registerModern(r *Router) {
@@ -64,7 +70,7 @@ func (g *Gateway) modernOwner(x *Exchange) string {
 func (g *Gateway) credentialHash(cred string) string {
 	key := g.d.OwnerKey
 	if key == "" {
-		key = defaultOwnerKey
+		key = fallbackOwnerKey
 	}
 	mac := hmac.New(sha256.New, []byte(key))
 	mac.Write([]byte(cred))

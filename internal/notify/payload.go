@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -169,17 +168,12 @@ func slackBody(it item, consoleURL string) ([]byte, error) {
 		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Reason*\n" + slackEscape(truncate(d.Reason, slackFieldMax))})
 	}
 
-	args := redactedArgs(t, it.wf)
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, args, "", "  ") != nil {
-		pretty.Reset()
-		pretty.Write(args)
-	}
+	pretty := disclose.Pretty(redactedArgs(t, it.wf))
 
 	blocks := []slackBlock{
 		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", title, code(tool)))},
 		{Type: "section", Fields: fields},
-		{Type: "section", Text: md("*Arguments* (redacted)\n```" + code(truncate(pretty.String(), slackArgsMax)) + "```")},
+		{Type: "section", Text: md("*Arguments* (redacted)\n```" + code(truncate(pretty, slackArgsMax)) + "```")},
 	}
 	if consoleURL != "" {
 		blocks = append(blocks, slackBlock{Type: "context", Elements: []slackText{

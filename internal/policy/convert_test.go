@@ -68,6 +68,9 @@ func TestFromJSONNumbers(t *testing.T) {
 		in   string
 		want func(t *testing.T) types.Value
 	}{
+		// 2^53+1 stays exact (float64 would make it …992); 1.0 is the integer 1.
+		{"9007199254740993", func(*testing.T) types.Value { return types.Long(9007199254740993) }},
+		{"1.0", func(*testing.T) types.Value { return types.Long(1) }},
 		{"12.5", func(t *testing.T) types.Value { return mustDecimal(t, 125, -1) }},
 		{"-0.0001", func(t *testing.T) types.Value { return mustDecimal(t, -1, -4) }},
 		{"1.2345", func(t *testing.T) types.Value { return mustDecimal(t, 12345, -4) }},
@@ -117,6 +120,8 @@ func TestFromJSONRejects(t *testing.T) {
 		{"integer too small", `{"n":-9223372036854775809}`},
 		{"integral float too large", `{"n":1e19}`},
 		{"huge exponent", `{"n":1e99999999999999999999}`},
+		{"beyond float64", `{"n":1E400}`},
+		{"30 digits", `{"n":123456789012345678901234567890}`},
 		{"too deep", deep},
 		{"too many nodes", many},
 		{"too big", big},

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -72,4 +74,28 @@ func fileHashKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("the arguments hash key %s is shorter than %d bytes", path, minHashKeyBytes)
 	}
 	return []byte(key), nil
+}
+
+// ownerKey returns the key of the hash under which a 2026-07-28 caller's Authorization
+// credential owns its tasks, and of the owner hashes shown to approvers, webhooks and the
+// audit log (disclose.OwnerHash). A public key would let anyone who sees such a hash check
+// guessed credentials or user names offline, so it is always secret:
+//
+//   - $TOLLGATE_OWNER_HASH_KEY when set;
+//   - else derived from the arguments hash key (argKey, from argumentHashKey): the file
+//     store's <store path>.key, or $TOLLGATE_ARGUMENT_HASH_KEY, which replicas sharing a
+//     Redis store already share — so owners survive a restart and agree across replicas, and
+//     nothing is kept in the store a writer could read;
+//   - else (memory store) random for this process, as the tasks are.
+func ownerKey(lookupEnv func(string) (string, bool), argKey []byte) string {
+	if v, ok := lookupEnv(config.EnvOwnerHashKey); ok && v != "" {
+		return v
+	}
+	if len(argKey) == 0 {
+		argKey = make([]byte, 32)
+		_, _ = rand.Read(argKey) // crypto/rand.Read never fails (Go 1.24)
+	}
+	mac := hmac.New(sha256.New, argKey)
+	mac.Write([]byte("tollgate owner hash key v1"))
+	return hex.EncodeToString(mac.Sum(nil))
 }

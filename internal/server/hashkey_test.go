@@ -55,3 +55,40 @@ func TestArgumentHashKey(t *testing.T) {
 		t.Error("a truncated key file was accepted")
 	}
 }
+
+// TestOwnerKey: the owner hash key is never public nor empty; it follows the store's life
+// (kept for the file store, shared by Redis replicas through the arguments key they share,
+// per process for memory), and TOLLGATE_OWNER_HASH_KEY overrides it.
+func TestOwnerKey(t *testing.T) {
+	env := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	none := env(nil)
+	if got := ownerKey(env(map[string]string{config.EnvOwnerHashKey: "set"}), []byte("arg")); got != "set" {
+		t.Errorf("with %s: %q", config.EnvOwnerHashKey, got)
+	}
+	a, b := ownerKey(none, nil), ownerKey(none, nil)
+	if a == "" || a == b {
+		t.Errorf("memory store: %q then %q; want a random key per process", a, b)
+	}
+
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	c := &config.Config{}
+	c.Tasks.Store.Type, c.Tasks.Store.Path = config.StoreFile, path
+	argKey, err := argumentHashKey(c, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := ownerKey(none, argKey)
+	again, err := argumentHashKey(c, none) // the next start
+	if err != nil || ownerKey(none, again) != first {
+		t.Errorf("file store: owner key changed across a restart (%v)", err)
+	}
+	if first == "" || strings.Contains(first, string(argKey)) || first == string(argKey) {
+		t.Errorf("file store: owner key %q must be derived, not the arguments key", first)
+	}
+	shared := []byte(strings.Repeat("r", minHashKeyBytes)) // TOLLGATE_ARGUMENT_HASH_KEY of two Redis replicas
+	if ownerKey(none, shared) != ownerKey(none, shared) {
+		t.Error("redis replicas sharing the arguments key got different owner keys")
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/console"
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/events"
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
@@ -154,6 +155,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	ownKey := ownerKey(o.LookupEnv, hashKey)
+	disclose.SetOwnerKey([]byte(ownKey))
 	if s.audit, err = audit.Open(auditPath(cfg)); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
@@ -197,7 +200,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})
 	s.gw = intercept.NewGateway(intercept.Deps{
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
-		OwnerKey: ownerKey(o.LookupEnv), Promotions: proms, Tasks: s.tasks, Tools: s.tools,
+		OwnerKey: ownKey, Promotions: proms, Tasks: s.tasks, Tools: s.tools,
 		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL,
 	})
 	s.tasks.Subscribe(s.pushTaskStatus)
@@ -581,11 +584,4 @@ func (a *approverTokens) Approver(token string) (string, bool) {
 		return (*auth).Approver(token)
 	}
 	return "", false
-}
-
-// ownerKey is TOLLGATE_OWNER_HASH_KEY: the key of the hash under which a modern caller's
-// Authorization credential owns its tasks. Replicas sharing a store need the same key.
-func ownerKey(lookup func(string) (string, bool)) string {
-	v, _ := lookup(config.EnvOwnerHashKey)
-	return v
 }

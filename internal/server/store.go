@@ -3,11 +3,13 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
@@ -33,9 +35,13 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 	}
 	if c.Type != config.StoreAuto {
 		st, err := store.Open(c)
+		if errors.Is(err, store.ErrCorrupt) {
+			return nil, fmt.Errorf("tasks.store: %w; move the file aside (keep it for inspection) to start with an empty store", err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tasks.store: %w", err)
 		}
+		logSkipped(log, st)
 		log.Info("task store", "type", c.Type, "path", c.Path, "why", "tasks.store.type: "+c.Type)
 		return &openedStore{Store: st, cfg: c}, nil
 	}
@@ -61,10 +67,14 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 			continue
 		}
 		f, err := store.OpenFile(path)
+		if errors.Is(err, store.ErrCorrupt) {
+			return corruptToMemory(path, err, log), nil
+		}
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue
 		}
+		logSkipped(log, f)
 		log.Info("task store", "type", config.StoreFile, "path", path, "why", "tasks.store.type auto: "+why)
 		return &openedStore{Store: f, cfg: config.Store{Type: config.StoreFile, Path: path}}, nil
 	}
@@ -72,6 +82,31 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 		strings.Join(problems, "; ") + "); set $" + config.EnvDataDir + " to a writable directory, or tasks.store.type: memory to choose this"
 	log.Warn("task store: MEMORY ONLY", "why", warning)
 	return &openedStore{Store: store.NewMemory(), cfg: config.Store{Type: config.StoreMemory}, warning: warning}, nil
+}
+
+// corruptToMemory is auto's answer to a corrupt store file: starting on it would crash (bbolt
+// panics on bad pages) at every start, and starting on a fresh file in its place would bury
+// the evidence. The file is renamed <path>.corrupt-<UTC time> for inspection and Tollgate runs
+// on memory, loudly: a WARN and the degraded: line of /readyz.
+func corruptToMemory(path string, cause error, log *slog.Logger) *openedStore {
+	aside := path + ".corrupt-" + time.Now().UTC().Format("20060102T150405Z")
+	moved := "moved aside to " + aside
+	if err := os.Rename(path, aside); err != nil {
+		moved = "could not be moved aside: " + unwrapPath(err).Error()
+	}
+	warning := "tasks are kept in memory: pending approvals and task results will not survive a restart (the task store " + path +
+		" is corrupt and was " + moved + ": " + cause.Error() + "); restore it from a backup or remove it, then restart"
+	log.Error("task store: the store file is corrupt", "path", path, "moved", moved, "error", cause)
+	log.Warn("task store: MEMORY ONLY", "why", warning)
+	return &openedStore{Store: store.NewMemory(), cfg: config.Store{Type: config.StoreMemory}, warning: warning}
+}
+
+// logSkipped reports stored records a file store could not decode and left out (never their
+// ids: a task id can be its caller's capability).
+func logSkipped(log *slog.Logger, st store.Store) {
+	if f, ok := st.(*store.File); ok && f.Skipped() > 0 {
+		log.Error("task store: undecodable records skipped", "count", f.Skipped())
+	}
 }
 
 // fromDataDir reports whether path is the store file $TOLLGATE_DATA_DIR gave (config.applyEnv).

@@ -224,8 +224,12 @@
     if (v.failure) { field(dl, 'Failure', (v.failure.name || 'error') + ' (' + v.failure.code + ')'); }
     $('d-fields').replaceWith(dl);
 
-    var args;
-    try { args = JSON.stringify(v.arguments === undefined ? null : v.arguments, null, 2); } catch (e) { args = '(unreadable)'; }
+    // argumentsText is the call as the upstream gets it; JSON.stringify of the parsed
+    // arguments would show numbers rounded through float64 (9007199254740993 as …992).
+    var args = v.argumentsText;
+    if (typeof args !== 'string') {
+      try { args = JSON.stringify(v.arguments === undefined ? null : v.arguments, null, 2); } catch (e) { args = '(unreadable)'; }
+    }
     $('args').textContent = args;
 
     var dt = decisionText(v);

@@ -3,13 +3,16 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 var bucketTasks = []byte("tasks")
@@ -18,10 +21,11 @@ var bucketTasks = []byte("tasks")
 // locks the file, so one process owns it; the in-memory index mirrors the file and answers
 // reads and quota checks, every change is committed to disk before the index changes.
 type File struct {
-	mu     sync.Mutex
-	db     *bolt.DB
-	ix     *index
-	closed bool
+	mu      sync.Mutex
+	db      *bolt.DB
+	ix      *index
+	closed  bool
+	skipped int // records OpenFile could not decode
 }
 
 var _ Store = (*File)(nil)
@@ -41,8 +45,19 @@ type fileRecord struct {
 	Key       string    `json:"key,omitempty"`
 }
 
+// ErrCorrupt is returned by OpenFile when the store file fails bbolt's consistency check or
+// bbolt panics reading it (a torn write, a bad disk block): the file must be moved aside, it
+// cannot be trusted to hold tasks. docs/SECURITY.md "Storage".
+var ErrCorrupt = errors.New("the store file is corrupt")
+
+// maxCheckErrors is how many of bbolt's consistency errors an ErrCorrupt names.
+const maxCheckErrors = 3
+
 // OpenFile opens (or creates) the store at path (config tasks.store.path) and loads its index.
-// It fails after a few seconds if another process holds the file.
+// It fails after a few seconds if another process holds the file. An existing file is first
+// checked read-only (bbolt's Tx.Check, every page) so a corrupt one fails with ErrCorrupt
+// instead of panicking later in bbolt ("assertion failed: Page expected to be …"), which made
+// every start crash. A record that does not decode is skipped and counted (Skipped).
 func OpenFile(path string) (*File, error) {
 	if path == "" {
 		return nil, fmt.Errorf("file task store: empty path")
@@ -50,24 +65,30 @@ func OpenFile(path string) (*File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("file task store %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 3 * time.Second})
+	if err := checkFile(path); err != nil {
+		return nil, fmt.Errorf("file task store %s: %w", path, err)
+	}
+	db, err := openBolt(path, &bolt.Options{Timeout: 3 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("file task store %s: %w", path, err)
 	}
 	f := &File{db: db, ix: newIndex()}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketTasks)
-		if err != nil {
-			return err
-		}
-		return b.ForEach(func(k, v []byte) error {
-			var fr fileRecord
-			if err := json.Unmarshal(v, &fr); err != nil {
-				return fmt.Errorf("task %s: %w", k, err)
+	err = guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(bucketTasks)
+			if err != nil {
+				return err
 			}
-			f.ix.put(Record(fr))
-			f.ix.claim(Record(fr))
-			return nil
+			return b.ForEach(func(k, v []byte) error {
+				var fr fileRecord
+				if err := json.Unmarshal(v, &fr); err != nil || fr.ID != string(k) {
+					f.skipped++ // kept on disk for inspection; never in the index
+					return nil
+				}
+				f.ix.put(Record(fr))
+				f.ix.claim(Record(fr))
+				return nil
+			})
 		})
 	})
 	if err != nil {
@@ -77,13 +98,72 @@ func OpenFile(path string) (*File, error) {
 	return f, nil
 }
 
+// Skipped is how many stored records OpenFile could not decode and left out.
+func (f *File) Skipped() int { return f.skipped }
+
+// checkFile runs bbolt's consistency check over an existing store file, read-only (a shared
+// lock: a file another process holds still times out as before). A missing or empty file is
+// a new store.
+func checkFile(path string) error {
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		return nil
+	}
+	db, err := openBolt(path, &bolt.Options{ReadOnly: true, Timeout: 3 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			var problems []string
+			n := 0
+			for err := range tx.Check() { // drained whole: Check's goroutine ends with it
+				if n++; len(problems) < maxCheckErrors {
+					problems = append(problems, err.Error())
+				}
+			}
+			if n > 0 {
+				return fmt.Errorf("%w: %d problem(s) found by the consistency check: %s", ErrCorrupt, n, strings.Join(problems, "; "))
+			}
+			return nil
+		})
+	})
+}
+
+// openBolt is bolt.Open with a panic (a corrupt meta or freelist page) as ErrCorrupt, and
+// bbolt's own "not a valid database" errors as ErrCorrupt too.
+func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
+	err = guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, opts)
+		return err
+	})
+	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return db, err
+}
+
+// guard runs fn, turning a bbolt panic into ErrCorrupt: bbolt asserts on pages it cannot
+// read, and one bad page must not take the process (and both listeners) down.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", ErrCorrupt, p)
+		}
+	}()
+	return fn()
+}
+
 func (f *File) write(rec Record) error {
 	b, err := json.Marshal(fileRecord(rec))
 	if err != nil {
 		return err
 	}
-	return f.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketTasks).Put([]byte(rec.ID), b)
+	return guard(func() error {
+		return f.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketTasks).Put([]byte(rec.ID), b)
+		})
 	})
 }
 
@@ -153,7 +233,9 @@ func (f *File) Delete(_ context.Context, id string) error {
 	if _, ok := f.ix.recs[id]; !ok {
 		return nil
 	}
-	err := f.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTasks).Delete([]byte(id)) })
+	err := guard(func() error {
+		return f.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketTasks).Delete([]byte(id)) })
+	})
 	if err != nil {
 		return fmt.Errorf("file task store: delete task %s: %w", id, err)
 	}
