@@ -411,7 +411,7 @@ func (h *handler) view(t *tasks.Task) View {
 		Status:        t.WireStatus(),
 		StatusMessage: t.StatusMessage,
 		RequestedBy:   t.RequestedBy,
-		Owner:         disclose.OwnerHash(t.Owner),
+		Owner:         ownerView(t.Owner),
 		CreatedAt:     t.CreatedAt.UTC(),
 		UpdatedAt:     t.UpdatedAt.UTC(),
 	}

@@ -281,3 +281,30 @@ func TestListQueryErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAnonymousOwnersGrouped: every anonymous 2026-07-28 task is its own owner (package
+// tasks); approvers see them as one owner "anonymous", in views, the summary and the filter,
+// rather than one unrelated hash per task.
+func TestAnonymousOwnersGrouped(t *testing.T) {
+	ctx := context.Background()
+	f := newBuryFixture(t, ctx, 2)
+	for range 3 {
+		f.create(tasks.Anonymous, "delete_user", "default")
+	}
+	var sum SummaryResponse
+	if st := f.get(t, ctx, "/api/v1/approvals/summary", &sum); st != 200 {
+		t.Fatalf("summary: HTTP %d", st)
+	}
+	if len(sum.Owners.Top) == 0 || sum.Owners.Top[0].Key != AnonymousOwner || sum.Owners.Top[0].Pending != 3 {
+		t.Errorf("summary owners = %+v, want anonymous with 3 first", sum.Owners.Top)
+	}
+	var page listPage
+	if st := f.get(t, ctx, "/api/v1/approvals?owner="+AnonymousOwner, &page); st != 200 || len(page.Approvals) != 3 {
+		t.Fatalf("?owner=anonymous: HTTP %d, %d approvals", st, len(page.Approvals))
+	}
+	for _, v := range page.Approvals {
+		if v.Owner != AnonymousOwner {
+			t.Errorf("view owner %q", v.Owner)
+		}
+	}
+}

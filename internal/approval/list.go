@@ -45,6 +45,11 @@ const (
 // without a credential.
 const NoOwner = "none"
 
+// AnonymousOwner names every anonymous 2026-07-28 caller's tasks to approvers (each such task
+// is its own owner, package tasks): one group in the summary and one filter value, instead of
+// a hash per task.
+const AnonymousOwner = "anonymous"
+
 type sortOrder string
 
 // key is the task's position in the order; ties are broken by task id.
@@ -185,16 +190,25 @@ func (lq listQuery) match(t *tasks.Task) bool {
 	return true
 }
 
-// ownerKey is how an owner is named to approvers: its hash (disclose.OwnerHash), or NoOwner.
+// ownerKey is how an owner is named to approvers: its hash (disclose.OwnerHash), NoOwner or
+// AnonymousOwner.
 func ownerKey(owner string) string {
 	if owner == "" {
 		return NoOwner
+	}
+	return ownerView(owner)
+}
+
+// ownerView is the owner as a view shows it ("" for none).
+func ownerView(owner string) string {
+	if tasks.IsAnonymous(owner) {
+		return AnonymousOwner
 	}
 	return disclose.OwnerHash(owner)
 }
 
 func validOwnerKey(s string) bool {
-	if s == NoOwner {
+	if s == NoOwner || s == AnonymousOwner {
 		return true
 	}
 	if len(s) != len(disclose.OwnerHash("x")) {
