@@ -13,6 +13,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
@@ -47,13 +48,14 @@ func bridgeOwner(x *Exchange) string {
 	return x.Owner
 }
 
-// taskBridgeOwner is bridgeOwner for an approved task's execution: the owner of an
-// identified caller's task ("user:", "auth:"), else "" (a session of its own).
+// taskBridgeOwner is bridgeOwner for an approved 2026-07-28 task's execution: the task's
+// owner (identity or credential hash), or "" for an anonymous caller's task, which gets a
+// session of its own.
 func taskBridgeOwner(owner string) string {
-	if strings.HasPrefix(owner, "user:") || strings.HasPrefix(owner, "auth:") {
-		return owner
+	if owner == "" || tasks.IsAnonymous(owner) {
+		return ""
 	}
-	return ""
+	return owner
 }
 
 // bridgeSession is one upstream session Tollgate holds for bridged requests.
