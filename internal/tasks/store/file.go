@@ -22,6 +22,8 @@ type File struct {
 	db     *bolt.DB
 	ix     *index
 	closed bool
+
+	sessions knownSet // sessions_file.go
 }
 
 var _ Store = (*File)(nil)
