@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -47,14 +48,16 @@ type KnownSessions struct {
 }
 
 // NewKnownSessions returns the set over backend st, hashing ids with HMAC-SHA256 under key
-// (the arguments-hash key: the same on every replica and across restarts of one store).
+// (the arguments-hash key: the same on every replica and across restarts of one store; empty,
+// as for the memory store, draws a random key for this process).
 func NewKnownSessions(st Store, key []byte) (*KnownSessions, error) {
 	s, ok := st.(Sessions)
 	if !ok {
 		return nil, errors.New("task store keeps no session ids")
 	}
-	if len(key) == 0 {
-		return nil, errors.New("known sessions: empty hash key")
+	if len(key) == 0 { // the memory store: one process, a key of its own (as the manager's)
+		key = make([]byte, 32)
+		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24)
 	}
 	return &KnownSessions{s: s, key: key}, nil
 }

@@ -136,3 +136,47 @@ func TestKnownSessionsBounded(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkKnownSessions: what remembering (one per new session, or per use after half the
+// TTL) and looking up (one per request on an id this process does not hold) cost.
+func BenchmarkKnownSessions(b *testing.B) {
+	ctx := context.Background()
+	f, err := store.OpenFile(filepath.Join(b.TempDir(), "tasks.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	for name, st := range map[string]store.Store{"memory": store.NewMemory(), "file": f} {
+		k, _ := store.NewKnownSessions(st, key)
+		b.Run(name+"/Remember", func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if err := k.Remember(ctx, fmt.Sprint("mcp-session-", i), time.Now().Add(time.Hour)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/Known", func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, err := k.Known(ctx, fmt.Sprint("forged-", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestKnownSessionsMemoryKey: the memory store has no persisted hash key; the set draws one.
+func TestKnownSessionsMemoryKey(t *testing.T) {
+	k, err := store.NewKnownSessions(store.NewMemory(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := k.Remember(ctx, "s", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := k.Known(ctx, "s"); !ok {
+		t.Error("remembered session not known")
+	}
+}
