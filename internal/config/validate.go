@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/gobwas/glob"
+
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 )
 
 var (
@@ -235,15 +237,19 @@ func (v *validator) workflows() {
 }
 
 func (v *validator) approvers() {
-	seen := map[string]int{}
 	for i, a := range v.c.Approvers {
 		p := idx("approvers", i)
 		if a.Name == "" {
 			v.add(p+".name", "must not be empty")
-		} else if j, dup := seen[a.Name]; dup {
-			v.add(p+".name", "duplicate approver %q (also approvers[%d])", a.Name, j)
-		} else {
-			seen[a.Name] = i
+		} else if err := identity.Check(a.Name); err != nil {
+			v.add(p+".name", "%v", err) // invisible code points: one person could act as two
+		} else if j := slices.IndexFunc(v.c.Approvers[:i], func(o Approver) bool { return identity.Same(o.Name, a.Name) }); j >= 0 {
+			// Confusable names are one person to the self-approval check (identity.Same).
+			if o := v.c.Approvers[j].Name; o != a.Name {
+				v.add(p+".name", "duplicate approver %q (also approvers[%d]): the same person as %q (case, width or confusable letters)", a.Name, j, o)
+			} else {
+				v.add(p+".name", "duplicate approver %q (also approvers[%d])", a.Name, j)
+			}
 		}
 		if a.TokenEnv == "" {
 			v.add(p+".token_env", "must name the environment variable holding the approver's token")

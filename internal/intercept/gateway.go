@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
@@ -125,6 +127,12 @@ func (g *Gateway) identified(h Handler) Handler {
 	return func(ctx context.Context, x *Exchange) Result {
 		if name := g.d.Snapshots.Load().Config.Server.IdentityHeader; name != "" {
 			if v := strings.TrimSpace(x.HTTP.Header.Get(name)); v != "" && len(v) <= maxSubjectLen && utf8.ValidString(v) {
+				// Invisible code points would let one person request as "alice\u200b" and
+				// approve as "alice": refused, not stripped (the proxy should not send them).
+				if err := identity.Check(v); err != nil {
+					return Result{Status: http.StatusBadRequest, Reply: jsonrpc.ErrorResponse(x.Msg.ID, jsonrpc.NewError(jsonrpc.CodeInvalidRequest,
+						"InvalidIdentity", "The identity in "+name+" is refused: "+err.Error(), "correlation_id", x.CorrID))}
+				}
 				x.Subject = v
 			}
 		}

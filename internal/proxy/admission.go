@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"errors"
-	"github.com/tollgate-mcp/tollgate/internal/source"
 	"io"
 	"net/http"
 	"slices"
@@ -12,7 +10,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
-	"github.com/tollgate-mcp/tollgate/internal/upstream"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // Limit names passed to Observer.Limited (the label of tollgate_limit_refusals_total).
@@ -26,26 +24,33 @@ const (
 	LimitUnknownSession = "unknown_session"
 )
 
-// Whether the upstream issues session ids, learned from initialize replies (or a canary probe).
-const (
-	sessionsUnknown int32 = iota
-	sessionsIssued
-	sessionsNone
-)
-
-// resolveSession maps the client's Mcp-Session-Id to a session Tollgate knows. An id this
-// process has not seen is accepted only once the upstream answered a ping on it (a Tollgate
-// restart, or another replica in front of the same upstream); every other id is answered with
-// HTTP 404, which tells the client to initialize again (spec 2025-11-25 transports, session
-// management). A made-up id therefore never becomes a task owner. False means the answer was
-// written.
+// resolveSession maps the client's Mcp-Session-Id to a session Tollgate knows: one this process
+// holds, else one some Tollgate saw created (the upstream's initialize reply passed through it,
+// or it minted the id itself) as the task store's known-session set says — after a restart, or
+// on another replica. Nothing else: not an id the upstream merely answers a ping on (mcp-go
+// answers on any well-formed id). Every other id is answered with HTTP 404, which tells the
+// client to initialize again (spec 2025-11-25 transports, session management); a made-up id
+// never becomes a task owner. False means the answer was written.
 func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, corr string) (*session.Session, bool) {
 	if s := h.o.Sessions.Get(sid); s != nil {
 		return s, true
 	}
-	// Ended sessions stay ended; an unknown id Tollgate minted cannot be confirmed by anyone
-	// (the upstream has no sessions), nor can any id once the upstream is known to issue none.
-	if h.o.Sessions.Ended(sid) || isLocalID(sid) || h.upstreamSessions.Load() == sessionsNone {
+	if h.o.Sessions.Ended(sid) { // ended sessions stay ended
+		h.unknownSession(w, corr)
+		return nil, false
+	}
+	// The lookup comes before admission: a made-up id takes no rate token and evicts nothing.
+	known, err := h.o.Sessions.Known(r.Context(), sid)
+	if err != nil {
+		if r.Context().Err() == nil {
+			h.log.Warn("the task store could not say whether a session is known", "correlation_id", corr, "error", err.Error())
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusServiceUnavailable, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "SessionCheckFailed",
+				"Tollgate could not check the MCP session in its task store; retry shortly", "correlation_id", corr)))
+		}
+		return nil, false
+	}
+	if !known {
 		h.unknownSession(w, corr)
 		return nil, false
 	}
@@ -54,24 +59,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, co
 		return nil, false
 	}
 	defer ticket.Release()
-	ok, err := h.confirmSession(r, sid)
-	if err != nil {
-		if r.Context().Err() == nil {
-			h.log.Warn("confirming a session with the upstream failed", "correlation_id", corr, "error", err.Error())
-			ue := upstream.AsError(err)
-			writeJSON(w, http.StatusBadGateway, jsonrpc.ErrorResponse(nil, ue.RPCError().WithCorrelation(corr)))
-		}
-		return nil, false
-	}
-	if !ok {
-		h.unknownSession(w, corr)
-		return nil, false
-	}
 	return ticket.Adopt(sid), true
-}
-
-func isLocalID(sid string) bool {
-	return len(sid) > len(session.LocalPrefix) && sid[:len(session.LocalPrefix)] == session.LocalPrefix
 }
 
 func (h *Handler) unknownSession(w http.ResponseWriter, corr string) {
@@ -115,65 +103,12 @@ func (h *Handler) source(r *http.Request) string {
 	return source.Of(r, id)
 }
 
-var pingBody = []byte(`{"jsonrpc":"2.0","id":"tollgate-session-check","method":"ping"}`)
-
-// confirmSession asks the upstream whether sid is one of its sessions: a ping on it must be
-// answered (every MCP server answers ping). A spec-following upstream answers 404 for a session
-// it does not know. An upstream that answers for any id at all has no sessions; that is found
-// out once, with a random id, and then no unknown id is accepted.
-func (h *Handler) confirmSession(r *http.Request, sid string) (bool, error) {
-	ok, err := h.ping(r, sid)
-	if err != nil || !ok {
-		return false, err
-	}
-	if h.upstreamSessions.Load() == sessionsUnknown {
-		canary, err := h.ping(r, "tollgate-canary-"+session.NewLocalID())
-		if err != nil {
-			return false, err
-		}
-		if canary {
-			h.upstreamSessions.Store(sessionsNone)
-			return false, nil
-		}
-		h.upstreamSessions.CompareAndSwap(sessionsUnknown, sessionsIssued)
-	}
-	return true, nil
-}
-
-func (h *Handler) ping(r *http.Request, sid string) (bool, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.RequestTimeout)
-	defer cancel()
-	hdr := outboundHeader(r.Header, nil)
-	hdr.Set(upstream.HeaderSessionID, sid)
-	hdr.Set("Content-Type", "application/json")
-	upstream.MarkReplayable(hdr)
-	rep, err := h.o.Upstream.Call(ctx, hdr, pingBody, nil)
-	if err == nil {
-		// An error status with a JSON-RPC error body comes back as a reply: not confirmed.
-		return rep.Status < 300 && rep.Msg.Kind == jsonrpc.KindResponse && rep.Msg.Error == nil, nil
-	}
-	var ue *upstream.Error
-	if errors.As(err, &ue) && ue.Fault == upstream.FaultHTTP && ue.Status >= 400 && ue.Status < 500 {
-		return false, nil // 404 (unknown session) or another refusal: not confirmed
-	}
-	return false, err
-}
-
 // sessionEnded forgets a session the upstream answered 404 for: spec 2025-11-25 transports,
 // a server that ended a session answers 404 to requests on it. Tollgate then answers 404 too,
 // and creates no task in it.
 func (h *Handler) sessionEnded(sess *session.Session, status int) {
 	if sess != nil && !sess.Local && status == http.StatusNotFound {
 		h.o.Sessions.Delete(sess.ID)
-	}
-}
-
-// noteSessions records whether the upstream issued a session id on initialize.
-func (h *Handler) noteSessions(issued bool) {
-	if issued {
-		h.upstreamSessions.Store(sessionsIssued)
-	} else {
-		h.upstreamSessions.Store(sessionsNone)
 	}
 }
 

@@ -70,8 +70,7 @@ type Handler struct {
 	closeOnce sync.Once
 	closing   chan struct{} // closed on shutdown: long-lived streams and held requests end
 
-	streams          streamSlots
-	upstreamSessions atomic.Int32 // sessionsUnknown, sessionsIssued or sessionsNone
+	streams streamSlots
 }
 
 // New returns the /mcp handler.

@@ -279,7 +279,6 @@ func timeoutError(x *intercept.Exchange, f *intercept.Forward) *jsonrpc.Error {
 // upstream runs without sessions (tasks need an owner).
 func (h *Handler) adoptSession(respHdr http.Header, x *intercept.Exchange) {
 	sid := respHdr.Get(upstream.HeaderSessionID)
-	h.noteSessions(sid != "")
 	if sid == "" {
 		sid = session.NewLocalID()
 		respHdr.Set(upstream.HeaderSessionID, sid)

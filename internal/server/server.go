@@ -165,6 +165,15 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	lim := cfg.Server.Limits
 	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
 	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
+	// Session ids Tollgate saw created are kept (as keyed hashes) in the task store, so a
+	// restart or another replica accepts them and no other id (docs/SECURITY.md, Sessions).
+	known, err := store.NewKnownSessions(s.store, hashKey)
+	if err != nil {
+		return nil, err
+	}
+	s.sessions.KeepIn(known, session.DefaultBookTTL, func(op string, err error) {
+		s.log.Warn("task store: could not "+op+" a session id; it holds in this process only", "error", err.Error())
+	})
 	s.metrics.SetSessionCount(s.sessions.Len)
 
 	// The listeners are bound here, before the parts that name the admin address: webhook/Slack

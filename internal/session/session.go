@@ -31,6 +31,7 @@ type Session struct {
 	streams       map[*Stream]struct{}
 	protocol      string
 	held          map[string]time.Time // pending Tollgate tasks → end of their TTL
+	remembered    time.Time            // last written to the registry's Book (book.go)
 }
 
 // Owner is the task owner for callers without an authenticated subject.
@@ -194,6 +195,10 @@ type Registry struct {
 	rate    rate.Limit
 	burst   int
 	sources map[string]*rate.Limiter
+
+	book    Book // nil = this process only (book.go)
+	bookTTL time.Duration
+	bookErr func(op string, err error)
 }
 
 // NewRegistry returns a registry holding at most max sessions (default 10000). onDelete, if not
@@ -296,11 +301,12 @@ func (r *Registry) evictIdle(now time.Time) *Session {
 	return nil
 }
 
-// Adopt records session id (or returns it when known already) and uses up the ticket.
+// Adopt records session id (or returns it when known already) and uses up the ticket. A new
+// session is written to the registry's Book before Adopt returns, so another replica knows it
+// once the client does.
 func (t *Ticket) Adopt(id string) *Session {
 	r := t.r
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if !t.done {
 		t.done = true
 		r.reserved--
@@ -308,12 +314,16 @@ func (t *Ticket) Adopt(id string) *Session {
 	if e, ok := r.m[id]; ok {
 		r.lru.MoveToFront(e)
 		s := e.Value.(*Session)
+		r.mu.Unlock()
 		s.touch()
 		return s
 	}
-	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: time.Now()}
+	now := time.Now()
+	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: now}
 	r.m[id] = r.lru.PushFront(s)
 	delete(r.ended, id) // issued (again) just now; the FIFO order entry ages out by itself
+	r.mu.Unlock()
+	r.remember(s, now)
 	return s
 }
 
@@ -337,14 +347,20 @@ func (r *Registry) Get(id string) *Session {
 		return nil
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e, ok := r.m[id]; ok {
-		r.lru.MoveToFront(e)
-		s := e.Value.(*Session)
-		s.touch()
-		return s
+	e, ok := r.m[id]
+	if !ok {
+		r.mu.Unlock()
+		return nil
 	}
-	return nil
+	r.lru.MoveToFront(e)
+	s := e.Value.(*Session)
+	r.mu.Unlock()
+	now := time.Now()
+	s.mu.Lock()
+	s.lastSeen = now
+	s.mu.Unlock()
+	r.remember(s, now) // moves its book expiry on, at most once every half TTL
+	return s
 }
 
 // Peek returns the session with id without counting it as seen, or nil.
@@ -360,8 +376,9 @@ func (r *Registry) Peek(id string) *Session {
 	return nil
 }
 
-// Delete removes a session (DELETE /mcp succeeded) and remembers that it ended, so a task
-// approved later is not executed in it (upstreams do not all refuse ended sessions).
+// Delete removes a session (DELETE /mcp succeeded, or the upstream answered 404 on it) and
+// remembers that it ended, so a task approved later is not executed in it (upstreams do not
+// all refuse ended sessions); the Book forgets it.
 func (r *Registry) Delete(id string) {
 	r.mu.Lock()
 	e, ok := r.m[id]
@@ -381,6 +398,7 @@ func (r *Registry) Delete(id string) {
 		r.endedOrder = append(r.endedOrder, id)
 	}
 	r.mu.Unlock()
+	r.forget(id) // ended: no replica may adopt it again
 	if ok && r.onDel != nil {
 		r.onDel(e.Value.(*Session))
 	}

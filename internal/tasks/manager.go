@@ -13,16 +13,15 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/google/uuid"
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 )
@@ -445,6 +444,9 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 	if err != nil {
 		return nil, err
 	}
+	if err := identity.Check(approver); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidApprover, err)
+	}
 	if cur.RequestedBy != "" && SameIdentity(approver, cur.RequestedBy) {
 		return nil, ErrSelfApproval
 	}
@@ -790,14 +792,11 @@ func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
 	return t
 }
 
-// SameIdentity reports whether two identity names denote the same person: compared after
-// trimming spaces and Unicode NFKC normalisation, case-insensitively (Unicode simple folding).
-// An identity provider that says "Alice" and an approver entry named "alice" (or "ａlice",
-// full-width) are one person, so exact string equality would let a requester approve their
-// own call.
-func SameIdentity(a, b string) bool {
-	return strings.EqualFold(norm.NFKC.String(strings.TrimSpace(a)), norm.NFKC.String(strings.TrimSpace(b)))
-}
+// SameIdentity reports whether two identity names denote the same person (identity.Same:
+// case, width, invisible code points and UTS #39 confusables — "alice", "Alice", "alıce",
+// Cyrillic "alicе" are one person), so a requester cannot approve their own call under a
+// look-alike name.
+func SameIdentity(a, b string) bool { return identity.Same(a, b) }
 
 // argsHash is the keyed hash an approval is bound to.
 func (m *Manager) argsHash(tool string, args json.RawMessage) string {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
@@ -85,24 +87,71 @@ func TestEndedSessionGetsNoTask(t *testing.T) {
 	}
 }
 
-// After a restart Tollgate knows no session; one the upstream confirms is adopted, a forged
-// one is not.
-func TestSessionConfirmedByUpstreamAfterRestart(t *testing.T) {
+// TestSessionKnownAfterRestart: a session created before a restart still works after it (the
+// file store keeps the ids Tollgate saw created); one the client ended does not, nor does a
+// forged one, though the upstream answers a ping on both.
+func TestSessionKnownAfterRestart(t *testing.T) {
 	_, upURL := testkit.StartDemo(t)
 	cfg := testkit.BasicConfig(upURL, approvalRules)
-	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	env := map[string]string{"TOLLGATE_DATA_DIR": t.TempDir()}
+	for k, v := range approverEnv {
+		env[k] = v
+	}
+	a := testkit.StartGateway(t, cfg, env, nil)
 	a.WaitReady(t)
 	c := a.NewClient(t)
+	ended := a.NewClient(t)
+	deleteSession(t, a, ended.Session)
 	a.Stop()
 
-	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, env, nil)
 	b.WaitReady(t)
 	c.URL = b.MCP
 	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
 	if !strings.HasPrefix(tid, "tg_") {
-		t.Fatalf("confirmed session got no task: %s", tid)
+		t.Fatalf("session from before the restart got no task: %s", tid)
 	}
-	wantSessionNotFound(t, forgedCall(t, b, "forged-after-restart"), "forged session after a restart")
+	wantSessionNotFound(t, forgedCall(t, b, ended.Session), "session ended before the restart")
+	wantSessionNotFound(t, forgedCall(t, b, "mcp-session-"+uuid.NewString()), "forged session after a restart")
+	if strings.Contains(b.Logs.String(), c.Session) || strings.Contains(a.Logs.String(), c.Session) {
+		t.Error("a session id is in the logs")
+	}
+}
+
+// TestSessionKnownToOtherReplica: two replicas in front of one upstream share a Redis store; a
+// session initialized through one is accepted by the other, a forged one by neither.
+func TestSessionKnownToOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t) // skips loudly without redis-server
+	_, upURL := testkit.StartDemo(t)
+	cfg := testkit.BasicConfig(upURL, approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-e2e-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	c := a.NewClient(t)
+	c.URL = b.MCP
+	if tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`); !strings.HasPrefix(tid, "tg_") {
+		t.Fatalf("session from replica A got no task on replica B: %s", tid)
+	}
+	wantSessionNotFound(t, forgedCall(t, b, "mcp-session-"+uuid.NewString()), "forged session on replica B")
+	// Ended through B, where it was created, it is refused by A too.
+	ended := b.NewClient(t)
+	deleteSession(t, b, ended.Session)
+	wantSessionNotFound(t, forgedCall(t, a, ended.Session), "session ended on the other replica")
+}
+
+func deleteSession(t *testing.T, g *testkit.Gateway, sid string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, g.MCP, nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := testkit.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("DELETE: HTTP %d", resp.StatusCode)
+	}
 }
 
 // An upstream without sessions: Tollgate mints tgs_ ids; nothing else is a session, also
@@ -230,4 +279,36 @@ func TestStreamLimits(t *testing.T) {
 	if st, _ := testkit.OpenStream(t, g.MCP, c.Session); st != http.StatusTooManyRequests {
 		t.Errorf("stream beyond server.limits.max_streams: HTTP %d, want 429", st)
 	}
+}
+
+// TestForgedWellFormedSessionIDs: the demo upstream (mcp-go) answers a ping on any id of the
+// form mcp-session-<uuid>, so a ping proves nothing. Ids Tollgate did not see created get 404
+// and no task, however well-formed (300 tries, the session rate raised so it is not what
+// stops them).
+func TestForgedWellFormedSessionIDs(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, approvalRules+
+		"server:\n  limits: {sessions_per_second: 10000, session_burst: 10000}\n"), approverEnv, nil)
+	g.WaitReady(t)
+	real := g.NewClient(t) // the upstream issues sessions, and Tollgate has seen one
+	if !strings.HasPrefix(real.Session, "mcp-session-") {
+		t.Fatalf("demo session id %q: want the mcp-session-<uuid> form the forgeries copy", real.Session)
+	}
+	tasks, notFound := 0, 0
+	for range 300 {
+		r := forgedCall(t, g, "mcp-session-"+uuid.NewString())
+		if r.Status == http.StatusNotFound {
+			notFound++
+		}
+		if r.Status == http.StatusOK && testkit.Dig(r.Message(t), "result", "task", "taskId") != nil {
+			tasks++
+		}
+	}
+	if tasks != 0 || notFound != 300 {
+		t.Errorf("300 forged mcp-session-<uuid> ids: %d created tasks, %d got 404; want 0 and 300", tasks, notFound)
+	}
+	if n := len(pendingApprovals(t, g)); n != 0 {
+		t.Errorf("%d approvals pending for forged sessions, want none", n)
+	}
+	real.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
 }

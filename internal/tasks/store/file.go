@@ -26,6 +26,8 @@ type File struct {
 	ix      *index
 	closed  bool
 	skipped int // records OpenFile could not decode
+
+	sessions knownSet // sessions_file.go
 }
 
 var _ Store = (*File)(nil)

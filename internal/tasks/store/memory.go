@@ -11,6 +11,8 @@ type Memory struct {
 	mu     sync.Mutex
 	ix     *index
 	closed bool
+
+	sessions knownSet // sessions_memory.go
 }
 
 var _ Store = (*Memory)(nil)

@@ -1,0 +1,81 @@
+package session
+
+import (
+	"context"
+	"time"
+)
+
+// Book keeps the ids of sessions Tollgate saw created beyond this process: the task store's
+// known-session set (store.KnownSessions), so that after a restart, or on another replica, an
+// id is accepted only if some Tollgate adopted it — never because the upstream answers on it
+// (docs/SECURITY.md, Sessions).
+type Book interface {
+	Remember(ctx context.Context, id string, expires time.Time) error
+	Known(ctx context.Context, id string) (bool, error)
+	Forget(ctx context.Context, id string) error
+}
+
+// DefaultBookTTL is how long a session id stays in the book without use. Use moves it on, at
+// most once every half TTL per session (one store write, not one per request).
+const DefaultBookTTL = 24 * time.Hour
+
+// bookTimeout bounds one store call made on the way of a request.
+const bookTimeout = 5 * time.Second
+
+// KeepIn makes the registry write every session it adopts to book (kept ttl after its last
+// use), and forget every session ended by Delete; eviction does not forget (the id stays
+// valid). onError, if not nil, hears of failed writes: the session then works in this process
+// only. Call it before use.
+func (r *Registry) KeepIn(book Book, ttl time.Duration, onError func(op string, err error)) {
+	if ttl <= 0 {
+		ttl = DefaultBookTTL
+	}
+	r.mu.Lock()
+	r.book, r.bookTTL, r.bookErr = book, ttl, onError
+	r.mu.Unlock()
+}
+
+// Known reports whether id is in the book (false without one). The proxy asks it for an id
+// this process does not hold; the in-process table stays the fast path.
+func (r *Registry) Known(ctx context.Context, id string) (bool, error) {
+	if r.book == nil || id == "" {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, bookTimeout)
+	defer cancel()
+	return r.book.Known(ctx, id)
+}
+
+// remember writes s to the book when it was never written or half its TTL has passed since.
+// Called without r.mu.
+func (r *Registry) remember(s *Session, now time.Time) {
+	if r.book == nil {
+		return
+	}
+	s.mu.Lock()
+	due := s.remembered.IsZero() || now.Sub(s.remembered) >= r.bookTTL/2
+	if due {
+		s.remembered = now // one writer at a time; a failure retries after the interval
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
+	defer cancel()
+	if err := r.book.Remember(ctx, s.ID, now.Add(r.bookTTL)); err != nil && r.bookErr != nil {
+		r.bookErr("remember", err)
+	}
+}
+
+// forget removes id from the book. Called without r.mu.
+func (r *Registry) forget(id string) {
+	if r.book == nil || id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
+	defer cancel()
+	if err := r.book.Forget(ctx, id); err != nil && r.bookErr != nil {
+		r.bookErr("forget", err)
+	}
+}

@@ -1,0 +1,182 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
+)
+
+func TestMemorySessions(t *testing.T) {
+	storetest.RunSessions(t, func(t *testing.T) store.Store {
+		st := store.NewMemory()
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	})
+}
+
+func TestFileSessions(t *testing.T) {
+	storetest.RunSessions(t, func(t *testing.T) store.Store {
+		st, err := store.OpenFile(filepath.Join(t.TempDir(), "tasks.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	})
+}
+
+func TestRedisSessions(t *testing.T) {
+	base := redisURL(t)
+	storetest.RunSessions(t, func(t *testing.T) store.Store {
+		u, _ := withPrefix(t, base, nil)
+		return openRedis(t, u)
+	})
+}
+
+// TestKnownSessionsAcrossRestartAndReplicas: a session remembered by one process is known to the
+// next one on the same file, and to another replica on the same Redis; the store holds a keyed
+// hash, not the id.
+func TestKnownSessionsAcrossRestartAndReplicas(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	const sid = "mcp-session-6f1c2b1e-9a55-4c1e-8f0e-3b7c9d2a1f00"
+
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	f1, err := store.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k1, err := store.NewKnownSessions(f1, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k1.Remember(ctx, sid, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := f1.SessionKnown(ctx, sid); ok {
+		t.Error("the store holds the session id itself, want a keyed hash")
+	}
+	if err := f1.RememberSession(ctx, "expired", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f1.RememberSession(ctx, "expired", time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	_ = f1.Close()
+	f2, err := store.OpenFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f2.Close()
+	k2, _ := store.NewKnownSessions(f2, key)
+	if ok, err := k2.Known(ctx, sid); err != nil || !ok {
+		t.Errorf("after reopening the file: Known = %v, %v; want true", ok, err)
+	}
+	if ok, _ := f2.SessionKnown(ctx, "expired"); ok {
+		t.Error("an expired session came back after reopening")
+	}
+	other, _ := store.NewKnownSessions(f2, []byte("another key, another hash ......"))
+	if ok, _ := other.Known(ctx, sid); ok {
+		t.Error("known under another hash key")
+	}
+
+	u, _ := withPrefix(t, redisURL(t), nil)
+	a, b := openRedis(t, u), openRedis(t, u)
+	ka, _ := store.NewKnownSessions(a, key)
+	kb, _ := store.NewKnownSessions(b, key)
+	if err := ka.Remember(ctx, sid, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := kb.Known(ctx, sid); err != nil || !ok {
+		t.Errorf("other replica: Known = %v, %v; want true", ok, err)
+	}
+	if err := kb.Forget(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := ka.Known(ctx, sid); ok {
+		t.Error("a session one replica forgot is known to the other")
+	}
+}
+
+// The known-session set is bounded: beyond the bound the entry expiring soonest makes room, in
+// every backend.
+func TestKnownSessionsBounded(t *testing.T) {
+	defer store.SetMaxKnownSessions(5)()
+	f, err := store.OpenFile(filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	u, _ := withPrefix(t, redisURL(t), nil)
+	for name, st := range map[string]store.Sessions{"memory": store.NewMemory(), "file": f, "redis": openRedis(t, u)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Now()
+			for i := range 5 {
+				if err := st.RememberSession(ctx, fmt.Sprint("s", i), now.Add(time.Duration(i+1)*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.RememberSession(ctx, "new", now.Add(10*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []bool{false, true, true, true, true} {
+				if ok, _ := st.SessionKnown(ctx, fmt.Sprint("s", i)); ok != want {
+					t.Errorf("s%d known = %v, want %v (the soonest to expire makes room)", i, ok, want)
+				}
+			}
+			if ok, _ := st.SessionKnown(ctx, "new"); !ok {
+				t.Error("the newest session is not known")
+			}
+		})
+	}
+}
+
+// BenchmarkKnownSessions: what remembering (one per new session, or per use after half the
+// TTL) and looking up (one per request on an id this process does not hold) cost.
+func BenchmarkKnownSessions(b *testing.B) {
+	ctx := context.Background()
+	f, err := store.OpenFile(filepath.Join(b.TempDir(), "tasks.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	for name, st := range map[string]store.Store{"memory": store.NewMemory(), "file": f} {
+		k, _ := store.NewKnownSessions(st, key)
+		b.Run(name+"/Remember", func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if err := k.Remember(ctx, fmt.Sprint("mcp-session-", i), time.Now().Add(time.Hour)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/Known", func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, err := k.Known(ctx, fmt.Sprint("forged-", i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestKnownSessionsMemoryKey: the memory store has no persisted hash key; the set draws one.
+func TestKnownSessionsMemoryKey(t *testing.T) {
+	k, err := store.NewKnownSessions(store.NewMemory(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := k.Remember(ctx, "s", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := k.Known(ctx, "s"); !ok {
+		t.Error("remembered session not known")
+	}
+}
