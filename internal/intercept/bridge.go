@@ -19,7 +19,8 @@ import (
 )
 
 // Bridge is what Tollgate knows of the upstream's protocol era and the legacy upstream sessions
-// it holds to answer 2026-07-28 requests, one per owner (modern_bridge.go, bridge_sessions.go). The Gateway bridges callers'
+// it holds to answer 2026-07-28 requests, one per owner (modern_bridge.go; the sessions are an
+// upstream.Pool, whose owners bridge_sessions.go names). The Gateway bridges callers'
 // requests through it; the execution.Runner runs modern tasks through it (ExecuteModern).
 // Built before both and handed to each, so neither needs the other.
 type Bridge struct {
@@ -32,7 +33,7 @@ type Bridge struct {
 	checked time.Time
 	init    []byte // the upstream's last legacy initialize result
 
-	pool *bridgePool // upstream sessions for bridged modern requests, one per owner
+	pool *upstream.Pool // upstream sessions for bridged modern requests, one per owner
 
 	modernOnly atomic.Bool // the upstream refuses initialize: legacy clients are bridged
 }
@@ -43,7 +44,9 @@ func NewBridge(up *upstream.Client, log *slog.Logger) *Bridge {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b := &Bridge{up: up, log: log}
-	b.pool = newBridgePool(up, b.openBridgeSession, log)
+	b.pool = upstream.NewPool(up, upstream.PoolOptions{
+		Open: b.openBridgeSession, Answer: b.answerUpstream, Refusal: notBridged, Log: log,
+	})
 	return b
 }
 
@@ -109,19 +112,19 @@ func (b *Bridge) noteLegacyInit(result []byte) {
 // bridgeCall sends body on owner's upstream session ("" = a session of its own for this call,
 // ended after it), opening (or, after a 404, reopening) it as needed. onRequest gets the
 // upstream's server→client requests with the headers to answer them with; nil refuses them.
-func (b *Bridge) bridgeCall(ctx context.Context, owner string, captured http.Header, body []byte, onRequest askFunc) (*jsonrpc.Message, *jsonrpc.Error) {
+func (b *Bridge) bridgeCall(ctx context.Context, owner string, captured http.Header, body []byte, onRequest upstream.Asker) (*jsonrpc.Message, *jsonrpc.Error) {
 	mayAsk := false
 	if m, err := jsonrpc.Parse(body); err == nil {
 		mayAsk = mrtrMethods[m.Method]
 	}
 	for attempt := 0; ; attempt++ {
-		bs, err := b.pool.acquire(ctx, owner, captured)
+		ps, err := b.pool.Acquire(ctx, owner, captured)
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamUnreachable, "UpstreamUnreachable",
 				"Upstream MCP server did not accept a session: "+err.Error())
 		}
-		msg, e, forgotten := b.callOn(ctx, bs, captured, body, mayAsk, onRequest)
-		b.pool.release(bs)
+		msg, e, forgotten := b.callOn(ctx, ps, captured, body, mayAsk, onRequest)
+		b.pool.Release(ps)
 		if forgotten && attempt == 0 {
 			continue // the upstream forgot the session: open a new one once
 		}
@@ -129,16 +132,16 @@ func (b *Bridge) bridgeCall(ctx context.Context, owner string, captured http.Hea
 	}
 }
 
-// callOn sends body on bs. forgotten: the upstream answered 404 (bs is dropped).
-func (b *Bridge) callOn(ctx context.Context, bs *bridgeSession, captured http.Header, body []byte, mayAsk bool,
-	onRequest askFunc) (_ *jsonrpc.Message, _ *jsonrpc.Error, forgotten bool) {
-	hdr := execution.CallerHeaders(captured, bs.sess.ID)
-	hdr.Set(upstream.HeaderProtocolVersion, bs.sess.Version)
+// callOn sends body on ps. forgotten: the upstream answered 404 (ps is dropped).
+func (b *Bridge) callOn(ctx context.Context, ps *upstream.PooledSession, captured http.Header, body []byte, mayAsk bool,
+	onRequest upstream.Asker) (_ *jsonrpc.Message, _ *jsonrpc.Error, forgotten bool) {
+	sess := ps.Session()
+	hdr := execution.CallerHeaders(captured, sess.ID)
+	hdr.Set(upstream.HeaderProtocolVersion, sess.Version)
 	if mayAsk {
 		// A request of the upstream's on the session's GET stream goes to this call when it
-		// is the only one in flight there (bridgePool.dispatch).
-		defer b.pool.begin(bs, onRequest)()
-		b.pool.ensureListening(bs, hdr)
+		// is the only one in flight there (upstream.Pool.Begin).
+		defer b.pool.Begin(ps, hdr, onRequest)()
 	}
 	rep, err := b.up.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
 		switch {
@@ -150,7 +153,7 @@ func (b *Bridge) callOn(ctx context.Context, bs *bridgeSession, captured http.He
 		}
 	})
 	if upstream.StatusOf(rep, err) == http.StatusNotFound {
-		b.pool.drop(bs)
+		b.pool.Drop(ps)
 		if err != nil {
 			return nil, upstream.AsError(err).RPCError(), true
 		}
@@ -183,16 +186,16 @@ func (b *Bridge) openBridgeSession(ctx context.Context, captured http.Header) (*
 }
 
 // Close ends the bridged sessions Tollgate holds (shutdown).
-func (b *Bridge) Close() { b.pool.close() }
+func (b *Bridge) Close() { b.pool.Close() }
 
 // legacyInitialize returns the upstream's initialize result, opening (and ending) a session
 // of its own to learn it.
 func (b *Bridge) legacyInitialize(ctx context.Context) ([]byte, error) {
-	bs, err := b.pool.acquire(ctx, "", nil)
+	ps, err := b.pool.Acquire(ctx, "", nil)
 	if err != nil {
 		return nil, err
 	}
-	b.pool.release(bs)
+	b.pool.Release(ps)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.init, nil

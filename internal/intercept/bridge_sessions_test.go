@@ -2,276 +2,74 @@ package intercept
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
+	"encoding/json"
+	"io"
 	"net/http"
-	"slices"
-	"strings"
-	"sync"
+	"net/http/httptest"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
-	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
-// fakeUpstream stands in for the upstream's handshake, DELETE and answers.
-type fakeUpstream struct {
-	mu      sync.Mutex
-	opened  int
-	ended   []string
-	answers []string
-}
-
-func (f *fakeUpstream) pool(maxSessions int, idle time.Duration) *bridgePool {
-	return &bridgePool{
-		open: func(context.Context, http.Header) (*upstream.Session, error) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.opened++
-			return &upstream.Session{ID: fmt.Sprint("s", f.opened)}, nil
-		},
-		end: func(s *upstream.Session) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.ended = append(f.ended, s.ID)
-		},
-		listen: func(context.Context, http.Header) (*upstream.Stream, error) {
-			return nil, upstream.HTTPFault(http.StatusMethodNotAllowed)
-		},
-		answer: func(_ http.Header, msg []byte) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.answers = append(f.answers, string(msg))
-		},
-		log: slog.New(slog.DiscardHandler), max: maxSessions, idle: idle,
-		full: logcap.NewSampler(time.Second, 1), m: map[string]*bridgeSession{},
-	}
-}
-
-func (f *fakeUpstream) endedIDs() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Sorted(slices.Values(f.ended))
-}
-
-func (f *fakeUpstream) openedCount() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.opened
-}
-
-func mustAcquire(t *testing.T, p *bridgePool, owner string) *bridgeSession {
-	t.Helper()
-	bs, err := p.acquire(context.Background(), owner, nil)
+// TestBridgeRefusesOnGETStream: a server→client request the upstream sends on a bridged
+// session's GET stream while a call that cannot ask anyone is in flight is refused with the
+// bridge's NotBridged error (the Bridge's glue to upstream.Pool), and the call still gets
+// its result.
+func TestBridgeRefusesOnGETStream(t *testing.T) {
+	answered := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet { // the session's GET stream asks at once
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, `data: {"jsonrpc":"2.0","id":"up-1","method":"roots/list","params":{}}`+"\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			return
+		}
+		if r.Method == http.MethodDelete {
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		m, err := jsonrpc.Parse(body)
+		switch {
+		case err != nil:
+			http.Error(w, "bad", http.StatusBadRequest)
+		case m.Kind == jsonrpc.KindResponse:
+			answered <- string(body)
+			w.WriteHeader(http.StatusAccepted)
+		case m.Kind != jsonrpc.KindRequest:
+			w.WriteHeader(http.StatusAccepted)
+		case m.Method == "initialize":
+			w.Header().Set(upstream.HeaderSessionID, "s1")
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(jsonrpc.ResultResponse(m.ID, json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"up","version":"1"}}`)))
+		default: // the call ends once the upstream has its answer
+			w.Header().Set("Content-Type", "application/json")
+			select {
+			case a := <-answered:
+				answered <- a
+				_, _ = w.Write(jsonrpc.ResultResponse(m.ID, json.RawMessage(`{"content":[]}`)))
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	uc, err := upstream.New(srv.URL+"/mcp", upstream.Options{})
 	if err != nil {
-		t.Fatalf("acquire %q: %v", owner, err)
+		t.Fatal(err)
 	}
-	return bs
-}
-
-// TestBridgePoolOwners: one session per owner, reused across its requests; an anonymous
-// caller ("") gets a new one per request, ended when the request ends.
-func TestBridgePoolOwners(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeUpstream{}
-		p := f.pool(10, time.Minute)
-		defer p.close()
-		a1 := mustAcquire(t, p, "auth:a")
-		a2 := mustAcquire(t, p, "auth:a")
-		b := mustAcquire(t, p, "user:b")
-		if a1 != a2 || a1.sess.ID != "s1" || b.sess.ID != "s2" {
-			t.Fatalf("sessions: a %s/%s, b %s; want a's reused and b's its own", a1.sess.ID, a2.sess.ID, b.sess.ID)
-		}
-		n1 := mustAcquire(t, p, "")
-		n2 := mustAcquire(t, p, "")
-		if n1 == n2 || n1 == a1 || n2 == b {
-			t.Fatal("anonymous requests share a session")
-		}
-		p.release(n1)
-		p.release(n2)
-		p.release(a1)
-		p.release(a2)
-		p.release(b)
-		synctest.Wait()
-		if got := f.endedIDs(); !slices.Equal(got, []string{"s3", "s4"}) {
-			t.Fatalf("ended %v; want the two anonymous sessions only", got)
-		}
-		if f.openedCount() != 4 {
-			t.Fatalf("opened %d sessions, want 4", f.openedCount())
-		}
-	})
-}
-
-// TestBridgePoolIdle: an owner's session is ended after the idle time without a request, not
-// before, and a request in between restarts the clock; the next request opens a new one.
-func TestBridgePoolIdle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeUpstream{}
-		p := f.pool(10, time.Minute)
-		defer p.close()
-		p.release(mustAcquire(t, p, "auth:a"))
-		time.Sleep(50 * time.Second)
-		p.release(mustAcquire(t, p, "auth:a")) // restarts the clock
-		time.Sleep(50 * time.Second)
-		synctest.Wait()
-		if got := f.endedIDs(); len(got) != 0 {
-			t.Fatalf("ended %v before a minute idle", got)
-		}
-		time.Sleep(11 * time.Second)
-		synctest.Wait()
-		if got := f.endedIDs(); !slices.Equal(got, []string{"s1"}) {
-			t.Fatalf("ended %v after a minute idle, want [s1]", got)
-		}
-		bs := mustAcquire(t, p, "auth:a")
-		if bs.sess.ID != "s2" {
-			t.Fatalf("after the idle end: session %s, want a new one", bs.sess.ID)
-		}
-		// A session in use is never ended for idleness.
-		time.Sleep(10 * time.Minute)
-		synctest.Wait()
-		if got := f.endedIDs(); len(got) != 1 {
-			t.Fatalf("ended %v while in use", got)
-		}
-		p.release(bs)
-	})
-}
-
-// TestBridgePoolBound: at the bound the least recently used idle session makes room (and is
-// ended); when every session is in use a request gets a session of its own, ended with it,
-// and the pool keeps the others.
-func TestBridgePoolBound(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeUpstream{}
-		p := f.pool(2, time.Hour)
-		defer p.close()
-		p.release(mustAcquire(t, p, "auth:a")) // s1
-		p.release(mustAcquire(t, p, "auth:b")) // s2
-		p.release(mustAcquire(t, p, "auth:a")) // a is now the most recent
-		c := mustAcquire(t, p, "auth:c")       // s3 evicts b
-		synctest.Wait()
-		if got := f.endedIDs(); !slices.Equal(got, []string{"s2"}) {
-			t.Fatalf("ended %v, want b's session s2 (least recently used)", got)
-		}
-		a := mustAcquire(t, p, "auth:a")
-		if a.sess.ID != "s1" {
-			t.Fatalf("a's session %s, want s1 kept", a.sess.ID)
-		}
-		// a and c are in use: d gets its own session.
-		d := mustAcquire(t, p, "auth:d")
-		if d.sess.ID != "s4" || d.elem != nil || len(p.m) != 2 {
-			t.Fatalf("full pool: d got %s pooled=%v (pool %d)", d.sess.ID, d.elem != nil, len(p.m))
-		}
-		p.release(d)
-		synctest.Wait()
-		if got := f.endedIDs(); !slices.Equal(got, []string{"s2", "s4"}) {
-			t.Fatalf("ended %v, want d's own session s4 ended with its request", got)
-		}
-		p.release(a)
-		p.release(c)
-	})
-}
-
-// TestBridgePoolDrop: a session the upstream forgot (404) leaves the pool; the owner's next
-// request opens a new one, and the forgotten one is ended when its last user leaves.
-func TestBridgePoolDrop(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeUpstream{}
-		p := f.pool(10, time.Hour)
-		defer p.close()
-		old := mustAcquire(t, p, "auth:a")
-		p.drop(old)
-		fresh := mustAcquire(t, p, "auth:a")
-		if fresh == old || fresh.sess.ID != "s2" {
-			t.Fatalf("after drop: %s", fresh.sess.ID)
-		}
-		p.release(old)
-		p.release(fresh)
-		synctest.Wait()
-		if got := f.endedIDs(); !slices.Equal(got, []string{"s1"}) {
-			t.Fatalf("ended %v, want the dropped s1", got)
-		}
-	})
-}
-
-// TestBridgePoolClose: shutdown ends idle sessions at once and busy ones when their call ends.
-func TestBridgePoolClose(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := &fakeUpstream{}
-		p := f.pool(10, time.Hour)
-		p.release(mustAcquire(t, p, "auth:a"))
-		busy := mustAcquire(t, p, "auth:b")
-		p.close()
-		if got := f.endedIDs(); !slices.Equal(got, []string{"s1"}) {
-			t.Fatalf("ended at close %v, want [s1]", got)
-		}
-		p.release(busy)
-		if got := f.endedIDs(); !slices.Equal(got, []string{"s1", "s2"}) {
-			t.Fatalf("ended %v, want s2 too once its call ended", got)
-		}
-		if _, err := p.acquire(context.Background(), "auth:c", nil); err == nil {
-			t.Fatal("acquire after close succeeded")
-		}
-	})
-}
-
-// TestBridgeDispatch: a server→client request on a session's GET stream goes to the only call
-// in flight on it, or to the only one not waiting for an answer already; with several
-// candidates, or none, or one that cannot ask, it is refused at once (no wrong call sees it,
-// nothing waits); pings are answered.
-func TestBridgeDispatch(t *testing.T) {
-	f := &fakeUpstream{}
-	p := f.pool(10, time.Hour)
-	defer p.close()
-	bs := mustAcquire(t, p, "auth:a")
-	defer p.release(bs)
-	req := func(id int, method string) *jsonrpc.Message {
-		m, err := jsonrpc.Parse(jsonrpc.Request([]byte(fmt.Sprint(id)), method, []byte(`{}`)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+	br := NewBridge(uc, nil)
+	defer br.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, e := br.bridgeCall(ctx, "user:a", http.Header{}, jsonrpc.Request(json.RawMessage(`7`), "tools/call", json.RawMessage(`{"name":"x"}`)), nil)
+	if e != nil || m == nil || m.Result == nil {
+		t.Fatalf("bridgeCall = %v, %v; want the call's result", m, e)
 	}
-	var got []string
-	var answer []func()
-	asker := func(_ http.Header, m *jsonrpc.Message, answered func()) {
-		got = append(got, m.Method)
-		answer = append(answer, answered)
-	}
-
-	p.dispatch(bs, http.Header{}, req(1, "elicitation/create")) // no call
-	finish := p.begin(bs, asker)
-	p.dispatch(bs, http.Header{}, req(2, "elicitation/create")) // the one call
-	p.dispatch(bs, http.Header{}, req(3, "ping"))
-	// A second call: the first waits for its answer, so a new question is the second's.
-	finish2 := p.begin(bs, asker)
-	p.dispatch(bs, http.Header{}, req(4, "elicitation/create"))
-	// Both wait: nobody can tell whose the next one is.
-	p.dispatch(bs, http.Header{}, req(5, "sampling/createMessage"))
-	answer[0]()
-	answer[0]() // a second call of answered changes nothing
-	answer[1]()
-	p.dispatch(bs, http.Header{}, req(6, "sampling/createMessage")) // neither waits: two calls
-	finish2()
-	finish()
-	finishOther := p.begin(bs, nil)
-	p.dispatch(bs, http.Header{}, req(7, "roots/list")) // one call that cannot ask
-	finishOther()
-
-	if !slices.Equal(got, []string{"elicitation/create", "elicitation/create"}) {
-		t.Fatalf("delivered %v, want the first call's elicitation, then the second's", got)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	want := []string{`"id":1,"error"`, `"id":3,"result":{}`, `"id":5,"error"`, `"id":6,"error"`, `"id":7,"error"`}
-	if len(f.answers) != len(want) {
-		t.Fatalf("answers %v", f.answers)
-	}
-	for i, w := range want {
-		if !strings.Contains(f.answers[i], w) || (strings.Contains(w, "error") && !strings.Contains(f.answers[i], "NotBridged")) {
-			t.Errorf("answer %d: %s; want %s (NotBridged)", i, f.answers[i], w)
-		}
+	got := <-answered
+	want := string(jsonrpc.ErrorResponse(json.RawMessage(`"up-1"`), notBridged("roots/list")))
+	if got != want {
+		t.Fatalf("the upstream's roots/list was answered\n%s\nwant\n%s", got, want)
 	}
 }
