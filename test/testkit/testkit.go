@@ -201,8 +201,8 @@ func BasicConfig(upstreamURL, extra string) string {
 type RPC struct {
 	T       testing.TB
 	URL     string
-	Session string      // Mcp-Session-Id, set by Initialize
-	Header  http.Header // extra headers on every request
+	Session string       // Mcp-Session-Id, set by Initialize
+	Header  http.Header  // extra headers on every request
 	Client  *http.Client // nil = HTTPClient
 }
 
