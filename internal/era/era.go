@@ -131,6 +131,11 @@ func Classify(h http.Header, m *jsonrpc.Message) (*Request, *Rejection) {
 	return classifyRequest(h, m, headerV)
 }
 
+// CheckHeaders is the part of Classify that needs no body: a GET or DELETE on the endpoint
+// must not carry a repeated protocol or session header either (first-value-wins readers would
+// pick a different session than the upstream).
+func CheckHeaders(h http.Header) *Rejection { return repeated(h) }
+
 // repeated refuses a protocol header sent more than once (any case of its name counts: net/http
 // canonicalises them into one key), and a version header with a comma-separated list.
 func repeated(h http.Header) *Rejection {

@@ -105,6 +105,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
+	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+		if rej := era.CheckHeaders(r.Header); rej != nil {
+			corr := correlationID(r)
+			w.Header().Set("X-Request-Id", corr)
+			writeJSON(w, rej.Status, jsonrpc.ErrorResponse(nil, rej.Err.WithCorrelation(corr)))
+			return
+		}
+	}
 	if r.Method != http.MethodPost && era.IsModern(r.Header.Get(upstream.HeaderProtocolVersion)) {
 		// transports "Earlier Streamable HTTP Revisions": GET and DELETE are not part of the
 		// modern transport; notifications come on subscriptions/listen.
