@@ -23,6 +23,25 @@ func rec(id, owner string, n int, pending bool, argBytes int64) store.Record {
 	}
 }
 
+// createWithin creates r under lim and checks the outcome: stored when wantLimit is "", else
+// refused with a QuotaError naming wantLimit and not stored.
+func createWithin(t *testing.T, st store.Store, r store.Record, lim store.Limits, wantLimit string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := st.Create(ctx, r, lim)
+	var qe *store.QuotaError
+	switch {
+	case wantLimit == "" && err != nil:
+		t.Errorf("task %s: unexpected err %v", r.ID, err)
+	case wantLimit != "" && (!errors.As(err, &qe) || qe.Limit != wantLimit):
+		t.Errorf("task %s: err = %v, want quota %s", r.ID, err, wantLimit)
+	case wantLimit != "":
+		if _, err := st.Get(ctx, r.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("task %s: rejected by quota but stored (err %v)", r.ID, err)
+		}
+	}
+}
+
 // Run runs the contract against stores made by newStore; each call must return an empty store
 // that the suite may Close.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
@@ -168,18 +187,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 		st := newStore(t)
 		for _, tc := range tests {
-			_, err := st.Create(ctx, tc.r, lim)
-			var qe *store.QuotaError
-			switch {
-			case tc.wantLimit == "" && err != nil:
-				t.Errorf("task %s: unexpected err %v", tc.r.ID, err)
-			case tc.wantLimit != "" && (!errors.As(err, &qe) || qe.Limit != tc.wantLimit):
-				t.Errorf("task %s: err = %v, want quota %s", tc.r.ID, err, tc.wantLimit)
-			case tc.wantLimit != "":
-				if _, err := st.Get(ctx, tc.r.ID); !errors.Is(err, store.ErrNotFound) {
-					t.Errorf("task %s: rejected by quota but stored (err %v)", tc.r.ID, err)
-				}
-			}
+			createWithin(t, st, tc.r, lim, tc.wantLimit)
 		}
 		u, err := st.Usage(ctx, "alice")
 		if err != nil || u != (store.Usage{PendingOwner: 2, PendingTotal: 3, PendingBytes: 120}) {
@@ -223,14 +231,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 		st := newStore(t)
 		for _, tc := range tests {
-			_, err := st.Create(ctx, tc.r, lim)
-			var qe *store.QuotaError
-			switch {
-			case tc.wantLimit == "" && err != nil:
-				t.Errorf("task %s: unexpected err %v", tc.r.ID, err)
-			case tc.wantLimit != "" && (!errors.As(err, &qe) || qe.Limit != tc.wantLimit):
-				t.Errorf("task %s: err = %v, want quota %s", tc.r.ID, err, tc.wantLimit)
-			}
+			createWithin(t, st, tc.r, lim, tc.wantLimit)
 		}
 		// Source is kept by Update, and a finished record frees its source's share.
 		r, err := st.Get(ctx, "1")
