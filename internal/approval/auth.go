@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/source"
+	"github.com/tollgate-mcp/tollgate/internal/telemetry"
 )
 
 // Authenticator maps a bearer token to the approver's name (docs/contract.md §4: "the approver's
@@ -115,9 +116,9 @@ func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("too many failed authentication attempts from this address; retry in %d s", secs), nil)
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &telemetry.StatusWriter{ResponseWriter: w}
 	t.next.ServeHTTP(sw, r)
-	if sw.status != http.StatusUnauthorized {
+	if sw.Code != http.StatusUnauthorized {
 		t.refund(key)
 	}
 }
@@ -166,25 +167,3 @@ func (t *throttle) sources() int {
 	defer t.mu.Unlock()
 	return t.lru.Len()
 }
-
-// statusWriter remembers the status the API answered with.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -104,9 +104,9 @@ func Middleware(next http.Handler, tp trace.TracerProvider) http.Handler {
 				attribute.String("network.protocol.version", protoVersion(r)),
 			))
 		defer span.End()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &StatusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r.WithContext(ctx))
-		code := sw.code
+		code := sw.Code
 		if code == 0 {
 			code = http.StatusOK
 		}
@@ -132,34 +132,35 @@ func protoVersion(r *http.Request) string {
 	return strings.TrimPrefix(r.Proto, "HTTP/")
 }
 
-// statusWriter records the status; Unwrap keeps http.ResponseController (flush per SSE event)
-// working on the real writer.
-type statusWriter struct {
+// StatusWriter records the status a handler answered with (0 until it writes; a body without
+// WriteHeader is 200); Unwrap keeps http.ResponseController (flush per SSE event) working on
+// the real writer. Also used by the admin API's failed-token throttle.
+type StatusWriter struct {
 	http.ResponseWriter
-	code int
+	Code int
 }
 
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
+func (w *StatusWriter) WriteHeader(code int) {
+	if w.Code == 0 {
+		w.Code = code
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.Code == 0 {
+		w.Code = http.StatusOK
 	}
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *statusWriter) Flush() {
+func (w *StatusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Transport wraps rt: a request whose context carries a span (set by Middleware) gets a client
 // span and the traceparent/tracestate of that span, replacing the client's copied headers.
