@@ -35,6 +35,7 @@ Usage:
   tollgate [run] [--config FILE]      run the gateway (default)
   tollgate demo                       run the gateway in front of a built-in demo MCP server
   tollgate validate --config FILE     check a configuration (rules, workflows, Cedar policies)
+  tollgate call TOOL [JSON] [--era legacy|modern] [--task] [--url URL]  call a tool through Tollgate, wait for a held one (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]  (tollgate approvals help)
   tollgate version
 
@@ -59,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(ctx, args, stdout, stderr)
 	case "validate":
 		return cmdValidate(args, stdout, stderr)
+	case "call":
+		return cmdCall(ctx, args, stdout, stderr)
 	case "approvals":
 		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
 	case "version", "--version":
@@ -238,22 +241,15 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate demo: embedded config invalid:\n%s\n", indent(err))
 		return 1
 	}
+	held := make(chan string, 64)
+	hctx, stopHeld := context.WithCancel(ctx)
+	defer stopHeld()
+	go printHeld(hctx, stdout, held)
 	return serve(ctx, cfg, server.Options{Logger: log, Version: version, LookupEnv: env}, func(s *server.Server) {
-		fmt.Fprintf(stdout, `Tollgate demo is running.
-
-  MCP endpoint     http://%[1]s/mcp      (point your MCP client here)
-  Approval console http://%[2]s/approvals
-  Admin API        http://%[2]s/api/v1/approvals
-  Admin token      %[3]s
-  Demo upstream    %[4]s
-  Config           %[5]s (edit it: Tollgate reloads on save)
-
-Try it from another shell:
-  export TOLLGATE_ADMIN_URL=http://%[2]s TOLLGATE_ADMIN_TOKEN=%[3]s
-  tollgate approvals list        (from the repository: go run ./cmd/tollgate approvals list)
-Rules: read_*/list_* forward, delete_* need approval, drop_* denied, transfer_* decided by Cedar.
-Stop with Ctrl-C.
-`, s.MCPAddr(), s.AdminAddr(), token, upURL, cfgPath)
+		b := demo.Banner{CLI: cliName(), MCPURL: "http://" + s.MCPAddr() + "/mcp", AdminURL: "http://" + s.AdminAddr(),
+			ConsoleURL: "http://" + s.AdminAddr() + "/approvals", Token: token, Upstream: upURL, Config: cfgPath}
+		s.SubscribeTasks(heldLines(b, held))
+		fmt.Fprint(stdout, b)
 	})
 }
 

@@ -36,7 +36,7 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		hctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
-		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget)
+		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget, progressMeta(id, g.d.ConsoleURL))
 		answer := g.outcomeResponse(hctx, x, own, id)
 		stop()
 		switch {
@@ -81,7 +81,7 @@ func progressToken(params json.RawMessage) json.RawMessage {
 // every holdProgressEvery until ctx ends; stop waits for the sender, so nothing is emitted
 // after the answer. Without a token it sends nothing (the proxy's SSE comments keep the
 // connection alive).
-func keepAlive(ctx context.Context, emit func([]byte) bool, token json.RawMessage, status string, budget time.Duration) (stop func()) {
+func keepAlive(ctx context.Context, emit func([]byte) bool, token json.RawMessage, status string, budget time.Duration, meta string) (stop func()) {
 	if token == nil {
 		return func() {}
 	}
@@ -95,7 +95,7 @@ func keepAlive(ctx context.Context, emit func([]byte) bool, token json.RawMessag
 		msg := string(rawString(fmt.Sprintf("%s; held up to %s", status, budget)))
 		for n := 1; ; n++ {
 			note := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(token) +
-				`,"progress":` + strconv.Itoa(n) + `,"message":` + msg + `}}`
+				`,"progress":` + strconv.Itoa(n) + `,"message":` + msg + `,"_meta":` + meta + `}}`
 			if !emit([]byte(note)) {
 				return // no stream (JSON reply) or the client went away
 			}
@@ -110,6 +110,14 @@ func keepAlive(ctx context.Context, emit func([]byte) bool, token json.RawMessag
 		cancel()
 		wg.Wait()
 	}
+}
+
+// progressMeta is the _meta of a held call's progress notifications: the task it waits on
+// (spec 2025-11-25 tasks: messages about a task carry related-task) and where to approve it,
+// so a client can say so at once rather than when the budget runs out.
+func progressMeta(id, consoleURL string) string {
+	return `{"` + tasks.RelatedTaskKey + `":{"taskId":` + string(rawString(id)) + `},"` + approvalMetaKey +
+		`":{"taskId":` + string(rawString(id)) + `,"consoleUrl":` + string(rawString(consoleURL)) + `}}`
 }
 
 // heldResult is the tool result of a held call still undecided when tasks.hold_budget ran out:

@@ -84,6 +84,24 @@ func TestHoldDecidedInTime(t *testing.T) {
 	if len(emitted) == 0 || !strings.Contains(emitted[0], `"method":"notifications/progress"`) || !strings.Contains(emitted[0], `"progressToken":"p-1"`) {
 		t.Errorf("progress notifications: %q", emitted)
 	}
+	// The first notification names the task and where to approve it (tollgate call prints it
+	// at once instead of after the budget).
+	if len(emitted) > 0 {
+		var note struct {
+			Params struct {
+				Meta map[string]struct {
+					TaskID     string `json:"taskId"`
+					ConsoleURL string `json:"consoleUrl"`
+				} `json:"_meta"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(emitted[0]), &note); err != nil {
+			t.Fatal(err)
+		}
+		if note.Params.Meta["io.modelcontextprotocol/related-task"].TaskID != all[0].ID || note.Params.Meta["io.tollgate/approval"].TaskID != all[0].ID {
+			t.Errorf("progress _meta does not name task %s: %s", all[0].ID, emitted[0])
+		}
+	}
 	if n := h.upstreamCalls(); n != 1 {
 		t.Errorf("upstream executions = %d", n)
 	}

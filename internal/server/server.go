@@ -345,6 +345,12 @@ func auditPath(cfg *config.Config) string {
 	return cfg.Audit.Path
 }
 
+// SubscribeTasks calls fn after every committed task transition (see tasks.Manager.Subscribe:
+// fn must not block). Subscribe before Run so no transition of the stored tasks is missed.
+func (s *Server) SubscribeTasks(fn func(tasks.Transition)) (unsubscribe func()) {
+	return s.tasks.Subscribe(fn)
+}
+
 // MCPAddr is the bound MCP address (host:port).
 func (s *Server) MCPAddr() string { return s.mcpLn.Addr().String() }
 
