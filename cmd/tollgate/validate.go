@@ -95,7 +95,7 @@ func probeUpstream(src config.Source) string {
 		if errors.Is(err, context.DeadlineExceeded) {
 			cause = fmt.Sprintf("no answer within %s", timeout)
 		}
-		return fmt.Sprintf("sources[0].url: upstream %s is not reachable (%s); tollgate run starts anyway and fails calls until it answers (--offline skips this check)", addr, cause)
+		return fmt.Sprintf("sources[0].url: upstream %s is not reachable (%s); tollgate run starts anyway, with /readyz at 503 and calls failing until it answers (--offline skips this check)", addr, cause)
 	}
 	_ = conn.Close()
 	return ""
