@@ -18,17 +18,52 @@ help: ## list targets
 build: ## static binary bin/tollgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/tollgate ./cmd/tollgate
 
-demo: ## run the built-in demo server with the gateway in front of it
-	$(GO) run ./cmd/tollgate demo
+# BUILD_QUIETLY runs `make build` saying what it does: a first build downloads the modules and
+# compiles for minutes on a small machine, so a line every 15 s says it is still working; an
+# up-to-date bin/tollgate comes from Go's build cache in seconds.
+define BUILD_QUIETLY
+	@echo "[$(1)] building bin/tollgate (go build; the first time downloads modules and compiles for a few minutes, later builds take seconds)…"
+	@start=$$(date +%s); last=0; \
+	$(MAKE) --no-print-directory -s build >bin/.build.log 2>&1 & pid=$$!; \
+	while kill -0 $$pid 2>/dev/null; do \
+		sleep 1; n=$$(( $$(date +%s) - start )); \
+		if (( n - last >= 15 )); then last=$$n; echo "[$(1)] still compiling… $${n}s"; fi; \
+	done; \
+	if ! wait $$pid; then cat bin/.build.log; echo "[$(1)] build FAILED"; exit 1; fi; \
+	echo "[$(1)] bin/tollgate ready in $$(( $$(date +%s) - start ))s"
+endef
+
+demo: ## build bin/tollgate (seconds when up to date) and run the gateway in front of a built-in demo server
+	@mkdir -p bin
+	$(call BUILD_QUIETLY,demo)
+	@echo "[demo] starting: bin/tollgate demo"
+	@exec bin/tollgate demo
 
 deps: ## install test dependencies into .tools (idempotent; see scripts/ensure-deps.sh)
 	scripts/ensure-deps.sh
 
 # The conformance comparisons (2025-11-25 suite, then the 2026-07-28 suite's server-stateless and
 # tasks-* scenarios) run once, as their own step, so their tables are easy to find in CI logs.
-test: deps vet ## everything CI runs: deps, vet, race tests, conformance comparison
+# A phase line before each step and its duration after it, so a first run never looks stuck.
+PHASE_START = @echo "[test] phase $(1): $(2)"; date +%s >bin/.phase-start
+PHASE_END   = @echo "[test] phase $(1) done in $$(( $$(date +%s) - $$(cat bin/.phase-start) ))s"
+
+test: ## everything CI runs: deps, vet, race tests, conformance comparison
+	@mkdir -p bin
+	@echo "[test] make test: 1 dependencies, 2 go vet, 3 race tests of every package, 4 MCP conformance comparison."
+	@echo "[test] Expect about 7 minutes on a 2-core machine with dependencies installed, about 20 minutes on a fresh one (Node 22, npm tools, Debian packages and Go modules are downloaded first)."
+	$(call PHASE_START,1/4,dependencies (scripts/ensure-deps.sh; installs only what is missing))
+	$(MAKE) --no-print-directory deps
+	$(call PHASE_END,1/4)
+	$(call PHASE_START,2/4,go vet)
+	$(MAKE) --no-print-directory vet
+	$(call PHASE_END,2/4)
+	$(call PHASE_START,3/4,go test -race of every package (the longest phase; Go prints each package as it finishes))
 	TOLLGATE_CONFORMANCE=skip $(GO) test -race -count=1 -timeout 15m ./...
+	$(call PHASE_END,3/4)
+	$(call PHASE_START,4/4,MCP conformance suites: direct vs through Tollgate)
 	$(MAKE) --no-print-directory conformance-run
+	$(call PHASE_END,4/4)
 
 test-unit: ## go tests only (no dependency install, no conformance run)
 	TOLLGATE_CONFORMANCE=skip $(GO) test -race -count=1 -timeout 15m ./...

@@ -30,6 +30,7 @@ timed() {
 	local name=$1 start rc=0
 	shift
 	start=$(date +%s)
+	log "$name …"
 	if [[ "${TOLLGATE_DEPS_VERBOSE:-}" == 1 ]]; then
 		"$@" || rc=$?
 	else
@@ -43,6 +44,7 @@ timed() {
 	log "$name done in $(($(date +%s) - start))s"
 }
 
+log "checking test dependencies (a first run installs Node 22, the npm test tools and Debian packages: several minutes; output in .tools/last-*.log)"
 mkdir -p "$TOOLS"
 # .tools may be a symlink to a shared install: use the physical path, because `npm ci` through
 # a symlinked --prefix misreads the aliased dependency (conformance-next) as a package "npm".

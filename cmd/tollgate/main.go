@@ -21,7 +21,6 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/approval"
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/demo"
-	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/server"
 	"github.com/tollgate-mcp/tollgate/policies"
 )
@@ -34,7 +33,9 @@ const usage = `Tollgate — a governance gateway for one MCP server.
 Usage:
   tollgate [run] [--config FILE]      run the gateway (default)
   tollgate demo                       run the gateway in front of a built-in demo MCP server
-  tollgate validate --config FILE     check a configuration (rules, workflows, Cedar policies)
+  tollgate validate [--config FILE] [--offline]
+                                      check a configuration as run would start it (rules, Cedar,
+                                      token variables, task store); an unreachable upstream warns
   tollgate call TOOL [JSON] [--era legacy|modern] [--task] [--url URL]  call a tool through Tollgate, wait for a held one (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]  (tollgate approvals help)
   tollgate version
@@ -112,9 +113,8 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 2
 	}
-	path, err := config.Resolve(flagPath, os.Getenv, exists)
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate:", err)
+	path, ok := resolveConfig("tollgate", flagPath, stderr)
+	if !ok {
 		return 2
 	}
 	cfg, err := config.Load(path, os.LookupEnv)
@@ -153,30 +153,6 @@ func serve(ctx context.Context, cfg *config.Config, o server.Options, started fu
 		o.Logger.Error("server stopped", "error", err.Error())
 		return 1
 	}
-	return 0
-}
-
-func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	flagPath, ok := configFlag("validate", args, stderr)
-	if !ok {
-		return 2
-	}
-	path, err := config.Resolve(flagPath, os.Getenv, exists)
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate validate:", err)
-		return 2
-	}
-	cfg, err := config.Load(path, os.LookupEnv)
-	if err == nil {
-		// Compile what a running gateway would: globs and Cedar policies (with positions).
-		_, err = governance.Build(cfg, nil)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: invalid\n%s\n", path, indent(err))
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: valid (%d rules, %d workflows, %d policy files)\n", path,
-		len(cfg.Governance.Rules), len(cfg.Approval), len(cfg.Cedar.Policies))
 	return 0
 }
 

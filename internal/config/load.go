@@ -52,8 +52,8 @@ func Resolve(flagPath string, getenv func(string) string, exists func(string) bo
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("no config file found; tried --config (not given), $%s (not set), %s (not found), %s (not found)",
-		EnvConfig, local, SystemConfigFile)
+	return "", fmt.Errorf("%w; tried --config (not given), $%s (not set), %s (not found), %s (not found)",
+		ErrNoConfig, EnvConfig, local, SystemConfigFile)
 }
 
 // Load reads the file at path and parses it (see Parse). Config.Path is set to

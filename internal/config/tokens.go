@@ -25,8 +25,8 @@ func tokenTooShort(path, name, token string) error {
 }
 
 // shortTokens reports every token variable that is set but shorter than MinTokenBytes. Parse
-// runs it, so `tollgate validate` and a reload report it too; variables that are not set are
-// ApproverTokens' concern (validate may run where the secrets are not).
+// runs it, so a reload reports it too; variables that are not set are ApproverTokens' concern
+// (run by server.New, a reload and `tollgate validate`, through server.Preflight).
 func (c *Config) shortTokens(lookupEnv func(string) (string, bool)) []error {
 	var errs []error
 	for i, a := range c.Approvers {

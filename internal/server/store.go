@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
@@ -46,20 +48,7 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 		return &openedStore{Store: st, cfg: c}, nil
 	}
 
-	var candidates []string
-	var why string
-	switch {
-	case c.Path != "" && fromDataDir(c.Path, lookupEnv):
-		candidates, why = []string{c.Path}, "$"+config.EnvDataDir
-	case c.Path != "":
-		candidates, why = []string{c.Path}, "tasks.store.path"
-	default:
-		name := defaultStoreName(cfg)
-		for _, dir := range defaultDataDirs(lookupEnv) {
-			candidates = append(candidates, filepath.Join(dir, name))
-		}
-		why = "the first writable default data directory ($" + config.EnvDataDir + " is unset)"
-	}
+	candidates, why := autoCandidates(cfg, c.Path, lookupEnv)
 	var problems []string
 	for _, path := range candidates {
 		if err := probeDir(filepath.Dir(path)); err != nil {
@@ -78,10 +67,103 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 		log.Info("task store", "type", config.StoreFile, "path", path, "why", "tasks.store.type auto: "+why)
 		return &openedStore{Store: f, cfg: config.Store{Type: config.StoreFile, Path: path}}, nil
 	}
-	warning := "tasks are kept in memory: pending approvals and task results will not survive a restart (no writable data directory: " +
-		strings.Join(problems, "; ") + "); set $" + config.EnvDataDir + " to a writable directory, or tasks.store.type: memory to choose this"
+	warning := memoryWarning(problems)
 	log.Warn("task store: MEMORY ONLY", "why", warning)
 	return &openedStore{Store: store.NewMemory(), cfg: config.Store{Type: config.StoreMemory}, warning: warning}, nil
+}
+
+// autoCandidates lists the store files auto tries, in order, and why those (path is
+// tasks.store.path resolved against the config file).
+func autoCandidates(cfg *config.Config, path string, lookupEnv func(string) (string, bool)) (candidates []string, why string) {
+	switch {
+	case path != "" && fromDataDir(path, lookupEnv):
+		return []string{path}, "$" + config.EnvDataDir
+	case path != "":
+		return []string{path}, "tasks.store.path"
+	}
+	name := defaultStoreName(cfg)
+	for _, dir := range defaultDataDirs(lookupEnv) {
+		candidates = append(candidates, filepath.Join(dir, name))
+	}
+	return candidates, "the first writable default data directory ($" + config.EnvDataDir + " is unset)"
+}
+
+func memoryWarning(problems []string) string {
+	return "tasks are kept in memory: pending approvals and task results will not survive a restart (no writable data directory: " +
+		strings.Join(problems, "; ") + "); set $" + config.EnvDataDir + " to a writable directory, or tasks.store.type: memory to choose this"
+}
+
+// CheckStore says, without creating or opening anything, what openStore would make of
+// tasks.store (tollgate validate): an error where the start would fail (a file store whose
+// directory or file cannot be written, a Redis URL that does not parse), a warning where auto
+// would fall back to memory. It does not connect to Redis.
+func CheckStore(cfg *config.Config, lookupEnv func(string) (string, bool)) (warning string, err error) {
+	c := cfg.Tasks.Store
+	if c.Path != "" {
+		c.Path = cfg.ResolvePath(c.Path)
+	}
+	switch c.Type {
+	case config.StoreFile:
+		if err := checkStoreFile(c.Path); err != nil {
+			return "", fmt.Errorf("tasks.store: file task store: %w", err)
+		}
+	case config.StoreRedis:
+		if err := store.CheckRedisURL(c.URL); err != nil {
+			return "", fmt.Errorf("tasks.store: %w", err)
+		}
+	case config.StoreAuto:
+		candidates, _ := autoCandidates(cfg, c.Path, lookupEnv)
+		var problems []string
+		for _, path := range candidates {
+			err := checkStoreFile(path)
+			if err == nil {
+				return "", nil
+			}
+			problems = append(problems, err.Error())
+		}
+		return memoryWarning(problems), nil
+	}
+	return "", nil
+}
+
+// checkStoreFile reports whether a store file could be created or opened for writing at path.
+func checkStoreFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("%s: not a regular file", path)
+	case err == nil:
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("%s: not writable: %w", path, unwrapPath(err))
+		}
+		return f.Close()
+	}
+	if derr := writableDir(filepath.Dir(path)); derr != nil {
+		return derr
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", path, unwrapPath(err))
+	}
+	return nil
+}
+
+// writableDir reports whether dir could be made (if missing) and a file created in it, by
+// probing its nearest existing ancestor; it creates no directory.
+func writableDir(dir string) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) && filepath.Dir(d) != d {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", d, unwrapPath(err))
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: not a directory", d)
+		}
+		return probeWrite(d)
+	}
 }
 
 // corruptToMemory is auto's answer to a corrupt store file: starting on it would crash (bbolt
@@ -147,6 +229,11 @@ func probeDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("%s: %w", dir, unwrapPath(err))
 	}
+	return probeWrite(dir)
+}
+
+// probeWrite creates and removes a file in the existing directory dir.
+func probeWrite(dir string) error {
 	f, err := os.CreateTemp(dir, ".tollgate-probe-*")
 	if err != nil {
 		return fmt.Errorf("%s: not writable: %w", dir, unwrapPath(err))

@@ -59,12 +59,16 @@ var (
 	_ Shared = (*Redis)(nil)
 )
 
-// OpenRedis connects to the Redis at rawURL (config tasks.store.url, a go-redis URL such as
-// redis://user:pass@host:6379/0 or rediss://…) and pings it. Two extra query parameters are
-// taken out before go-redis sees the URL: key_prefix (default "tollgate:"; replicas sharing
-// tasks must use the same one) and expiry_margin (a Go duration, default 24h). Errors never
-// contain the URL, which may hold a password.
-func OpenRedis(ctx context.Context, rawURL string) (*Redis, error) {
+// CheckRedisURL reports whether OpenRedis could parse rawURL, without connecting (tollgate
+// validate). The error never contains the URL.
+func CheckRedisURL(rawURL string) error {
+	_, err := parseRedisURL(rawURL, &Redis{})
+	return err
+}
+
+// parseRedisURL takes key_prefix and expiry_margin out of rawURL into r and parses the rest
+// with go-redis.
+func parseRedisURL(rawURL string, r *Redis) (*redis.Options, error) {
 	if rawURL == "" {
 		return nil, errors.New("redis task store: empty tasks.store.url")
 	}
@@ -77,7 +81,6 @@ func OpenRedis(ctx context.Context, rawURL string) (*Redis, error) {
 		return nil, fmt.Errorf("redis task store: invalid tasks.store.url: %v", err)
 	}
 	q := u.Query()
-	r := &Redis{prefix: DefaultRedisKeyPrefix, margin: DefaultRedisExpiryMargin}
 	if q.Has("key_prefix") {
 		r.prefix = q.Get("key_prefix")
 		q.Del("key_prefix")
@@ -98,6 +101,20 @@ func OpenRedis(ctx context.Context, rawURL string) (*Redis, error) {
 			err = ue.Err
 		}
 		return nil, fmt.Errorf("redis task store: invalid tasks.store.url: %v", err)
+	}
+	return opt, nil
+}
+
+// OpenRedis connects to the Redis at rawURL (config tasks.store.url, a go-redis URL such as
+// redis://user:pass@host:6379/0 or rediss://…) and pings it. Two extra query parameters are
+// taken out before go-redis sees the URL: key_prefix (default "tollgate:"; replicas sharing
+// tasks must use the same one) and expiry_margin (a Go duration, default 24h). Errors never
+// contain the URL, which may hold a password.
+func OpenRedis(ctx context.Context, rawURL string) (*Redis, error) {
+	r := &Redis{prefix: DefaultRedisKeyPrefix, margin: DefaultRedisExpiryMargin}
+	opt, err := parseRedisURL(rawURL, r)
+	if err != nil {
+		return nil, err
 	}
 	r.client = redis.NewClient(opt)
 	if err := r.client.Ping(ctx).Err(); err != nil {
