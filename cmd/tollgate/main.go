@@ -36,8 +36,11 @@ Usage:
   tollgate validate [--config FILE] [--offline]
                                       check a configuration as run would start it (rules, Cedar,
                                       token variables, task store); an unreachable upstream warns
-  tollgate call TOOL [JSON] [--era legacy|modern] [--task] [--url URL]  call a tool through Tollgate, wait for a held one (tollgate call --help)
-  tollgate approvals list|summary|show ID|approve ID|reject ID [--json]  (tollgate approvals help)
+  tollgate call TOOL [JSON] [--era legacy|modern] [--task] [--url URL]
+                                      call a tool through Tollgate; wait for a held one
+                                      (tollgate call --help)
+  tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
+                                      decide held calls (tollgate approvals help)
   tollgate version
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
