@@ -174,7 +174,7 @@ func TestModernTasksMethods(t *testing.T) {
 	id := created["taskId"].(string)
 	var got map[string]any
 	_ = json.Unmarshal(replyResult(t, h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"`+id+`"}`, tasksCaps)).Reply), &got)
-	if got["resultType"] != "complete" || got["status"] != "working" || got["statusMessage"] != "Awaiting approval (default)" {
+	if got["resultType"] != "complete" || got["status"] != "working" || got["statusMessage"] != "Awaiting approval by a human (workflow default): approve in the approvals console or with `tollgate approvals approve "+id+"`" {
 		t.Fatalf("tasks/get = %v", got)
 	}
 	for _, m := range []string{"tasks/update", "tasks/cancel", "tasks/cancel"} { // a second cancel acks too

@@ -204,6 +204,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		ExecutionTimeout: t.ExecutionTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
+		ConsoleURL:      consoleURL,
 	})
 	undo = append(undo, func() { _ = s.tasks.Close() })
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})

@@ -73,34 +73,34 @@ func rejectedError(t *Task, by, reason string) *jsonrpc.Error {
 		msg += ": " + reason
 	}
 	return jsonrpc.NewError(jsonrpc.CodeApprovalRejected, "ApprovalRejected", msg,
-		"task_id", t.ID, "tool", t.Tool, "approver", by, "reason", reason)
+		"taskId", t.ID, "tool", t.Tool, "approver", by, "reason", reason)
 }
 
 func timedOutError(t *Task, after time.Duration) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeApprovalTimedOut, "ApprovalTimedOut",
 		fmt.Sprintf("ApprovalTimedOut: no approver decided on the call to tool %q within %s (on_timeout: deny)", t.Tool, after),
-		"task_id", t.ID, "tool", t.Tool)
+		"taskId", t.ID, "tool", t.Tool)
 }
 
 func expiredError(t *Task) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeTaskExpired, "TaskExpired",
 		fmt.Sprintf("TaskExpired: task %s reached its TTL (%s) before it finished", t.ID, t.TTL),
-		"task_id", t.ID, "tool", t.Tool)
+		"taskId", t.ID, "tool", t.Tool)
 }
 
 func cancelledError(t *Task) *jsonrpc.Error {
 	return jsonrpc.NewError(CodeTaskCancelled, "TaskCancelled",
-		fmt.Sprintf("TaskCancelled: task %s was cancelled", t.ID), "task_id", t.ID, "tool", t.Tool)
+		fmt.Sprintf("TaskCancelled: task %s was cancelled", t.ID), "taskId", t.ID, "tool", t.Tool)
 }
 
 func interruptedError(t *Task) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionInterrupted",
 		fmt.Sprintf("ExecutionInterrupted: the call to tool %q was interrupted by a Tollgate restart; it is not retried because a task executes at most once", t.Tool),
-		"task_id", t.ID, "tool", t.Tool)
+		"taskId", t.ID, "tool", t.Tool)
 }
 
 func argsChangedError(t *Task) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "ArgumentsChanged",
 		fmt.Sprintf("ArgumentsChanged: the stored call to tool %q no longer matches the approved arguments hash", t.Tool),
-		"task_id", t.ID, "tool", t.Tool)
+		"taskId", t.ID, "tool", t.Tool)
 }

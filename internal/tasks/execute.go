@@ -142,13 +142,13 @@ func (m *Manager) call(ctx context.Context, t *Task) (res json.RawMessage, rpcEr
 		if p := recover(); p != nil {
 			m.log.Error("task: executor panicked", "task_id", t.ID, "tool", t.Tool, "panic", fmt.Sprint(p))
 			res, rpcErr = nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "InternalError",
-				"internal error while executing the task", "task_id", t.ID)
+				"internal error while executing the task", "taskId", t.ID)
 		}
 	}()
 	res, rpcErr = m.exec.Execute(ctx, t.Clone())
 	if rpcErr == nil && len(res) == 0 {
 		rpcErr = jsonrpc.NewError(jsonrpc.CodeInternalError, "InternalError",
-			"the upstream returned neither a result nor an error", "task_id", t.ID)
+			"the upstream returned neither a result nor an error", "taskId", t.ID)
 	}
 	if rpcErr != nil {
 		res = nil

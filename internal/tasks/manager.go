@@ -56,6 +56,9 @@ type Options struct {
 	// seen end; Create refuses tasks for any other (a made-up or ended session must not own
 	// pending tasks or hold quota).
 	SessionLive func(sessionID string) bool
+	// ConsoleURL is the approvals console; a task awaiting a human names it in its
+	// statusMessage, so a task-aware client can tell its user where to approve ("" = not named).
+	ConsoleURL string
 }
 
 // Defaults (docs/contract.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
@@ -266,7 +269,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 			t.Workflow = config.DefaultWorkflow
 		}
 		t.State = AwaitingApproval
-		t.StatusMessage = fmt.Sprintf("Awaiting approval (%s)", t.Workflow)
+		t.StatusMessage = awaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL)
 		if t.AskRequester {
 			// spec 2025-11-25 tasks: input_required tells the requestor to call tasks/result,
 			// where the approval question is asked with elicitation/create.
@@ -416,6 +419,18 @@ func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage
 	}
 }
 
+// awaitingMessage is the statusMessage of a task waiting for a human: what it waits for and
+// where to decide, since a task-aware client shows statusMessage and nothing else (both eras:
+// tasks/get, notifications, a 2026-07-28 requester's every poll).
+func awaitingMessage(workflow, id, consoleURL string) string {
+	where := "in the approvals console"
+	if consoleURL != "" {
+		where = "in the console at " + consoleURL
+	}
+	return fmt.Sprintf("Awaiting approval by a human (workflow %s): approve %s or with `tollgate approvals approve %s`",
+		workflow, where, id)
+}
+
 // outcome is what tasks/result answers for a terminal task: exactly what the call returned.
 func outcome(t *Task) (json.RawMessage, *jsonrpc.Error) {
 	if t.Result != nil {
@@ -425,7 +440,7 @@ func outcome(t *Task) (json.RawMessage, *jsonrpc.Error) {
 		return nil, t.Clone().Error
 	}
 	return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskFailed",
-		fmt.Sprintf("task %s ended %s without a result", t.ID, t.State), "task_id", t.ID)
+		fmt.Sprintf("task %s ended %s without a result", t.ID, t.State), "taskId", t.ID)
 }
 
 // Approve records an approval and starts execution at once (docs/contract.md §3). Errors:

@@ -22,21 +22,31 @@ import (
 var bg = context.Background()
 
 func TestCreate(t *testing.T) {
+	const console = "http://127.0.0.1:7469/approvals"
 	tests := []struct {
 		name        string
 		req         CreateRequest
+		consoleURL  string
 		wantTTL     time.Duration
 		wantState   State
-		wantMessage string
+		wantMessage string // %[1]s is the task id
 	}{
-		{"ttl 0 uses default", CreateRequest{Workflow: "ops"}, 10 * time.Minute, AwaitingApproval, "Awaiting approval (ops)"},
-		{"ttl above max is clamped", CreateRequest{TTL: 48 * time.Hour}, time.Hour, AwaitingApproval, "Awaiting approval (default)"},
-		{"ttl kept", CreateRequest{TTL: 90 * time.Second}, 90 * time.Second, AwaitingApproval, "Awaiting approval (default)"},
-		{"negative ttl uses default", CreateRequest{TTL: -time.Second}, 10 * time.Minute, AwaitingApproval, "Awaiting approval (default)"},
+		{"ttl 0 uses default", CreateRequest{Workflow: "ops"}, console, 10 * time.Minute, AwaitingApproval,
+			"Awaiting approval by a human (workflow ops): approve in the console at " + console + " or with `tollgate approvals approve %[1]s`"},
+		{"ttl above max is clamped", CreateRequest{TTL: 48 * time.Hour}, console, time.Hour, AwaitingApproval,
+			"Awaiting approval by a human (workflow default): approve in the console at " + console + " or with `tollgate approvals approve %[1]s`"},
+		{"ttl kept", CreateRequest{TTL: 90 * time.Second}, console, 90 * time.Second, AwaitingApproval,
+			"Awaiting approval by a human (workflow default): approve in the console at " + console + " or with `tollgate approvals approve %[1]s`"},
+		{"negative ttl uses default, no console URL", CreateRequest{TTL: -time.Second}, "", 10 * time.Minute, AwaitingApproval,
+			"Awaiting approval by a human (workflow default): approve in the approvals console or with `tollgate approvals approve %[1]s`"},
+		{"asked of the requester", CreateRequest{AskRequester: true}, console, 10 * time.Minute, AwaitingApproval,
+			"Awaiting your approval (default): call tasks/result to answer"},
+		{"accelerated", CreateRequest{Accelerated: true, DeferStart: true}, console, 10 * time.Minute, Approved,
+			"Approved (forwarded by rule)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nil)
+			e := newEnv(t, nil, func(o *Options, _ *fakeExec) { o.ConsoleURL = tc.consoleURL })
 			req := tc.req
 			req.Owner, req.Tool = "alice", "delete_file"
 			req.Arguments = json.RawMessage(`{"path":"/x"}`)
@@ -45,15 +55,16 @@ func TestCreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tk.TTL != tc.wantTTL || tk.State != tc.wantState || tk.StatusMessage != tc.wantMessage {
-				t.Errorf("got ttl %s state %s message %q", tk.TTL, tk.State, tk.StatusMessage)
+			want := strings.ReplaceAll(tc.wantMessage, "%[1]s", tk.ID)
+			if tk.TTL != tc.wantTTL || tk.State != tc.wantState || tk.StatusMessage != want {
+				t.Errorf("got ttl %s state %s message %q; want %s %s %q", tk.TTL, tk.State, tk.StatusMessage, tc.wantTTL, tc.wantState, want)
 			}
 			if !strings.HasPrefix(tk.ID, IDPrefix) || tk.ArgsHash != e.m.argsHash("delete_file", req.Arguments) ||
 				tk.Version != 1 || tk.PollInterval != 2*time.Second || tk.State.Wire() != "working" {
 				t.Errorf("unexpected task %+v", tk)
 			}
 			got, err := e.m.Get(bg, "alice", tk.ID)
-			if err != nil || got.Headers.Get("Authorization") != "Bearer secret" || string(got.Arguments) != `{"path":"/x"}` {
+			if err != nil || got.Headers.Get("Authorization") != "Bearer secret" || string(got.Arguments) != `{"path":"/x"}` || got.StatusMessage != want {
 				t.Errorf("Get = %+v, %v", got, err)
 			}
 		})

@@ -62,3 +62,32 @@ func TestModernWire(t *testing.T) {
 		})
 	}
 }
+
+// TestModernAwaitingStatusMessage: a 2026-07-28 requester learns from every poll (tasks/get's
+// DetailedTask), and from the CreateTaskResult, that a human must decide and where (issue 19:
+// a task-aware client waiting on an approval is told why).
+func TestModernAwaitingStatusMessage(t *testing.T) {
+	const console = "http://127.0.0.1:7469/approvals"
+	e := newEnv(t, nil, func(o *Options, _ *fakeExec) { o.ConsoleURL = console })
+	tk := e.create(t, "alice", func(r *CreateRequest) { r.Era = EraModern })
+	want := "Awaiting approval by a human (workflow default): approve in the console at " + console +
+		" or with `tollgate approvals approve " + tk.ID + "`"
+	var c map[string]any
+	if err := json.Unmarshal(tk.CreateTaskResult(), &c); err != nil || c["statusMessage"] != want {
+		t.Fatalf("CreateTaskResult statusMessage = %v (%v); want %q", c["statusMessage"], err, want)
+	}
+	for poll := range 3 {
+		e.clock.Advance(2 * time.Second)
+		got, err := e.m.Get(bg, "alice", tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(got.DetailedJSON(nil), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["status"] != "working" || m["statusMessage"] != want {
+			t.Fatalf("poll %d: tasks/get = %v; want working with statusMessage %q", poll, m, want)
+		}
+	}
+}

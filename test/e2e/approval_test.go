@@ -49,7 +49,9 @@ func TestApprovalLifecycle(t *testing.T) {
 		a.T = t
 		tid := a.CallTask(1, "delete_user", `{"user_id":"u-002","password":"hunter2"}`)
 		m := a.TaskRPC(2, "tasks/get", tid).Message(t)
-		if testkit.Dig(m, "result", "status") != "working" || testkit.Dig(m, "result", "statusMessage") != "Awaiting approval (default)" || testkit.Dig(m, "result", "pollInterval") == nil {
+		// The status says a human decides, and where (docs/contract.md §2).
+		waiting := "Awaiting approval by a human (workflow default): approve in the console at " + g.Admin + "/approvals or with `tollgate approvals approve " + tid + "`"
+		if testkit.Dig(m, "result", "status") != "working" || testkit.Dig(m, "result", "statusMessage") != waiting || testkit.Dig(m, "result", "pollInterval") == nil {
 			t.Errorf("tasks/get while waiting: %v", m)
 		}
 		time.Sleep(100 * time.Millisecond)

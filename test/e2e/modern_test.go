@@ -244,9 +244,17 @@ func TestModernGovernance(t *testing.T) {
 		if res["resultType"] != "task" || !strings.HasPrefix(tid, "tg_") || res["status"] != "working" || res["ttlMs"] == nil || res["pollIntervalMs"] == nil || res["task"] != nil {
 			t.Fatalf("CreateTaskResult: %v", m)
 		}
-		got := withTasks.call(6, "tasks/get", map[string]any{"taskId": tid})
-		if testkit.Dig(got, "result", "resultType") != "complete" || testkit.Dig(got, "result", "status") != "working" {
-			t.Fatalf("tasks/get while waiting: %v", got)
+		// Every poll tells the requester that a human decides, and where (issue 19).
+		waiting := "Awaiting approval by a human (workflow default): approve in the console at " + g.Admin + "/approvals or with `tollgate approvals approve " + tid + "`"
+		if res["statusMessage"] != waiting {
+			t.Errorf("CreateTaskResult statusMessage = %v, want %q", res["statusMessage"], waiting)
+		}
+		for poll := range 3 {
+			got := withTasks.call(60+poll, "tasks/get", map[string]any{"taskId": tid})
+			if testkit.Dig(got, "result", "resultType") != "complete" || testkit.Dig(got, "result", "status") != "working" ||
+				testkit.Dig(got, "result", "statusMessage") != waiting {
+				t.Fatalf("tasks/get while waiting (poll %d): %v", poll, got)
+			}
 		}
 		// Another credential sees nothing; neither does an anonymous caller.
 		other := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer caller-two"}}}
@@ -290,8 +298,9 @@ func TestModernGovernance(t *testing.T) {
 			t.Fatalf("reject: HTTP %d", st)
 		}
 		got := withTasks.waitTask(tid)
-		if testkit.Dig(got, "result", "status") != "failed" || testkit.Dig(got, "result", "error", "code") != float64(-32007) {
-			t.Fatalf("rejected task: %v", got)
+		if testkit.Dig(got, "result", "status") != "failed" || testkit.Dig(got, "result", "error", "code") != float64(-32007) ||
+			testkit.Dig(got, "result", "error", "data", "taskId") != tid {
+			t.Fatalf("rejected task: %v; want -32007 naming data.taskId %s", got, tid)
 		}
 	})
 }

@@ -274,7 +274,7 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 			t.Fatalf("task-augmented get-env: %v", res)
 		}
 		got, err := c.GetTask(ctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: tid}})
-		if err != nil || got.Status != mcp.TaskStatusWorking || got.StatusMessage != "Awaiting approval (default)" {
+		if err != nil || got.Status != mcp.TaskStatusWorking || got.StatusMessage != awaitingMessage(g, tid) {
 			t.Errorf("tasks/get while held: %+v %v", got, err)
 		}
 		approve(t, g, tid)
@@ -301,7 +301,7 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 			run := runTS(t, tc, g.MCP, "approve", approver(t, g, &approved), "get-env", "{}")
 			tid, _ := dig(run.find("taskCreated"), "task", "taskId").(string)
 			if !strings.HasPrefix(tid, "tg_") || len(approved) != 1 ||
-				dig(run.find("taskGet"), "task", "statusMessage") != "Awaiting approval (default)" ||
+				dig(run.find("taskGet"), "task", "statusMessage") != awaitingMessage(g, tid) ||
 				!strings.Contains(textOf(run.find("taskResult")["result"]), "marker-7f3c") || !listHas(run.find("list"), tid) {
 				run.dump(t)
 				t.Errorf("get-env through the SDK (task %s, approved %v)", tid, approved)

@@ -70,7 +70,7 @@ func TestTSClientDemoUpstream(t *testing.T) {
 			t.Fatalf("taskCreated: %v", created)
 		}
 		got := run.find("taskGet")
-		if dig(got, "task", "status") != "working" || dig(got, "task", "statusMessage") != "Awaiting approval (default)" {
+		if dig(got, "task", "status") != "working" || dig(got, "task", "statusMessage") != awaitingMessage(g, tid) {
 			t.Errorf("getTask while held: %v", got)
 		}
 		if !listHas(run.find("listWhilePending"), tid) {
@@ -232,4 +232,11 @@ func listHas(e event, taskID string) bool {
 		}
 	}
 	return false
+}
+
+// awaitingMessage is the statusMessage of a task g holds for a human (docs/contract.md §2):
+// what the SDK hands its caller while the approval is pending.
+func awaitingMessage(g *testkit.Gateway, tid string) string {
+	return "Awaiting approval by a human (workflow default): approve in the console at " + g.Admin +
+		"/approvals or with `tollgate approvals approve " + tid + "`"
 }

@@ -464,12 +464,9 @@
   function decide(approve) {
     var v = state.selected;
     if (!v || state.deciding) { return; }
+    // The reason is optional for both decisions, as in the API and the CLI; when given it
+    // reaches the requester and the audit log.
     var reason = $('reason').value.trim();
-    if (!approve && !reason) {
-      showMessage('error', 'A reason is required to reject.');
-      $('reason').focus();
-      return;
-    }
     var verb = approve ? 'approve' : 'reject';
     var id = v.taskId;
     state.deciding = true;
