@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,7 +127,7 @@ func handshake(w http.ResponseWriter, body []byte) bool {
 // TestPassthroughFidelity: messages Tollgate does not intercept reach the upstream byte for
 // byte, and the client gets its own id back even when the upstream re-encodes it.
 func TestPassthroughFidelity(t *testing.T) {
-	useSSE := false
+	var useSSE atomic.Bool // read by the upstream's handler, also for Tollgate's background requests
 	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if r.Method != http.MethodPost {
 			w.WriteHeader(http.StatusMethodNotAllowed)
@@ -139,7 +140,7 @@ func TestPassthroughFidelity(t *testing.T) {
 			w.WriteHeader(http.StatusAccepted) // notification or response
 			return
 		}
-		if useSSE {
+		if useSSE.Load() {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprintf(w, ": upstream comment\nid: ev-1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\nid: ev-2\ndata: %s\n\n", reencode(body))
 			return
@@ -151,7 +152,7 @@ func TestPassthroughFidelity(t *testing.T) {
 	c := g.NewClient(t)
 
 	for _, mode := range []bool{false, true} {
-		useSSE = mode
+		useSSE.Store(mode)
 		cases := []struct{ name, body, wantID string }{
 			{"big integer id", `{"jsonrpc":"2.0","id":9007199254740993,"method":"custom/unknown","params":{"a":1.50,"_meta":{"k":"<&>"},"extra":[1,2]},"zz":true}`, `9007199254740993`},
 			{"string id", `{"jsonrpc":"2.0","id":"7","method":"vendor/thing","params":{}}`, `"7"`},
