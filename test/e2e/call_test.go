@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -287,16 +286,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	env := append(os.Environ(), "TOLLGATE_LISTEN="+mcpAddr, "TOLLGATE_ADMIN_LISTEN="+adminAddr, "TOLLGATE_ADMIN_TOKEN=", "TOLLGATE_ADMIN_URL=", "TOLLGATE_LOG_LEVEL=warn")
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	demo := exec.CommandContext(ctx, bin, "demo")
-	demo.Env = env
-	demo.Cancel = func() error { return demo.Process.Signal(syscall.SIGTERM) }
-	demo.WaitDelay = 10 * time.Second
-	stdout, _ := demo.StdoutPipe()
-	var demoErr bytes.Buffer
-	demo.Stderr = &demoErr
-	if err := demo.Start(); err != nil {
-		t.Fatal(err)
-	}
+	demo, stdout, demoErr := startDemoBinary(t, ctx, bin, env)
 	defer func() { cancel(); _ = demo.Wait() }()
 	banner, heldLines := make(chan string, 1), make(chan string, 16)
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -37,6 +38,26 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// startDemoBinary starts `bin demo` with env, stopped by SIGTERM when ctx ends; its stdout is
+// read through the pipe, its stderr collected (read it once the process has ended).
+func startDemoBinary(t *testing.T, ctx context.Context, bin string, env []string) (*exec.Cmd, io.ReadCloser, *bytes.Buffer) {
+	t.Helper()
+	demo := exec.CommandContext(ctx, bin, "demo")
+	demo.Env = env
+	demo.Cancel = func() error { return demo.Process.Signal(syscall.SIGTERM) }
+	demo.WaitDelay = 10 * time.Second
+	stdout, err := demo.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	demo.Stderr = &stderr
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return demo, stdout, &stderr
+}
+
 // TestDemoAndCLI does what a new user does: run `tollgate demo`, make an approval-gated call,
 // and decide it with `tollgate approvals`.
 func TestDemoAndCLI(t *testing.T) {
@@ -50,16 +71,7 @@ func TestDemoAndCLI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	demo := exec.CommandContext(ctx, bin, "demo")
-	demo.Env = env
-	demo.Cancel = func() error { return demo.Process.Signal(syscall.SIGTERM) }
-	demo.WaitDelay = 10 * time.Second
-	stdout, _ := demo.StdoutPipe()
-	var stderr bytes.Buffer
-	demo.Stderr = &stderr
-	if err := demo.Start(); err != nil {
-		t.Fatal(err)
-	}
+	demo, stdout, stderr := startDemoBinary(t, ctx, bin, env)
 	banner := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
