@@ -38,6 +38,9 @@ type Options struct {
 	// redact_fields). Nil, or a workflow that no longer exists, redacts the whole arguments.
 	Workflow func(name string) (config.Workflow, bool)
 	Logger   *slog.Logger // nil = slog.Default()
+	// Config returns the current configuration snapshot: who may decide what (approver_groups,
+	// approval.<name>.approvers; authorize.go). Nil lets every approver decide everything.
+	Config func() *config.Config
 }
 
 const (
@@ -107,6 +110,7 @@ type ErrorResponse struct {
 type handler struct {
 	tasks Tasks
 	auth  Authenticator
+	authz Authorizer
 	opts  Options
 	log   *slog.Logger
 	mux   *http.ServeMux
@@ -120,7 +124,7 @@ type approverKey struct{}
 // "/api/v1/approvals" and "/api/v1/approvals/"; it matches full paths itself.
 func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 	h := &handler{tasks: t, auth: auth, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
-		rejected: logcap.NewSampler(time.Second, 10)}
+		rejected: logcap.NewSampler(time.Second, 10), authz: Authorizer{Config: opts.Config}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -264,7 +268,9 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		h.internalError(w, "list approvals", err)
 		return
 	}
-	ts = slices.DeleteFunc(ts, func(t *tasks.Task) bool { return t == nil || !lq.match(t) })
+	// Only what the caller may decide, before the page is cut (authorize.go).
+	may := h.authz.Policy().For(approverOf(r))
+	ts = slices.DeleteFunc(ts, func(t *tasks.Task) bool { return t == nil || !lq.match(t) || !may(t) })
 	keys := make(map[*tasks.Task]int64, len(ts))
 	for _, t := range ts {
 		keys[t] = lq.sort.key(t)
@@ -294,9 +300,8 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) show(w http.ResponseWriter, r *http.Request) {
-	t, err := h.tasks.Lookup(r.Context(), r.PathValue("taskId"))
-	if err != nil {
-		h.taskError(w, r.PathValue("taskId"), "look up", err)
+	t, ok := h.authorized(w, r, "look up")
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, h.view(t))
@@ -308,6 +313,9 @@ func (h *handler) decide(approve bool) http.HandlerFunc {
 		verb = "approve"
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := h.authorized(w, r, verb); !ok {
+			return
+		}
 		id := r.PathValue("taskId")
 		approver, _ := r.Context().Value(approverKey{}).(string)
 		reason, status, err := readReason(w, r)

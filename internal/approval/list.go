@@ -268,8 +268,9 @@ func (h *handler) summary(w http.ResponseWriter, r *http.Request) {
 	}
 	owners, tools, workflows := counter{}, counter{}, counter{}
 	var resp SummaryResponse
+	may := h.authz.Policy().For(approverOf(r))
 	for _, t := range ts {
-		if t == nil || t.Accelerated || t.State != tasks.AwaitingApproval {
+		if t == nil || t.Accelerated || t.State != tasks.AwaitingApproval || !may(t) {
 			continue
 		}
 		resp.Pending++

@@ -31,6 +31,7 @@ type Config struct {
 	Governance              Governance          `yaml:"governance"`
 	Approval                map[string]Workflow `yaml:"approval"`
 	Approvers               []Approver          `yaml:"approvers"`
+	ApproverGroups          map[string][]string `yaml:"approver_groups"` // name → approvers; workflows name them "group:<name>"
 	Cedar                   Cedar               `yaml:"cedar"`
 	TaskAnnotationOverrides Overrides           `yaml:"task_annotation_overrides"`
 	Tasks                   Tasks               `yaml:"tasks"`
@@ -96,7 +97,11 @@ type Workflow struct {
 	Timeout      Duration    `yaml:"timeout"`    // default 10m
 	OnTimeout    string      `yaml:"on_timeout"` // deny (default) | approve
 	RedactFields []string    `yaml:"redact_fields"`
+	Approvers    []string    `yaml:"approvers"` // who may see and decide its calls (names, "group:<name>"); absent = every approver
 }
+
+// GroupPrefix marks a group in a workflow's approvers list ("group:finance").
+const GroupPrefix = "group:"
 
 // Destination says where approvers are asked.
 type Destination struct {

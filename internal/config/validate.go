@@ -19,6 +19,7 @@ import (
 
 var (
 	workflowName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	groupName    = regexp.MustCompile(`^[a-z0-9_-]+$`)
 	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
@@ -69,6 +70,7 @@ func (c *Config) Validate() error {
 	v.governance()
 	v.workflows()
 	v.approvers()
+	v.approverGroups()
 	v.cedar()
 	for i, t := range c.TaskAnnotationOverrides.ForceRequired {
 		if strings.TrimSpace(t) == "" {
@@ -233,6 +235,7 @@ func (v *validator) workflows() {
 				v.add(idx(p+".redact_fields", i), "must be a dot path like \"credentials.api_key\", got %q", f)
 			}
 		}
+		v.workflowApprovers(p+".approvers", w.Approvers)
 	}
 }
 
@@ -255,6 +258,63 @@ func (v *validator) approvers() {
 			v.add(p+".token_env", "must name the environment variable holding the approver's token")
 		} else if !envName.MatchString(a.TokenEnv) {
 			v.add(p+".token_env", "must be an environment variable name, got %q", a.TokenEnv)
+		}
+	}
+}
+
+// knownApprover reports whether name is a configured approver (or $TOLLGATE_ADMIN_TOKEN's
+// "admin"), compared as the self-approval check compares names (identity.Same).
+func (v *validator) knownApprover(name string) bool {
+	if strings.TrimSpace(name) == "" {
+		return false
+	}
+	return identity.Same(name, AdminApprover) ||
+		slices.ContainsFunc(v.c.Approvers, func(a Approver) bool { return identity.Same(a.Name, name) })
+}
+
+// approverGroups checks approver_groups: lower-case names, each a non-empty list of
+// configured approvers.
+func (v *validator) approverGroups() {
+	names := make([]string, 0, len(v.c.ApproverGroups))
+	for n := range v.c.ApproverGroups {
+		names = append(names, n)
+	}
+	sort.Strings(names) // stable error order
+	for _, name := range names {
+		p := "approver_groups." + name
+		if !groupName.MatchString(name) {
+			v.add(p, "group name must use only a-z, 0-9, '-' and '_', got %q", name)
+		}
+		members := v.c.ApproverGroups[name]
+		if len(members) == 0 {
+			v.add(p, "must list at least one approver")
+		}
+		for i, m := range members {
+			if !v.knownApprover(m) {
+				v.add(idx(p, i), "unknown approver %q (approvers[].name)", m)
+			}
+		}
+	}
+}
+
+// workflowApprovers checks approval.<name>.approvers: absent means every approver; present,
+// each entry is a configured approver or "group:<name>" of approver_groups.
+func (v *validator) workflowApprovers(path string, list []string) {
+	if list == nil {
+		return
+	}
+	if len(list) == 0 {
+		v.add(path, "must list at least one approver or group; leave it out to let every approver decide")
+	}
+	for i, e := range list {
+		if g, ok := strings.CutPrefix(e, GroupPrefix); ok {
+			if _, found := v.c.ApproverGroups[g]; !found {
+				v.add(idx(path, i), "unknown approver group %q (approver_groups)", g)
+			}
+			continue
+		}
+		if !v.knownApprover(e) {
+			v.add(idx(path, i), "unknown approver %q (approvers[].name, or \"%s<name>\" for a group)", e, GroupPrefix)
 		}
 	}
 }

@@ -251,7 +251,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	adminMux.HandleFunc("GET /readyz", s.readyz)
 	adminMux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.approvers.set(tokens)
-	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log}),
+	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log,
+		Config: func() *config.Config { return s.snaps.Load().Config }}),
 		approval.ThrottleOptions{OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)

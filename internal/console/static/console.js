@@ -501,6 +501,11 @@
         unauthorized();
         return;
       case 403:
+        if (r.body && r.body.error === 'not_authorized') {
+          // approval.<name>.approvers: someone else decides this workflow (a reload may have narrowed it)
+          showMessage('error', 'Not allowed (403): ' + (serverMessage(r) || 'you may not decide this workflow\'s calls') + '. Ask one of its approvers.');
+          return;
+        }
         showMessage('error', 'Not allowed (403): you requested this call yourself, and the requester of a call cannot approve or reject it. Ask another approver.');
         return;
       case 404:
