@@ -96,6 +96,9 @@ type Workflow struct {
 	Timeout      Duration    `yaml:"timeout"`    // default 10m
 	OnTimeout    string      `yaml:"on_timeout"` // deny (default) | approve
 	RedactFields []string    `yaml:"redact_fields"`
+	// MinApprovals is how many distinct approvers must approve before the call runs
+	// (two-person rule); default 1. One reject rejects.
+	MinApprovals int `yaml:"min_approvals"`
 }
 
 // Destination says where approvers are asked.

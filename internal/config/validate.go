@@ -228,6 +228,12 @@ func (v *validator) workflows() {
 		if w.OnTimeout != OnTimeoutDeny && w.OnTimeout != OnTimeoutApprove {
 			v.add(p+".on_timeout", "must be deny or approve, got %q", w.OnTimeout)
 		}
+		if w.MinApprovals < 1 {
+			v.add(p+".min_approvals", "must be >= 1 (distinct approvers needed), got %d", w.MinApprovals)
+		} else if w.MinApprovals > 1 && w.Destination.Type == DestinationElicitation {
+			// the requester answers an elicitation, and a requester never counts as an approver
+			v.add(p+".min_approvals", "must be 1 with destination elicitation (the requester decides there, and a requester never counts toward min_approvals), got %d", w.MinApprovals)
+		}
 		for i, f := range w.RedactFields {
 			if f == "" || strings.Contains(f, "..") || strings.HasPrefix(f, ".") || strings.HasSuffix(f, ".") || strings.ContainsAny(f, " \t") {
 				v.add(idx(p+".redact_fields", i), "must be a dot path like \"credentials.api_key\", got %q", f)
