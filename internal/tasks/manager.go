@@ -496,6 +496,7 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 		}
 		t.Approvals = append(t.Approvals, Vote{By: approver, Reason: reason, At: now})
 		need := m.required(t)
+		t.RequiredApprovals = need // only ever raised: subscribers read "k of N" off the task
 		if len(t.Approvals) < need {
 			t.StatusMessage = awaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL, len(t.Approvals), need)
 			return nil // AwaitingApproval → AwaitingApproval: a vote
@@ -849,6 +850,7 @@ func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
 		// missing approver's vote (docs/configuration.md, min_approvals).
 		given := ""
 		if need := m.required(t); need > 1 {
+			t.RequiredApprovals = need
 			given = fmt.Sprintf(" with %d of %d approvals given", len(t.Approvals), need)
 		}
 		if approve {
