@@ -75,6 +75,17 @@ type View struct {
 	ExpiresAt        *time.Time      `json:"expiresAt,omitempty"`
 	Decision         *DecisionView   `json:"decision,omitempty"`
 	Failure          *FailureView    `json:"failure,omitempty"`
+	// Approvals are the votes given so far and RequiredApprovals how many distinct ones the
+	// call needs now (approval.<name>.min_approvals): "k of N".
+	Approvals         []VoteView `json:"approvals,omitempty"`
+	RequiredApprovals int        `json:"requiredApprovals,omitempty"`
+}
+
+// VoteView is one approver's approval of a call that needs several.
+type VoteView struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // DecisionView is the standing decision on an approval.
@@ -385,6 +396,11 @@ func (h *handler) taskError(w http.ResponseWriter, id, op string, err error) {
 		writeError(w, http.StatusConflict, "conflict", msg, v)
 		return
 	}
+	if dv, ok := errors.AsType[*tasks.DuplicateVoteError](err); ok {
+		v := h.view(dv.Task) // an approver's second vote never counts twice (min_approvals)
+		writeError(w, http.StatusConflict, "already_approved", dv.Error(), &v)
+		return
+	}
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("task %s not found", id), nil)
@@ -437,6 +453,12 @@ func (h *handler) view(t *tasks.Task) View {
 	}
 	if e := t.Error; e != nil {
 		v.Failure = &FailureView{Code: e.Code, Name: e.Name()}
+	}
+	if !t.Accelerated {
+		v.RequiredApprovals = tasks.RequiredApprovals(t, h.opts.Workflow)
+	}
+	for _, a := range t.Approvals {
+		v.Approvals = append(v.Approvals, VoteView{By: a.By, Reason: a.Reason, At: a.At.UTC()})
 	}
 	return v
 }

@@ -171,7 +171,12 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 			fmt.Fprintln(stderr, "error: unexpected response from admin API:", err)
 			return exitError
 		}
-		if cmd != "show" {
+		switch {
+		case cmd == "approve" && v.State == "awaiting_approval":
+			// one vote of several (min_approvals): the call still waits for other approvers
+			fmt.Fprintf(stdout, "approval recorded for %s (%s): %s; waiting for another approver\n",
+				sanitize(v.TaskID), sanitize(v.Tool), approvalsText(v))
+		case cmd != "show":
 			fmt.Fprintf(stdout, "%s %s (%s)\n", pastTense(cmd), sanitize(v.TaskID), sanitize(v.Tool))
 		}
 		printView(stdout, v)
@@ -423,6 +428,9 @@ func printView(w io.Writer, v View) {
 	row("Created", v.CreatedAt.Format(time.RFC3339))
 	row("Approval deadline", timeOrDash(v.ApprovalDeadline))
 	row("Expires", timeOrDash(v.ExpiresAt))
+	if v.RequiredApprovals > 1 || len(v.Approvals) > 0 {
+		row("Approvals", approvalsText(v))
+	}
 	if d := v.Decision; d != nil {
 		row("Decision", fmt.Sprintf("%s by %s at %s", decisionWord(d.Approved), d.By, d.At.Format(time.RFC3339)))
 		if d.Reason != "" {
@@ -439,6 +447,19 @@ func printView(w io.Writer, v View) {
 		args.Write(v.Arguments)
 	}
 	fmt.Fprintf(w, "Arguments:\n  %s\n", sanitizeMultiline(args.String()))
+}
+
+// approvalsText is "k of N", with the approvers so far: "1 of 2 (alice)".
+func approvalsText(v View) string {
+	s := fmt.Sprintf("%d of %d", len(v.Approvals), max(v.RequiredApprovals, 1))
+	if len(v.Approvals) > 0 {
+		names := make([]string, len(v.Approvals))
+		for i, a := range v.Approvals {
+			names[i] = a.By
+		}
+		s += " (" + strings.Join(names, ", ") + ")"
+	}
+	return s
 }
 
 func timeOrDash(t *time.Time) string {

@@ -1,6 +1,6 @@
 // Package audit is Tollgate's append-only audit log: one JSON object per line for every
-// decision-relevant task transition (created, approved, rejected, timed out, executed, failed,
-// cancelled, expired).
+// decision-relevant task transition (created, each approval vote of a call that needs several,
+// approved, rejected, timed out, executed, failed, cancelled, expired).
 //
 // Events carry identifiers, hashes and approver names only. Tool arguments, headers, tokens and
 // raw owner/session ids never reach the log: owners appear as OwnerHash, arguments as the
@@ -26,6 +26,7 @@ type Kind string
 
 const (
 	KindCreated   Kind = "created"
+	KindVote      Kind = "vote" // one approval of several needed (min_approvals); the task still waits
 	KindApproved  Kind = "approved"
 	KindRejected  Kind = "rejected"
 	KindTimedOut  Kind = "timed_out"
@@ -48,6 +49,10 @@ type Event struct {
 	Reason   string    `json:"reason,omitempty"`
 	ArgsHash string    `json:"args_hash,omitempty"`
 	Error    string    `json:"error,omitempty"`
+	// Approvals and RequiredApprovals are "k of N" for a task that needs several approvals
+	// (approval.<name>.min_approvals > 1), on its votes and its decision.
+	Approvals         int `json:"approvals,omitempty"`
+	RequiredApprovals int `json:"required_approvals,omitempty"`
 }
 
 // seenLimit bounds how many finished tasks are remembered to drop late or repeated callbacks.
@@ -56,6 +61,7 @@ const seenLimit = 4096
 type seen struct {
 	state   tasks.State
 	version uint64
+	votes   int
 }
 
 // Logger writes events as JSON lines. It is safe for concurrent use.
@@ -148,14 +154,17 @@ func (l *Logger) OnTaskChange(tr tasks.Transition) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 
+	ev := tr.Event()
 	prev, known := l.seen[t.ID]
-	if known && (t.State == prev.state || (t.Version != 0 && t.Version <= prev.version)) {
+	// A vote keeps the state; it is new when it adds an approval.
+	newVote := ev == tasks.EventVoted && len(t.Approvals) > prev.votes
+	if known && ((t.State == prev.state && !newVote) || (t.Version != 0 && t.Version <= prev.version)) {
 		return
 	}
 	if known && prev.state.Terminal() {
 		return // a finished task does not change again
 	}
-	l.seen[t.ID] = seen{state: t.State, version: t.Version}
+	l.seen[t.ID] = seen{state: t.State, version: t.Version, votes: len(t.Approvals)}
 	if t.State.Terminal() {
 		l.finished = append(l.finished, t.ID)
 		if len(l.finished) > seenLimit {
@@ -171,7 +180,9 @@ func (l *Logger) OnTaskChange(tr tasks.Transition) {
 		Owner:    disclose.OwnerHash(t.Owner),
 		ArgsHash: t.ArgsHash,
 	}
-	ev := tr.Event()
+	if t.RequiredApprovals > 1 {
+		base.Approvals, base.RequiredApprovals = len(t.Approvals), t.RequiredApprovals
+	}
 	if tr.Created() {
 		e := base
 		e.Kind, e.Time, e.Actor = KindCreated, t.CreatedAt, t.RequestedBy
@@ -181,6 +192,16 @@ func (l *Logger) OnTaskChange(tr tasks.Transition) {
 	e := base
 	e.Time = t.UpdatedAt
 	switch ev {
+	case tasks.EventVoted:
+		if n := len(t.Approvals); n > 0 {
+			v := t.Approvals[n-1]
+			e.Kind, e.Actor, e.Reason = KindVote, v.By, v.Reason
+			if !v.At.IsZero() {
+				e.Time = v.At
+			}
+		} else {
+			return
+		}
 	case tasks.EventAccelerated, tasks.EventApproved:
 		if t.Accelerated && t.Decision == nil {
 			return // accelerated approve (F-005.6): no human decision to record

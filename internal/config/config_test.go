@@ -143,7 +143,7 @@ func TestFullFixtureValues(t *testing.T) {
 		{"approve rule defaults to default workflow", c.Governance.Rules[0].Approval, DefaultWorkflow},
 		{"policy rule defaults to default workflow", c.Governance.Rules[2].Approval, DefaultWorkflow},
 		{"finance timeout", c.Approval["finance"].Timeout.D(), 90 * time.Minute},
-		{"default workflow added", c.Approval[DefaultWorkflow], Workflow{Destination: Destination{Type: DestinationConsole}, Timeout: Duration(10 * time.Minute), OnTimeout: OnTimeoutDeny}},
+		{"default workflow added", c.Approval[DefaultWorkflow], Workflow{Destination: Destination{Type: DestinationConsole}, Timeout: Duration(10 * time.Minute), OnTimeout: OnTimeoutDeny, MinApprovals: 1}},
 		{"tools_max_pages from ${PAGES}", c.Server.ToolsMaxPages, 12},
 		{"$$ escape", c.Audit.Path, "$HOME/audit.log"},
 		{"sample ratio", c.Telemetry.SampleRatio, 0.25},
@@ -167,7 +167,7 @@ func TestDefaults(t *testing.T) {
 		Sources:    []Source{{ID: "u", Kind: "mcp", URL: "http://h/mcp", ConnectTimeout: Duration(5 * time.Second)}},
 		Governance: Governance{Defaults: Defaults{Action: ActionForward, Approval: "default"}},
 		Approval: map[string]Workflow{"default": {
-			Destination: Destination{Type: "console"}, Timeout: Duration(10 * time.Minute), OnTimeout: "deny",
+			Destination: Destination{Type: "console"}, Timeout: Duration(10 * time.Minute), OnTimeout: "deny", MinApprovals: 1,
 		}},
 		Tasks: Tasks{
 			DefaultTTL: Duration(10 * time.Minute), MaxTTL: Duration(24 * time.Hour), PollInterval: Duration(2 * time.Second),

@@ -61,6 +61,7 @@ const (
 	DefaultWorkflow        = "default"
 	DefaultWorkflowTimeout = 10 * time.Minute
 	DefaultOnTimeout       = OnTimeoutDeny
+	DefaultMinApprovals    = 1
 	DefaultDestination     = DestinationConsole
 	DefaultLogLevel        = "info"
 	DefaultStoreFileName   = "tasks.db" // under TOLLGATE_DATA_DIR
@@ -144,6 +145,7 @@ func (c *Config) applyDefaults(present map[string]int) {
 		str(&w.Destination.Type, p+".destination.type", DefaultDestination)
 		dur(&w.Timeout, p+".timeout", DefaultWorkflowTimeout)
 		str(&w.OnTimeout, p+".on_timeout", DefaultOnTimeout)
+		num(&w.MinApprovals, p+".min_approvals", DefaultMinApprovals)
 		c.Approval[name] = w
 	}
 

@@ -98,6 +98,9 @@ type Workflow struct {
 	OnTimeout    string      `yaml:"on_timeout"` // deny (default) | approve
 	RedactFields []string    `yaml:"redact_fields"`
 	Approvers    []string    `yaml:"approvers"` // who may see and decide its calls (names, "group:<name>"); absent = every approver
+	// MinApprovals is how many distinct approvers must approve before the call runs
+	// (two-person rule); default 1. One reject rejects.
+	MinApprovals int `yaml:"min_approvals"`
 }
 
 // GroupPrefix marks a group in a workflow's approvers list ("group:finance").

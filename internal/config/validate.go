@@ -230,6 +230,15 @@ func (v *validator) workflows() {
 		if w.OnTimeout != OnTimeoutDeny && w.OnTimeout != OnTimeoutApprove {
 			v.add(p+".on_timeout", "must be deny or approve, got %q", w.OnTimeout)
 		}
+		if w.MinApprovals < 1 {
+			v.add(p+".min_approvals", "must be >= 1 (distinct approvers needed), got %d", w.MinApprovals)
+		} else if w.MinApprovals > 1 && w.Destination.Type == DestinationElicitation {
+			// the requester answers an elicitation, and a requester never counts as an approver
+			v.add(p+".min_approvals", "must be 1 with destination elicitation (the requester decides there, and a requester never counts toward min_approvals), got %d", w.MinApprovals)
+		} else if n := v.deciders(w.Approvers); w.MinApprovals > 1 && w.MinApprovals > n {
+			// Such a call could never be approved: it would wait for its timeout every time.
+			v.add(p+".min_approvals", "needs %d distinct approvers, but only %d may decide this workflow (approvers, approver_groups, and \"admin\" from $TOLLGATE_ADMIN_TOKEN)", w.MinApprovals, n)
+		}
 		for i, f := range w.RedactFields {
 			if f == "" || strings.Contains(f, "..") || strings.HasPrefix(f, ".") || strings.HasSuffix(f, ".") || strings.ContainsAny(f, " \t") {
 				v.add(idx(p+".redact_fields", i), "must be a dot path like \"credentials.api_key\", got %q", f)
@@ -237,6 +246,35 @@ func (v *validator) workflows() {
 		}
 		v.workflowApprovers(p+".approvers", w.Approvers)
 	}
+}
+
+// deciders counts the distinct people who may decide a workflow with this approvers list
+// (absent: every configured approver), counting "admin" ($TOLLGATE_ADMIN_TOKEN) as one more,
+// since the environment may provide it.
+func (v *validator) deciders(list []string) int {
+	var names []string
+	add := func(n string) {
+		if !slices.ContainsFunc(names, func(o string) bool { return identity.Same(o, n) }) {
+			names = append(names, n)
+		}
+	}
+	if list == nil {
+		for _, a := range v.c.Approvers {
+			add(a.Name)
+		}
+		add(AdminApprover)
+		return len(names)
+	}
+	for _, e := range list {
+		if g, ok := strings.CutPrefix(e, GroupPrefix); ok {
+			for _, m := range v.c.ApproverGroups[g] {
+				add(m)
+			}
+			continue
+		}
+		add(e)
+	}
+	return len(names)
 }
 
 func (v *validator) approvers() {

@@ -109,6 +109,7 @@ func New(opts Options) *Notifier {
 // Event names, the "event" field of a webhook body.
 const (
 	EventRequested = "approval.requested" // a task is waiting for a decision
+	EventVoted     = "approval.voted"     // one approval of several needed (min_approvals); still waiting
 	EventDecided   = "approval.decided"   // approved, rejected or timed out (decision says by whom)
 	EventCancelled = "approval.cancelled" // the requester cancelled before a decision
 	EventExpired   = "approval.expired"   // the task TTL ended before a decision
@@ -124,6 +125,8 @@ func eventFor(tr tasks.Transition) string {
 	switch {
 	case ev == tasks.EventRequested:
 		return EventRequested
+	case ev == tasks.EventVoted:
+		return EventVoted
 	case tr.From != tasks.AwaitingApproval:
 		return "" // EventAccelerated (nobody is asked), and every change after the decision
 	}

@@ -224,7 +224,8 @@ func TestWebhookSchema(t *testing.T) {
 	f := newFixture(t, map[string]config.Workflow{"ops": hook(r.srv.URL + "/hook")}, true)
 
 	wantKeys := []string{"version", "event", "delivery_id", "task_id", "tool", "workflow", "arguments", "args_hash",
-		"state", "status", "status_message", "requested_by", "owner", "created_at", "approval_deadline", "decision", "console_url"}
+		"state", "status", "status_message", "requested_by", "owner", "created_at", "approval_deadline", "decision", "console_url",
+		"approvals", "required_approvals"}
 	slices.Sort(wantKeys)
 
 	tests := []struct {

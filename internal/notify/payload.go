@@ -37,6 +37,17 @@ type Webhook struct {
 	ApprovalDeadline *string          `json:"approval_deadline"`
 	Decision         *WebhookDecision `json:"decision"`
 	ConsoleURL       string           `json:"console_url"`
+	// Approvals are the votes so far and RequiredApprovals how many distinct ones the call
+	// needs (approval.<name>.min_approvals): "k of N". Added in version 1 (new fields only).
+	Approvals         []WebhookVote `json:"approvals"`
+	RequiredApprovals int           `json:"required_approvals"`
+}
+
+// WebhookVote is one approver's approval of a call that needs several.
+type WebhookVote struct {
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+	At     string `json:"at"`
 }
 
 // WebhookDecision is the verdict in a webhook body; null until decided.
@@ -73,6 +84,17 @@ func webhookBody(it item, consoleURL string) ([]byte, error) {
 	}
 	if d := t.Decision; d != nil {
 		w.Decision = &WebhookDecision{Approved: d.Approved, By: d.By, Reason: d.Reason, At: fmtTime(d.At)}
+	}
+	w.Approvals = make([]WebhookVote, 0, len(t.Approvals))
+	for _, v := range t.Approvals {
+		w.Approvals = append(w.Approvals, WebhookVote{By: v.By, Reason: v.Reason, At: fmtTime(v.At)})
+	}
+	if !t.Accelerated {
+		w.RequiredApprovals = tasks.RequiredApprovals(t, func(string) (config.Workflow, bool) { return it.wf, true })
+	}
+	if it.event == EventVoted {
+		// every vote is its own event; the state alone would repeat the request's id
+		w.DeliveryID = fmt.Sprintf("%s/vote-%d", t.ID, len(t.Approvals))
 	}
 	return jsonrpc.Marshal(w)
 }
@@ -135,6 +157,9 @@ func slackTitle(it item) string {
 		return "Cancelled by the requester before a decision"
 	case it.event == EventExpired:
 		return "Expired before a decision (task TTL ended)"
+	case it.event == EventVoted && len(t.Approvals) > 0:
+		return fmt.Sprintf("Approved by %s (%s): waiting for another approver",
+			slackEscape(t.Approvals[len(t.Approvals)-1].By), kOfN(it))
 	case t.State == tasks.TimedOut:
 		return "Approval timed out: rejected"
 	case d != nil && d.By == tasks.ByTimeout:
@@ -145,6 +170,21 @@ func slackTitle(it item) string {
 		return "Rejected by " + slackEscape(d.By)
 	}
 	return slackEscape(t.StatusMessage)
+}
+
+// kOfN is "1 of 2 approvals: alice" for a call that needs several approvals.
+func kOfN(it item) string {
+	t := it.task
+	n := tasks.RequiredApprovals(t, func(string) (config.Workflow, bool) { return it.wf, true })
+	s := fmt.Sprintf("%d of %d approvals", len(t.Approvals), n)
+	if len(t.Approvals) > 0 {
+		names := make([]string, len(t.Approvals))
+		for i, v := range t.Approvals {
+			names[i] = slackEscape(truncate(v.By, slackFieldMax))
+		}
+		s += ": " + strings.Join(names, ", ")
+	}
+	return s
 }
 
 func slackBody(it item, consoleURL string) ([]byte, error) {
@@ -163,6 +203,9 @@ func slackBody(it item, consoleURL string) ([]byte, error) {
 	}
 	if it.event == EventRequested && !t.ApprovalDeadline.IsZero() {
 		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Deadline*\n" + fmtTime(t.ApprovalDeadline)})
+	}
+	if n := tasks.RequiredApprovals(t, func(string) (config.Workflow, bool) { return it.wf, true }); n > 1 && !t.Accelerated {
+		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Approvals*\n" + kOfN(it)})
 	}
 	if d := t.Decision; d != nil && d.Reason != "" {
 		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Reason*\n" + slackEscape(truncate(d.Reason, slackFieldMax))})

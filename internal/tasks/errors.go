@@ -42,6 +42,19 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("task %s is %s, no longer awaiting approval", e.Task.ID, e.Task.State)
 }
 
+// DuplicateVoteError: an approver approves a task they already approved while it still needs
+// other approvers (min_approvals > 1). The vote is not counted twice; Task shows the votes.
+type DuplicateVoteError struct {
+	Task     *Task
+	Approver string
+	Required int
+}
+
+func (e *DuplicateVoteError) Error() string {
+	return fmt.Sprintf("%s already approved task %s (%d of %d approvals); another approver must approve",
+		e.Approver, e.Task.ID, len(e.Task.Approvals), e.Required)
+}
+
 func capacityError(qe *store.QuotaError) *jsonrpc.Error {
 	var msg string
 	switch qe.Limit {

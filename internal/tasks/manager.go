@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -269,7 +270,12 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 			t.Workflow = config.DefaultWorkflow
 		}
 		t.State = AwaitingApproval
-		t.StatusMessage = awaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL)
+		wf, ok := m.workflow(t.Workflow)
+		t.RequiredApprovals = 1
+		if ok {
+			t.RequiredApprovals = max(wf.MinApprovals, 1)
+		}
+		t.StatusMessage = awaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL, 0, t.RequiredApprovals)
 		if t.AskRequester {
 			// spec 2025-11-25 tasks: input_required tells the requestor to call tasks/result,
 			// where the approval question is asked with elicitation/create.
@@ -278,7 +284,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 				t.StatusMessage = fmt.Sprintf("Awaiting your approval (%s): answer inputRequests with tasks/update", t.Workflow)
 			}
 		}
-		if wf, ok := m.workflow(t.Workflow); ok && wf.Timeout.D() > 0 {
+		if ok && wf.Timeout.D() > 0 {
 			t.ApprovalDeadline = now.Add(wf.Timeout.D())
 		}
 	}
@@ -422,13 +428,18 @@ func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage
 // awaitingMessage is the statusMessage of a task waiting for a human: what it waits for and
 // where to decide, since a task-aware client shows statusMessage and nothing else (both eras:
 // tasks/get, notifications, a 2026-07-28 requester's every poll).
-func awaitingMessage(workflow, id, consoleURL string) string {
+// With several approvals needed it counts them: "(workflow ops, 1 of 2 approvals)".
+func awaitingMessage(workflow, id, consoleURL string, given, need int) string {
 	where := "in the approvals console"
 	if consoleURL != "" {
 		where = "in the console at " + consoleURL
 	}
-	return fmt.Sprintf("Awaiting approval by a human (workflow %s): approve %s or with `tollgate approvals approve %s`",
-		workflow, where, id)
+	wf := "workflow " + workflow
+	if need > 1 {
+		wf = fmt.Sprintf("workflow %s, %d of %d approvals", workflow, given, need)
+	}
+	return fmt.Sprintf("Awaiting approval by a human (%s): approve %s or with `tollgate approvals approve %s`",
+		wf, where, id)
 }
 
 // outcome is what tasks/result answers for a terminal task: exactly what the call returned.
@@ -463,29 +474,75 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 		return nil, fmt.Errorf("%w: %w", ErrInvalidApprover, err)
 	}
 	if cur.RequestedBy != "" && SameIdentity(approver, cur.RequestedBy) {
-		return nil, ErrSelfApproval
+		return nil, ErrSelfApproval // the requester never counts, also toward min_approvals
 	}
 	now := m.now()
 	t, err := m.update(ctx, id, func(t *Task) error {
 		if t.State != AwaitingApproval {
 			return &ConflictError{Task: t.Clone()}
 		}
-		t.Decision = &Decision{Approved: approve, By: approver, Reason: reason, At: now}
-		if approve {
-			t.State, t.StatusMessage = Approved, "Approved by "+approver
-		} else {
+		if !approve {
+			// one reject rejects at once, whatever approvals were given (two-person rule)
+			t.Decision = &Decision{Approved: false, By: approver, Reason: reason, At: now}
 			t.State, t.StatusMessage = Rejected, "Rejected by "+approver
 			t.Error = rejectedError(t, approver, reason)
+			return nil
+		}
+		for _, v := range t.Approvals {
+			if SameIdentity(v.By, approver) {
+				// a second vote by one approver never counts twice (read again on every CAS retry)
+				return &DuplicateVoteError{Task: t.Clone(), Approver: approver, Required: m.required(t)}
+			}
+		}
+		t.Approvals = append(t.Approvals, Vote{By: approver, Reason: reason, At: now})
+		need := m.required(t)
+		t.RequiredApprovals = need // only ever raised: subscribers read "k of N" off the task
+		if len(t.Approvals) < need {
+			t.StatusMessage = awaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL, len(t.Approvals), need)
+			return nil // AwaitingApproval → AwaitingApproval: a vote
+		}
+		t.Decision = &Decision{Approved: true, By: approver, Reason: reason, At: now}
+		t.State, t.StatusMessage = Approved, "Approved by "+approver
+		if need > 1 {
+			t.StatusMessage = fmt.Sprintf("Approved by %s (%d of %d approvals)", voters(t.Approvals), len(t.Approvals), need)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if approve && m.executesHere(t) {
+	if t.State == Approved && m.executesHere(t) {
 		m.launch(id)
 	}
 	return t, nil
+}
+
+// required is how many distinct approvals t needs now: what its workflow asked when it was
+// created, raised — never lowered — by the workflow's current min_approvals, so a reload
+// applies to pending tasks in the safe direction only (docs/configuration.md).
+func (m *Manager) required(t *Task) int {
+	return RequiredApprovals(t, m.opts.Workflow)
+}
+
+// RequiredApprovals is how many distinct approvals t needs at this moment:
+// max(t.RequiredApprovals, the current min_approvals of its workflow, 1). workflow may be nil.
+func RequiredApprovals(t *Task, workflow func(string) (config.Workflow, bool)) int {
+	n := max(t.RequiredApprovals, 1)
+	if workflow != nil {
+		if wf, ok := workflow(t.Workflow); ok {
+			n = max(n, wf.MinApprovals)
+		}
+	}
+	return n
+}
+
+// voters names the approvers of votes, in order.
+func voters(vs []Vote) string {
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.By
+	}
+	return strings.Join(names, ", ")
 }
 
 // executesHere reports whether this instance runs t: always with a private store; with a
@@ -687,7 +744,7 @@ func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) er
 // committed runs the side effects of a transition that is now in the store.
 func (m *Manager) committed(from State, t *Task) {
 	m.met.moved(from, t.State)
-	if from == AwaitingApproval {
+	if from == AwaitingApproval && t.State != AwaitingApproval { // a vote decides nothing yet
 		m.met.decided(string(t.State), t.UpdatedAt.Sub(t.CreatedAt).Seconds())
 	}
 	if t.State == Cancelled || t.State == Expired {
@@ -788,12 +845,20 @@ func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
 		}
 		wf, _ := m.workflow(t.Workflow)
 		approve = wf.OnTimeout == "approve"
+		// With several approvals needed, the decision says how many were given: the timeout
+		// decides as the workflow says and is recorded as system:on_timeout, never as a
+		// missing approver's vote (docs/configuration.md, min_approvals).
+		given := ""
+		if need := m.required(t); need > 1 {
+			t.RequiredApprovals = need
+			given = fmt.Sprintf(" with %d of %d approvals given", len(t.Approvals), need)
+		}
 		if approve {
-			t.State, t.StatusMessage = Approved, "Approved by "+ByTimeout
-			t.Decision = &Decision{Approved: true, By: ByTimeout, Reason: "approval timed out (on_timeout: approve)", At: now}
+			t.State, t.StatusMessage = Approved, "Approved by "+ByTimeout+given
+			t.Decision = &Decision{Approved: true, By: ByTimeout, Reason: "approval timed out (on_timeout: approve)" + given, At: now}
 		} else {
-			t.State, t.StatusMessage = TimedOut, "Approval timed out"
-			t.Decision = &Decision{Approved: false, By: ByTimeout, Reason: "approval timed out (on_timeout: deny)", At: now}
+			t.State, t.StatusMessage = TimedOut, "Approval timed out"+given
+			t.Decision = &Decision{Approved: false, By: ByTimeout, Reason: "approval timed out (on_timeout: deny)" + given, At: now}
 			t.Error = timedOutError(t, t.ApprovalDeadline.Sub(t.CreatedAt))
 		}
 		return nil

@@ -52,7 +52,8 @@ type Edge struct {
 
 // transitions is the one table every change is validated against.
 var transitions = []Edge{
-	{AwaitingApproval, Approved, "approver approves, or approval times out with on_timeout: approve", EventApproved},
+	{AwaitingApproval, AwaitingApproval, "an approver approves, fewer than min_approvals so far", EventVoted},
+	{AwaitingApproval, Approved, "the last approver needed approves, or approval times out with on_timeout: approve", EventApproved},
 	{AwaitingApproval, Rejected, "approver rejects", EventRejected},
 	{AwaitingApproval, TimedOut, "approval times out with on_timeout: deny", EventTimedOut},
 	{AwaitingApproval, Cancelled, "requester cancels", EventCancelled},
@@ -117,7 +118,8 @@ type Event string
 const (
 	EventRequested   Event = "requested"   // created, waiting for a decision
 	EventAccelerated Event = "accelerated" // created approved: a rule forwards the call, nobody is asked
-	EventApproved    Event = "approved"    // by an approver, or on_timeout: approve
+	EventVoted       Event = "voted"       // one approval of several needed (min_approvals); still awaiting
+	EventApproved    Event = "approved"    // by the last approver needed, or on_timeout: approve
 	EventRejected    Event = "rejected"
 	EventTimedOut    Event = "timed_out" // the approval wait ended with on_timeout: deny
 	EventStarted     Event = "started"   // execution began right after the approval
@@ -128,5 +130,5 @@ const (
 )
 
 // Event is what tr announces: Edge.Event of its edge. It is "" for a creation in a state no
-// task is created in, and for entering AwaitingApproval again; the Manager commits neither.
+// task is created in, which the Manager never commits. Staying in AwaitingApproval is a vote.
 func (tr Transition) Event() Event { return eventOf[eventKey{tr.From == "", tr.To}] }

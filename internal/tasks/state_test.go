@@ -13,7 +13,7 @@ import (
 
 func TestTransitionTable(t *testing.T) {
 	want := map[State][]State{
-		AwaitingApproval: {Approved, Rejected, TimedOut, Cancelled, Expired},
+		AwaitingApproval: {AwaitingApproval, Approved, Rejected, TimedOut, Cancelled, Expired}, // itself: a vote
 		Approved:         {Executing, Cancelled, Expired, Failed},
 		Executing:        {Completed, Failed, Cancelled, Expired},
 	}
@@ -179,21 +179,22 @@ func TestDecodeLegacyPromotionMarker(t *testing.T) {
 func TestTransitionEvent(t *testing.T) {
 	type pair struct{ from, to State }
 	want := map[pair]Event{
-		{"", AwaitingApproval}:        EventRequested,
-		{"", Approved}:                EventAccelerated,
-		{AwaitingApproval, Approved}:  EventApproved,
-		{AwaitingApproval, Rejected}:  EventRejected,
-		{AwaitingApproval, TimedOut}:  EventTimedOut,
-		{AwaitingApproval, Cancelled}: EventCancelled,
-		{AwaitingApproval, Expired}:   EventExpired,
-		{Approved, Executing}:         EventStarted,
-		{Approved, Cancelled}:         EventCancelled,
-		{Approved, Expired}:           EventExpired,
-		{Approved, Failed}:            EventFailed,
-		{Executing, Completed}:        EventCompleted,
-		{Executing, Failed}:           EventFailed,
-		{Executing, Cancelled}:        EventCancelled,
-		{Executing, Expired}:          EventExpired,
+		{"", AwaitingApproval}:               EventRequested,
+		{"", Approved}:                       EventAccelerated,
+		{AwaitingApproval, AwaitingApproval}: EventVoted,
+		{AwaitingApproval, Approved}:         EventApproved,
+		{AwaitingApproval, Rejected}:         EventRejected,
+		{AwaitingApproval, TimedOut}:         EventTimedOut,
+		{AwaitingApproval, Cancelled}:        EventCancelled,
+		{AwaitingApproval, Expired}:          EventExpired,
+		{Approved, Executing}:                EventStarted,
+		{Approved, Cancelled}:                EventCancelled,
+		{Approved, Expired}:                  EventExpired,
+		{Approved, Failed}:                   EventFailed,
+		{Executing, Completed}:               EventCompleted,
+		{Executing, Failed}:                  EventFailed,
+		{Executing, Cancelled}:               EventCancelled,
+		{Executing, Expired}:                 EventExpired,
 	}
 	edges := append(Creations(), Transitions()...)
 	if len(edges) != len(want) {

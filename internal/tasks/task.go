@@ -30,6 +30,14 @@ type Decision struct {
 	At       time.Time `json:"at"`
 }
 
+// Vote is one approver's approval of a task that needs several (approval.<name>.min_approvals,
+// docs/contract.md §3 two-person rule). Votes are kept on the task, in the store.
+type Vote struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
 // Deciders that are not people.
 const (
 	ByTimeout     = "system:on_timeout"
@@ -75,11 +83,17 @@ type Task struct {
 	ApprovalDeadline time.Time     `json:"approval_deadline,omitzero"`
 	// Replica is the Tollgate instance that created the task. With a shared store only it
 	// executes the task: the caller's upstream session lives in that instance's pod.
-	Replica  string          `json:"replica,omitempty"`
-	Decision *Decision       `json:"decision,omitempty"`
-	Result   json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
-	Error    *jsonrpc.Error  `json:"error,omitempty"`
-	Version  uint64          `json:"-"` // owned by the store
+	Replica string `json:"replica,omitempty"`
+	// RequiredApprovals is the workflow's min_approvals when the task was created (0 for tasks
+	// stored before it existed: one). A decision needs max(this, the current min_approvals).
+	RequiredApprovals int `json:"required_approvals,omitempty"`
+	// Approvals are the distinct approvers' votes so far, oldest first; the last one of an
+	// approved task is its Decision.
+	Approvals []Vote          `json:"approvals,omitempty"`
+	Decision  *Decision       `json:"decision,omitempty"`
+	Result    json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
+	Error     *jsonrpc.Error  `json:"error,omitempty"`
+	Version   uint64          `json:"-"` // owned by the store
 	// Era is EraModern for a task created by a 2026-07-28 request (no session: executed with
 	// Meta as the request _meta), "" for the legacy era.
 	Era  string          `json:"era,omitempty"`
@@ -96,6 +110,7 @@ func (t *Task) Clone() *Task {
 	c.Result = slices.Clone(t.Result)
 	c.Meta = slices.Clone(t.Meta)
 	c.Headers = t.Headers.Clone()
+	c.Approvals = slices.Clone(t.Approvals)
 	if t.Decision != nil {
 		d := *t.Decision
 		c.Decision = &d

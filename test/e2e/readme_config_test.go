@@ -155,9 +155,12 @@ func TestReadmeExampleConfigRuns(t *testing.T) {
 		name     string
 		validate []string
 		run      []string
+		env      []string // beyond the README's exports
 	}{
-		{"README", ex.commands[0], ex.commands[1]},
-		{"config/example.yaml", []string{"validate", "--config", example}, []string{"run", "--config", example}},
+		{"README", ex.commands[0], ex.commands[1], nil},
+		// example.yaml's second approver (finance needs two: min_approvals) has a token too.
+		{"config/example.yaml", []string{"validate", "--config", example}, []string{"run", "--config", example},
+			[]string{"BOB_TOKEN=" + strings.Repeat("b0", 16)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mcp, admin := freeAddr(t), freeAddr(t)
@@ -172,6 +175,7 @@ func TestReadmeExampleConfigRuns(t *testing.T) {
 			if _, ok := readmeEnv["UPSTREAM_URL"]; !ok {
 				env = append(env, "UPSTREAM_URL="+upstreamURL)
 			}
+			env = append(env, tc.env...)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, tc.validate...)

@@ -141,6 +141,17 @@
 
   function isPending(v) { return !!v && v.state === 'awaiting_approval'; }
 
+  // "1 of 2 approvals (alice)" for a call that needs several distinct approvers
+  // (approval.<name>.min_approvals); '' when one approval decides.
+  function approvalsText(v) {
+    var need = (v && v.requiredApprovals) || 1;
+    if (need < 2) { return ''; }
+    var votes = v.approvals || [];
+    var txt = votes.length + ' of ' + need + ' approvals';
+    if (votes.length) { txt += ' (' + votes.map(function (a) { return a.by; }).join(', ') + ')'; }
+    return txt;
+  }
+
   // ---- list --------------------------------------------------------------------------------
 
   function deadlineCell(v, now) {
@@ -167,7 +178,8 @@
         age,
         deadlineCell(v, now),
         el('td', 'small', [who]),
-        el('td', '', [el('span', 'state ' + (v.state || ''), [v.state || '?'])])
+        el('td', '', [el('span', 'state ' + (v.state || ''), [v.state || '?']),
+          isPending(v) && approvalsText(v) ? el('div', 'small', [approvalsText(v).replace(/ \(.*\)$/, '')]) : ''])
       ]);
       tr.dataset.taskId = v.taskId;
       tr.tabIndex = 0;
@@ -220,6 +232,7 @@
     if (v.approvalDeadline) { field(dl, 'Approval deadline', localTime(v.approvalDeadline)); }
     if (v.expiresAt) { field(dl, 'Task expires', localTime(v.expiresAt)); }
     field(dl, 'Arguments hash', v.argsHash);
+    field(dl, 'Approvals', approvalsText(v));
     field(dl, 'Status message', v.statusMessage);
     if (v.failure) { field(dl, 'Failure', (v.failure.name || 'error') + ' (' + v.failure.code + ')'); }
     $('d-fields').replaceWith(dl);
@@ -495,6 +508,11 @@
       case 200:
         updateSelected(id, r.body);
         $('reason').value = '';
+        if (approve && isPending(r.body)) {
+          showMessage('ok', 'Your approval of ' + name + ' (' + id + ') is recorded: ' + approvalsText(r.body) +
+            '. It runs once another approver approves.');
+          return;
+        }
         showMessage('ok', (approve ? 'Approved ' : 'Rejected ') + name + ' (' + id + ').');
         return;
       case 401:
@@ -514,6 +532,10 @@
       case 409: {
         var standing = r.body && r.body.approval;
         updateSelected(id, standing);
+        if (r.body && r.body.error === 'already_approved') {
+          showMessage('warn', 'You already approved this request (' + approvalsText(standing) + '); another approver must approve it.');
+          return;
+        }
         var txt = decisionText(standing);
         showMessage('warn', 'Someone else decided first (409 Conflict). ' +
           (txt ? 'Standing decision: ' + txt + '.' : (serverMessage(r) || 'The request is no longer awaiting approval.')));
