@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -332,6 +333,8 @@ func ProxySignIn(next http.Handler, o ProxyOptions) http.Handler {
 			return
 		}
 		id := Identity{Approver: name, Groups: parseGroups(groups)}
+		// Tells the console who it is signed in as (percent-encoded: names may be non-ASCII).
+		w.Header().Set("Tollgate-Approver", url.PathEscape(name))
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signedInKey{}, id)))
 	})
 }
