@@ -2,12 +2,17 @@ package browser
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -173,5 +178,89 @@ func TestConsoleBehindLoginProxy(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(metrics), `tollgate_limit_refusals_total{limit="admin_proxy_header"} 1`) {
 		t.Errorf("refusal not counted in tollgate_limit_refusals_total{limit=\"admin_proxy_header\"}")
+	}
+}
+
+// oauth2ProxyEnv names an oauth2-proxy binary for TestConsoleBehindOAuth2Proxy, e.g. built with
+// GOBIN=/tmp/o2p go install github.com/oauth2-proxy/oauth2-proxy/v7@latest.
+const oauth2ProxyEnv = "OAUTH2_PROXY_BIN"
+
+// TestConsoleBehindOAuth2Proxy is TestConsoleBehindLoginProxy with the real oauth2-proxy in
+// front of the admin listener, in its reverse-proxy mode (X-Forwarded-User/-Email/-Groups). It
+// signs users in from an htpasswd file through its own form, so it runs with no identity
+// provider (its google provider is configured with dummy credentials and never contacted).
+func TestConsoleBehindOAuth2Proxy(t *testing.T) {
+	bin := os.Getenv(oauth2ProxyEnv)
+	if bin == "" {
+		t.Skipf("\n\n*** SKIPPING: set %s to an oauth2-proxy binary (go install github.com/oauth2-proxy/oauth2-proxy/v7@latest)\n", oauth2ProxyEnv)
+	}
+	b := startBrowser(t)
+	d, upURL := testkit.StartDemo(t)
+	cfg := strings.Replace(signInRules, "trusted_proxy: [127.0.0.2/32]",
+		"trusted_proxy: [127.0.0.1/32]\n    user_header: X-Forwarded-User\n    email_header: X-Forwarded-Email\n    groups_header: X-Forwarded-Groups", 1)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, cfg), map[string]string{"BOB_TOKEN": bobToken}, nil)
+	g.WaitReady(t)
+
+	dir := t.TempDir()
+	sum := sha1.Sum([]byte("alice-password-1")) // htpasswd {SHA}: good enough for a throwaway test user
+	htpasswd := filepath.Join(dir, "htpasswd")
+	if err := os.WriteFile(htpasswd, []byte("alice:{SHA}"+base64.StdEncoding.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testkit.FreeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "--http-address="+addr, "--upstream="+g.Admin+"/",
+		"--provider=google", "--client-id=unused", "--client-secret=unused",
+		"--cookie-secret=0123456789abcdef0123456789abcdef", "--cookie-secure=false", "--email-domain=*",
+		"--htpasswd-file="+htpasswd, "--htpasswd-user-group=finance", "--htpasswd-user-group=sre",
+		"--pass-user-headers=true", "--skip-provider-button=false")
+	var out testkit.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("oauth2-proxy output:\n%s", out.String())
+		}
+	})
+	proxyURL := "http://" + addr
+	for i := 0; ; i++ {
+		resp, err := testkit.HTTPClient.Get(proxyURL + "/ping")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i == 100 {
+			t.Fatalf("oauth2-proxy did not answer /ping: %v\n%s", err, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	c := g.NewClient(t)
+	taskID := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	b.do("open the console: oauth2-proxy's sign-in page", chromedp.Navigate(proxyURL+console.Path),
+		chromedp.WaitVisible(chromedp.CSS(`input[name="username"]`)))
+	b.do("sign in with oauth2-proxy's form",
+		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "alice-password-1"),
+		chromedp.Submit(chromedp.CSS(`input[name="password"]`)))
+	b.do("the held call is listed without a token", chromedp.WaitVisible(chromedp.CSS(rowSel(taskID))))
+	if who := eval[string](b, `document.getElementById('whoami').textContent`); who != "signed in as alice (login proxy)" {
+		t.Errorf("whoami %q", who)
+	}
+	b.do("open the request", chromedp.Click(chromedp.CSS(rowSel(taskID))))
+	b.waitFor("the detail", `document.getElementById('d-id').textContent === `+jsString(taskID))
+	b.do("approve", chromedp.Click(chromedp.ID("approve")))
+	b.messageIs("ok", "Approved delete_user")
+	st, view := g.AdminRequest(t, "GET", "/api/v1/approvals/"+taskID, bobToken, "")
+	if st != 200 || testkit.Dig(view, "decision", "by") != "alice" {
+		t.Errorf("after the console's approval: %d %v", st, view)
+	}
+	if n := d.Calls("delete_user"); n != 1 {
+		t.Errorf("delete_user ran %d times, want 1", n)
 	}
 }
