@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,5 +205,24 @@ func TestSignInFromFollowsReloads(t *testing.T) {
 	cur.Store(off)
 	if si() != nil {
 		t.Error("a reload that removed trusted_proxy left sign-in on")
+	}
+}
+
+// BenchmarkProxySignIn: the cost the sign-in adds to an admin request, mapping the proxy's user
+// against 100 approvers (the last one matches: the worst case of the linear scan).
+func BenchmarkProxySignIn(b *testing.B) {
+	cfg := signInConfig()
+	cfg.Approvers = nil
+	for i := range 100 {
+		cfg.Approvers = append(cfg.Approvers, config.Approver{Name: "approver-" + strconv.Itoa(i)})
+	}
+	h := ProxySignIn(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
+		ProxyOptions{SignIn: SignInFrom(func() *config.Config { return cfg })})
+	r := httptest.NewRequest(http.MethodGet, "/api/v1/approvals", nil)
+	r.RemoteAddr = "10.1.2.3:40000"
+	r.Header.Set("X-Auth-Request-User", "Approver-99") // not the exact name: the confusable comparison runs for all 100
+	r.Header.Set("X-Auth-Request-Groups", "finance,sre")
+	for b.Loop() {
+		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 }
