@@ -151,8 +151,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	token, present := bearerToken(r)
-	name, ok := "", false
-	if present && h.auth != nil {
+	id, ok := SignedIn(r.Context()) // signed in by the login proxy (ProxySignIn)
+	name := id.Approver
+	if !ok && present && h.auth != nil {
 		name, ok = h.auth.Approver(token)
 	}
 	if !ok {

@@ -2,20 +2,30 @@ package approval
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/telemetry"
 )
 
 // Authenticator maps a bearer token to the approver's name (docs/contract.md §4: "the approver's
-// name comes from the token").
+// name comes from the token"). A login proxy may sign approvers in instead (ProxySignIn).
 type Authenticator interface {
 	Approver(token string) (name string, ok bool)
 }
@@ -100,7 +110,9 @@ type failBucket struct {
 }
 
 func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") == "" {
+	if _, proxied := SignedIn(r.Context()); proxied || r.Header.Get("Authorization") == "" {
+		// Signed in by the login proxy: no guess, and every user behind the proxy shares its
+		// address, so one user's failed tokens must not lock the others out.
 		t.next.ServeHTTP(w, r)
 		return
 	}
@@ -166,4 +178,235 @@ func (t *throttle) sources() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.lru.Len()
+}
+
+// Sign-in through the cluster's login proxy (server.admin_auth; docs/SECURITY.md "Sign-in
+// through a login proxy"). A proxy such as oauth2-proxy authenticates the person and names
+// them in request headers; Tollgate believes those headers only from the proxy's addresses,
+// and refuses them from anyone else, so a client that reaches the admin listener directly
+// cannot name itself an approver.
+
+// SignIn is one configuration snapshot's server.admin_auth, compiled.
+type SignIn struct {
+	nets                []netip.Prefix
+	user, email, groups string // header names
+	approvers           []config.Approver
+}
+
+// NewSignIn compiles server.admin_auth with the approvers it maps users to. It returns nil
+// (sign-in off, the headers ignored) when no trusted proxy is configured. Entries Validate
+// refuses are skipped here.
+func NewSignIn(a config.AdminAuth, approvers []config.Approver) *SignIn {
+	s := &SignIn{user: a.UserHeader, email: a.EmailHeader, groups: a.GroupsHeader, approvers: approvers}
+	for _, c := range a.TrustedProxy {
+		if p, err := netip.ParsePrefix(c); err == nil && p.Bits() > 0 {
+			s.nets = append(s.nets, p.Masked())
+		}
+	}
+	if len(s.nets) == 0 {
+		return nil
+	}
+	return s
+}
+
+// SignInFrom returns the SignIn of the current configuration, compiled once per snapshot
+// (a reload changes the proxy, the headers and the approvers at once).
+func SignInFrom(current func() *config.Config) func() *SignIn {
+	type compiled struct {
+		cfg *config.Config
+		s   *SignIn
+	}
+	var last atomic.Pointer[compiled]
+	return func() *SignIn {
+		cfg := current()
+		if cfg == nil {
+			return nil
+		}
+		if c := last.Load(); c != nil && c.cfg == cfg {
+			return c.s
+		}
+		c := &compiled{cfg: cfg, s: NewSignIn(cfg.Server.AdminAuth, cfg.Approvers)}
+		last.Store(c)
+		return c.s
+	}
+}
+
+// trusted reports whether the TCP peer (never X-Forwarded-For: anyone can send that) is the
+// login proxy.
+func (s *SignIn) trusted(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := ap.Addr().Unmap().WithZone("")
+	for _, p := range s.nets {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// Identity is who a login proxy signed a request in as: a configured approver's name and the
+// groups the proxy sent.
+type Identity struct {
+	Approver string
+	Groups   []string
+}
+
+type signedInKey struct{}
+
+// SignedIn returns the identity the login proxy signed the request in as (ProxySignIn), if
+// any. The approvals API takes the approver's name from it instead of a bearer token.
+func SignedIn(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(signedInKey{}).(Identity)
+	return id, ok
+}
+
+// Bounds on what one request's headers may claim.
+const (
+	maxGroups     = 256
+	maxClaimBytes = 256
+)
+
+// ProxyOptions configures ProxySignIn.
+type ProxyOptions struct {
+	// SignIn returns the current sign-in configuration; nil (or a nil result) = off.
+	SignIn func() *SignIn
+	// OnUntrusted, if not nil, runs for each request refused for carrying the headers from a
+	// peer that is not the login proxy (metrics).
+	OnUntrusted func()
+	Logger      *slog.Logger // nil = slog.Default()
+}
+
+// ProxySignIn wraps the approvals API (outside Throttle) so a request the login proxy signed
+// in reaches it as that approver (SignedIn). Requests without the headers pass unchanged:
+// bearer tokens keep working, from the proxy's addresses too.
+func ProxySignIn(next http.Handler, o ProxyOptions) http.Handler {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	sampled := logcap.NewSampler(time.Second, 10)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var s *SignIn
+		if o.SignIn != nil {
+			s = o.SignIn()
+		}
+		if s == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		users, emails, groups := r.Header.Values(s.user), r.Header.Values(s.email), r.Header.Values(s.groups)
+		if len(users)+len(emails)+len(groups) == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		if !s.trusted(r.RemoteAddr) {
+			if o.OnUntrusted != nil {
+				o.OnUntrusted()
+			}
+			if ok, held := sampled.Allow(); ok {
+				log.Warn("admin API: login-proxy identity headers from a peer outside server.admin_auth.trusted_proxy refused",
+					"remote", r.RemoteAddr, "path", r.URL.Path, "suppressed", held)
+			}
+			writeError(w, http.StatusForbidden, "untrusted_proxy_header",
+				fmt.Sprintf("%s, %s and %s are accepted only from the login proxy (server.admin_auth.trusted_proxy); this request did not come from it",
+					s.user, s.email, s.groups), nil)
+			return
+		}
+		user, email := firstNonEmpty(users), firstNonEmpty(emails)
+		if len(users) > 1 || len(emails) > 1 {
+			writeError(w, http.StatusForbidden, "ambiguous_identity",
+				fmt.Sprintf("the login proxy sent %s or %s more than once; one of each is expected", s.user, s.email), nil)
+			return
+		}
+		if user == "" && email == "" {
+			// Groups alone name nobody: fall back to the bearer token, without the groups.
+			next.ServeHTTP(w, r)
+			return
+		}
+		name, err := s.approver(user, email)
+		if err != nil {
+			writeError(w, http.StatusForbidden, err.code, err.msg, nil)
+			return
+		}
+		id := Identity{Approver: name, Groups: parseGroups(groups)}
+		// Tells the console who it is signed in as (percent-encoded: names may be non-ASCII).
+		w.Header().Set("Tollgate-Approver", url.PathEscape(name))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signedInKey{}, id)))
+	})
+}
+
+type signInError struct{ code, msg string }
+
+// approver maps the proxy's user and e-mail to a configured approver: the user equal to a
+// name (as identity.Same compares, like the self-approval check), or the e-mail equal to an
+// approver's email (case-insensitive). Both naming different approvers is refused.
+func (s *SignIn) approver(user, email string) (string, *signInError) {
+	for _, v := range []string{user, email} {
+		if len(v) > maxClaimBytes {
+			return "", &signInError{"unknown_approver", fmt.Sprintf("the login proxy's user or e-mail is longer than %d bytes", maxClaimBytes)}
+		}
+		if err := identity.Check(v); err != nil {
+			return "", &signInError{"unknown_approver", "the login proxy's user or e-mail is not usable: " + err.Error()}
+		}
+	}
+	byUser, byEmail := "", ""
+	// The exact name first: the confusable skeleton costs ~2 µs a name (BenchmarkProxySignIn).
+	if i := slices.IndexFunc(s.approvers, func(a config.Approver) bool { return a.Name == user }); user != "" && i >= 0 {
+		byUser = s.approvers[i].Name
+	}
+	for _, a := range s.approvers {
+		if user != "" && byUser == "" && identity.Same(a.Name, user) {
+			byUser = a.Name
+		}
+		if email != "" && byEmail == "" && a.Email != "" && strings.EqualFold(a.Email, email) {
+			byEmail = a.Name
+		}
+	}
+	switch {
+	case byUser != "" && byEmail != "" && byUser != byEmail:
+		return "", &signInError{"ambiguous_identity", fmt.Sprintf("the login proxy's user %q is approver %q but its e-mail %q is approver %q", user, byUser, email, byEmail)}
+	case byUser != "":
+		return byUser, nil
+	case byEmail != "":
+		return byEmail, nil
+	}
+	who := user
+	if who == "" {
+		who = email
+	} else if email != "" {
+		who += " <" + email + ">"
+	}
+	return "", &signInError{"unknown_approver", fmt.Sprintf("signed in through the login proxy as %q, who is not an approver: add them to approvers (name or email) in Tollgate's configuration", who)}
+}
+
+func firstNonEmpty(vs []string) string {
+	for _, v := range vs {
+		if v = strings.TrimSpace(v); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// parseGroups reads the groups header: comma-separated (oauth2-proxy joins them so) or
+// repeated, spaces trimmed, empties and duplicates dropped, bounded.
+func parseGroups(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		for _, g := range strings.Split(v, ",") {
+			g = strings.TrimSpace(g)
+			if g == "" || len(g) > maxClaimBytes || identity.Check(g) != nil || slices.Contains(out, g) {
+				continue
+			}
+			if len(out) == maxGroups {
+				return out
+			}
+			out = append(out, g)
+		}
+	}
+	return out
 }

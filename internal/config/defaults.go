@@ -65,6 +65,12 @@ const (
 	DefaultDestination     = DestinationConsole
 	DefaultLogLevel        = "info"
 	DefaultStoreFileName   = "tasks.db" // under TOLLGATE_DATA_DIR
+
+	// The headers oauth2-proxy sets with --set-xauthrequest (auth_request mode, e.g. behind
+	// ingress-nginx); in its reverse-proxy mode (--pass-user-headers) they are X-Forwarded-*.
+	DefaultUserHeader   = "X-Auth-Request-User"
+	DefaultEmailHeader  = "X-Auth-Request-Email"
+	DefaultGroupsHeader = "X-Auth-Request-Groups"
 )
 
 // Enumerated values.
@@ -181,6 +187,9 @@ func (c *Config) applyDefaults(present map[string]int) {
 	dur(&s.ShutdownTimeout, "server.shutdown_timeout", DefaultShutdownTimeout)
 	dur(&s.ToolsFetchTimeout, "server.tools_fetch_timeout", DefaultToolsFetchTimeout)
 	num(&s.ToolsMaxPages, "server.tools_max_pages", DefaultToolsMaxPages)
+	str(&s.AdminAuth.UserHeader, "server.admin_auth.user_header", DefaultUserHeader)
+	str(&s.AdminAuth.EmailHeader, "server.admin_auth.email_header", DefaultEmailHeader)
+	str(&s.AdminAuth.GroupsHeader, "server.admin_auth.groups_header", DefaultGroupsHeader)
 
 	l := &s.Limits
 	num(&l.MaxConnections, "server.limits.max_connections", DefaultMaxConnections)

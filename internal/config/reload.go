@@ -9,7 +9,7 @@ import (
 // current snapshot on every use); every other key of those sections is fixed at start.
 var liveKeys = map[string]bool{
 	"server.sync_forward_timeout": true, "server.identity_header": true, "server.rate_limit": true,
-	"server.tools_fetch_timeout": true, "server.tools_max_pages": true,
+	"server.tools_fetch_timeout": true, "server.tools_max_pages": true, "server.admin_auth": true,
 	"tasks.sync_approval": true, "tasks.promote_after": true, "tasks.hold_budget": true, "tasks.replay_window": true,
 	"tasks.store": true, "server.limits": true, // listed per key below
 }

@@ -68,6 +68,9 @@ func (c *Config) ApproverTokens(lookupEnv func(string) (string, bool)) (map[stri
 		tokens[token] = name
 	}
 	for i, a := range c.Approvers {
+		if a.TokenEnv == "" {
+			continue // signs in through the login proxy only (Validate checks it is configured)
+		}
 		path := idx("approvers", i) + ".token_env"
 		tok, ok := lookupEnv(a.TokenEnv)
 		if !ok || tok == "" {

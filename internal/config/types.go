@@ -115,7 +115,8 @@ type Destination struct {
 // Approver maps a bearer token (read from an env var) to a name.
 type Approver struct {
 	Name     string `yaml:"name"`
-	TokenEnv string `yaml:"token_env"`
+	TokenEnv string `yaml:"token_env"` // optional when server.admin_auth.trusted_proxy signs approvers in
+	Email    string `yaml:"email"`     // matched against server.admin_auth.email_header; optional
 }
 
 // Cedar lists the policy files for action: policy.
@@ -179,6 +180,17 @@ type Server struct {
 	ToolsFetchTimeout  Duration  `yaml:"tools_fetch_timeout"`  // default 30s (TOLLGATE_TOOLS_FETCH_TIMEOUT_MS)
 	ToolsMaxPages      int       `yaml:"tools_max_pages"`      // default 100 (TOLLGATE_TOOLS_MAX_PAGES)
 	Limits             Limits    `yaml:"limits"`               // what one client can make Tollgate hold
+	AdminAuth          AdminAuth `yaml:"admin_auth"`           // approvers signed in by the cluster's login proxy
+}
+
+// AdminAuth lets a login proxy (oauth2-proxy) in front of the admin listener sign approvers in:
+// a request from a TrustedProxy address carrying UserHeader or EmailHeader is the approver
+// those name (docs/SECURITY.md "Sign-in through a login proxy"). Empty TrustedProxy = off.
+type AdminAuth struct {
+	TrustedProxy []string `yaml:"trusted_proxy"` // CIDRs of the proxy's peers, e.g. 10.42.0.0/16
+	UserHeader   string   `yaml:"user_header"`   // default X-Auth-Request-User
+	EmailHeader  string   `yaml:"email_header"`  // default X-Auth-Request-Email
+	GroupsHeader string   `yaml:"groups_header"` // default X-Auth-Request-Groups (comma-separated)
 }
 
 // Limits bound the connections, bytes, streams and sessions clients can make Tollgate hold

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -293,9 +294,61 @@ func (v *validator) approvers() {
 			}
 		}
 		if a.TokenEnv == "" {
-			v.add(p+".token_env", "must name the environment variable holding the approver's token")
+			// An approver without a token signs in only through the login proxy.
+			if len(v.c.Server.AdminAuth.TrustedProxy) == 0 {
+				v.add(p+".token_env", "must name the environment variable holding the approver's token (or set server.admin_auth.trusted_proxy to sign approvers in through a login proxy)")
+			}
 		} else if !envName.MatchString(a.TokenEnv) {
 			v.add(p+".token_env", "must be an environment variable name, got %q", a.TokenEnv)
+		}
+		if a.Email != "" {
+			if at := strings.IndexByte(a.Email, '@'); at <= 0 || at != strings.LastIndexByte(a.Email, '@') || at == len(a.Email)-1 ||
+				strings.ContainsFunc(a.Email, func(r rune) bool { return r <= ' ' || r == 0x7f || identity.IsDefaultIgnorable(r) }) {
+				v.add(p+".email", "must be an e-mail address like \"alice@example.com\", got %q", a.Email)
+			} else if j := slices.IndexFunc(v.c.Approvers[:i], func(o Approver) bool { return strings.EqualFold(o.Email, a.Email) }); j >= 0 {
+				v.add(p+".email", "duplicate e-mail %q (also approvers[%d])", a.Email, j)
+			}
+		}
+	}
+}
+
+// adminAuth checks server.admin_auth: the login proxy's CIDRs and the header names it sets.
+func (v *validator) adminAuth() {
+	a := v.c.Server.AdminAuth
+	for i, c := range a.TrustedProxy {
+		p := idx("server.admin_auth.trusted_proxy", i)
+		pfx, err := netip.ParsePrefix(c)
+		switch {
+		case err != nil:
+			hint := ""
+			if ip, err := netip.ParseAddr(c); err == nil {
+				hint = fmt.Sprintf(" (one address: %s/%d)", ip, ip.BitLen())
+			}
+			v.add(p, "must be a CIDR like \"10.42.0.0/16\"%s, got %q", hint, c)
+		case pfx.Bits() == 0:
+			// Every peer could then name any approver in a header.
+			v.add(p, "must not trust every address (%q): name the login proxy's addresses", c)
+		case pfx.Masked() != pfx:
+			v.add(p, "has host bits set: write %q, got %q", pfx.Masked().String(), c)
+		}
+	}
+	hs := []struct{ path, name string }{
+		{"server.admin_auth.user_header", a.UserHeader},
+		{"server.admin_auth.email_header", a.EmailHeader},
+		{"server.admin_auth.groups_header", a.GroupsHeader},
+	}
+	for i, h := range hs {
+		if !isToken(h.name) {
+			v.add(h.path, "must be an HTTP header name, got %q", h.name)
+			continue
+		}
+		if strings.EqualFold(h.name, "Authorization") || strings.EqualFold(h.name, "Host") || strings.EqualFold(h.name, "Cookie") {
+			v.add(h.path, "must be a header the login proxy sets, not %q", h.name)
+		}
+		for _, o := range hs[:i] {
+			if strings.EqualFold(o.name, h.name) {
+				v.add(h.path, "must differ from %s (%q)", o.path, o.name)
+			}
 		}
 	}
 }
@@ -466,6 +519,7 @@ func (v *validator) server() {
 	if h := s.IdentityHeader; h != "" && (strings.ContainsAny(h, ": \t\r\n") || !isToken(h)) {
 		v.add("server.identity_header", "must be an HTTP header name, got %q", h)
 	}
+	v.adminAuth()
 	if s.MaxBodyBytes <= 0 {
 		v.add("server.max_body_bytes", "must be > 0")
 	}

@@ -144,7 +144,7 @@ func TestPageCompatibleWithPolicy(t *testing.T) {
 			t.Errorf("console.js uses %q", bad)
 		}
 	}
-	for _, need := range []string{"sessionStorage", "'Authorization': 'Bearer '", "textContent"} {
+	for _, need := range []string{"sessionStorage", "headers['Authorization'] = 'Bearer '", "textContent"} {
 		if !strings.Contains(js, need) {
 			t.Errorf("console.js lacks %q", need)
 		}

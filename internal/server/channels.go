@@ -60,7 +60,7 @@ func (s *Server) channelProblems() []string {
 				out = append(out, fmt.Sprintf("approval.%s: %s notifications to %s do not arrive (%s)", name, wf.Destination.Type, target, h.Detail))
 			}
 		}
-		if s.approvers.n.Load() == 0 {
+		if s.approvers.n.Load() == 0 && (len(c.Server.AdminAuth.TrustedProxy) == 0 || len(c.Approvers) == 0) { // proxy-signed-in approvers decide too
 			noDecider = append(noDecider, name)
 		}
 	}

@@ -24,7 +24,7 @@ func Preflight(cfg *config.Config, lookupEnv func(string) (string, bool)) (warni
 	tokens, err := cfg.ApproverTokens(lookupEnv)
 	if err != nil {
 		errs = append(errs, err)
-	} else if len(tokens) == 0 && approvalsUsed(cfg) {
+	} else if len(tokens) == 0 && approvalsUsed(cfg) && (len(cfg.Server.AdminAuth.TrustedProxy) == 0 || len(cfg.Approvers) == 0) {
 		warnings = append(warnings, "no approver tokens (approvers[] or $"+config.EnvAdminToken+
 			"): held calls can only time out, the approvals API and console refuse every request")
 	}

@@ -117,7 +117,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(tokens) == 0 {
+	if len(tokens) == 0 && (len(cfg.Server.AdminAuth.TrustedProxy) == 0 || len(cfg.Approvers) == 0) {
 		s.log.Warn("no approver tokens configured (approvers: or TOLLGATE_ADMIN_TOKEN); the approvals API will refuse every request")
 	}
 
@@ -254,6 +254,11 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log,
 		Config: func() *config.Config { return s.snaps.Load().Config }}),
 		approval.ThrottleOptions{OnRefuse: func() { s.metrics.Limited("admin_auth") }})
+	// The login proxy (server.admin_auth) signs approvers in before the token throttle.
+	api = approval.ProxySignIn(api, approval.ProxyOptions{
+		SignIn:      approval.SignInFrom(func() *config.Config { return s.snaps.Load().Config }),
+		OnUntrusted: func() { s.metrics.Limited("admin_proxy_header") }, Logger: s.log,
+	})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
 	adminMux.Handle(console.Path, console.Handler())

@@ -4,6 +4,8 @@
 //  * data from the API is only ever written with textContent / DOM nodes, never as markup;
 //  * the admin token lives in sessionStorage of this tab and travels only in the
 //    Authorization header, never in a URL;
+//  * behind a login proxy (server.admin_auth) no token is needed: the page first asks the API
+//    without one and shows the sign-in form only when the API answers 401;
 //  * the page only talks to its own origin (/api/v1/approvals).
 (function () {
   'use strict';
@@ -38,7 +40,8 @@
     timer: 0,
     loading: false,
     deciding: false,
-    generation: 0 // bumps on sign-out / filter change so stale replies are dropped
+    generation: 0, // bumps on sign-out / filter change so stale replies are dropped
+    proxied: '' // the approver a login proxy signed this browser in as ('' = token sign-in)
   };
 
   function $(id) { return document.getElementById(id); }
@@ -84,10 +87,13 @@
   // ---- HTTP --------------------------------------------------------------------------------
 
   // api returns {status, body}; body is the parsed JSON or null. Network failures reject.
+  // Without a token no Authorization header is sent (an empty one would count as a wrong
+  // token); cookies of this origin travel, since a login proxy in front keys its session on one.
   function api(method, path, payload) {
-    var headers = { 'Authorization': 'Bearer ' + token(), 'Accept': 'application/json' };
+    var headers = { 'Accept': 'application/json' };
+    if (token()) { headers['Authorization'] = 'Bearer ' + token(); }
     var init = {
-      method: method, headers: headers, cache: 'no-store', credentials: 'omit',
+      method: method, headers: headers, cache: 'no-store', credentials: 'same-origin',
       referrerPolicy: 'no-referrer', redirect: 'error'
     };
     if (payload !== undefined) {
@@ -101,9 +107,16 @@
       return resp.text().then(function (txt) {
         var body = null;
         try { body = txt ? JSON.parse(txt) : null; } catch (e) { body = null; }
-        return { status: resp.status, body: body };
+        return { status: resp.status, body: body, approver: proxyApprover(resp) };
       });
     });
+  }
+
+  // proxyApprover is the approver a login proxy signed the request in as (Tollgate-Approver,
+  // percent-encoded), '' for a token.
+  function proxyApprover(resp) {
+    var v = resp.headers.get('Tollgate-Approver') || '';
+    try { return decodeURIComponent(v); } catch (e) { return ''; }
   }
 
   function serverMessage(r) {
@@ -364,7 +377,7 @@
   // ---- refresh loop ------------------------------------------------------------------------
 
   function refresh() {
-    if (state.loading || !token()) { return; }
+    if (state.loading || (!token() && !state.proxied)) { return; }
     state.loading = true;
     var gen = state.generation;
     api('GET', listPath()).then(function (r) {
@@ -419,6 +432,9 @@
     $('login').hidden = true;
     $('app').hidden = false;
     $('session').hidden = false;
+    // Signed in by the login proxy: it owns the session, so there is nothing to sign out of here.
+    $('whoami').textContent = state.proxied ? 'signed in as ' + state.proxied + ' (login proxy)' : 'signed in';
+    $('signout').hidden = !!state.proxied;
   }
   function showLogin() {
     $('app').hidden = true;
@@ -444,11 +460,35 @@
   }
 
   function unauthorized() {
+    var wasProxied = !!state.proxied;
     stopPolling();
     setToken('');
+    state.proxied = '';
     reset();
     showLogin();
-    showMessage('error', 'The gateway refused this admin token (401 Unauthorized). Check the token and sign in again.');
+    showMessage('error', wasProxied
+      ? 'The gateway no longer sees your login-proxy sign-in (401 Unauthorized). Reload the page to sign in again, or enter an admin token.'
+      : 'The gateway refused this admin token (401 Unauthorized). Check the token and sign in again.');
+  }
+
+  // probe asks the API without a token: behind a login proxy that signs approvers in, it
+  // answers, and the console needs no token. Only a 401 asks for one.
+  function probe() {
+    api('GET', API + '?limit=1').then(function (r) {
+      if (r.status === 200 && r.approver) {
+        state.proxied = r.approver;
+        showApp();
+        startPolling();
+        return;
+      }
+      showLogin();
+      if (r.status === 403) {
+        showMessage('error', 'Your login proxy signed you in, but the gateway refused it (403): ' + (serverMessage(r) || 'not allowed') +
+          ' You can still sign in with an admin token.');
+      }
+    }, function () {
+      showLogin();
+    });
   }
 
   function signIn() {
@@ -589,7 +629,7 @@
       showApp();
       startPolling();
     } else {
-      showLogin();
+      probe();
     }
   }
 
