@@ -556,20 +556,20 @@ func TestApproverTokens(t *testing.T) {
 		err  []string
 	}{
 		{name: "none", c: cfg(), want: map[string]string{}},
-		{name: "approvers and admin", c: cfg(Approver{"alice", "A"}, Approver{"bob", "B"}),
+		{name: "approvers and admin", c: cfg(Approver{Name: "alice", TokenEnv: "A"}, Approver{Name: "bob", TokenEnv: "B"}),
 			env:  map[string]string{"A": "token-of-alice-0001", "B": "token-of-bob-000001", EnvAdminToken: "token-of-admin-0001"},
 			want: map[string]string{"token-of-alice-0001": "alice", "token-of-bob-000001": "bob", "token-of-admin-0001": "admin"}},
 		{name: "admin only", c: cfg(), env: map[string]string{EnvAdminToken: "0123456789abcdef"}, want: map[string]string{"0123456789abcdef": "admin"}},
-		{name: "short tokens", c: cfg(Approver{"alice", "A"}), env: map[string]string{"A": "Q", EnvAdminToken: "fifteen-bytes-Q"},
+		{name: "short tokens", c: cfg(Approver{Name: "alice", TokenEnv: "A"}), env: map[string]string{"A": "Q", EnvAdminToken: "fifteen-bytes-Q"},
 			err: []string{`approvers[0].token_env: token of approver "alice" is 1 bytes; at least 16 are required`,
 				`$TOLLGATE_ADMIN_TOKEN: token of approver "admin" is 15 bytes; at least 16 are required`}},
 		{name: "empty admin ignored", c: cfg(), env: map[string]string{EnvAdminToken: ""}, want: map[string]string{}},
-		{name: "unset and empty token_env", c: cfg(Approver{"alice", "A"}, Approver{"bob", "B"}), env: map[string]string{"B": ""},
+		{name: "unset and empty token_env", c: cfg(Approver{Name: "alice", TokenEnv: "A"}, Approver{Name: "bob", TokenEnv: "B"}), env: map[string]string{"B": ""},
 			err: []string{`approvers[0].token_env: environment variable A (token of approver "alice") is not set`,
 				`approvers[1].token_env: environment variable B (token of approver "bob") is not set`}},
-		{name: "shared token", c: cfg(Approver{"alice", "A"}, Approver{"bob", "B"}), env: map[string]string{"A": "s3cr3t-shared-0123", "B": "s3cr3t-shared-0123"},
+		{name: "shared token", c: cfg(Approver{Name: "alice", TokenEnv: "A"}, Approver{Name: "bob", TokenEnv: "B"}), env: map[string]string{"A": "s3cr3t-shared-0123", "B": "s3cr3t-shared-0123"},
 			err: []string{`approvers[1].token_env: approver "bob" has the same token as approver "alice"`}},
-		{name: "admin shares a token", c: cfg(Approver{"alice", "A"}), env: map[string]string{"A": "s3cr3t-shared-0123", EnvAdminToken: "s3cr3t-shared-0123"},
+		{name: "admin shares a token", c: cfg(Approver{Name: "alice", TokenEnv: "A"}), env: map[string]string{"A": "s3cr3t-shared-0123", EnvAdminToken: "s3cr3t-shared-0123"},
 			err: []string{`$TOLLGATE_ADMIN_TOKEN: approver "admin" has the same token as approver "alice"`}},
 	}
 	for _, tt := range tests {
@@ -611,7 +611,7 @@ func TestRestartRequired(t *testing.T) {
 			c.Tasks.PromoteAfter = Duration(time.Second)
 			c.Server.SyncForwardTimeout = Duration(time.Second)
 			c.Server.RateLimit.RequestsPerSecond = 5
-			c.Approvers = []Approver{{"a", "A"}}
+			c.Approvers = []Approver{{Name: "a", TokenEnv: "A"}}
 		}},
 		{name: "upstream client", change: func(c *Config) { c.Sources[0].ConnectTimeout = Duration(time.Second) },
 			want: []string{"sources[0].connect_timeout"}},

@@ -101,13 +101,19 @@ type Workflow struct {
 // Destination says where approvers are asked.
 type Destination struct {
 	Type string `yaml:"type"` // console (default) | webhook | slack | elicitation
-	URL  string `yaml:"url"`  // webhook / slack
+	URL  string `yaml:"url"`  // webhook / slack incoming webhook
+	// Channel: slack with the bot token ($TOLLGATE_SLACK_BOT_TOKEN, chat.postMessage) and
+	// Approve / Reject buttons, instead of an incoming webhook (package slack).
+	Channel string `yaml:"channel"`
 }
 
 // Approver maps a bearer token (read from an env var) to a name.
 type Approver struct {
 	Name     string `yaml:"name"`
 	TokenEnv string `yaml:"token_env"`
+	// SlackUserID is the approver's Slack member id (U…/W…): a click on a Slack button by
+	// that user decides as this approver.
+	SlackUserID string `yaml:"slack_user_id"`
 }
 
 // Cedar lists the policy files for action: policy.
