@@ -254,7 +254,7 @@ func TestClickDecides(t *testing.T) {
 func heldTask(id string) *tasks.Task {
 	now := time.Now()
 	return &tasks.Task{ID: id, Tool: "transfer_funds", Workflow: "pay", State: tasks.AwaitingApproval,
-		Arguments: json.RawMessage(`{"amount": 9007199254740993, "to": "<@U0EVE>", "password": "hunter2"}`),
+		Arguments:   json.RawMessage(`{"amount": 9007199254740993, "to": "<@U0EVE>", "password": "hunter2"}`),
 		RequestedBy: "carol", CreatedAt: now, ApprovalDeadline: now.Add(10 * time.Minute), TTL: time.Hour}
 }
 
