@@ -159,6 +159,9 @@ approvers:
 		`tollgate_slack_interactions_refused_total{reason="replay"}`:             1,
 		`tollgate_slack_interactions_refused_total{reason="not_pending"}`:        1,
 		`tollgate_slack_requests_total{method="chat.postMessage",result="sent"}`: 2,
+		// the incoming-webhook sender leaves channel destinations alone
+		`tollgate_notifications_total{destination="slack",result="failed"}`: 0,
+		`tollgate_notifications_total{destination="slack",result="sent"}`:   0,
 	} {
 		if got := metricValue(t, g, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
@@ -166,5 +169,42 @@ approvers:
 	}
 	if logs := g.Logs.String(); strings.Contains(logs, "xoxb-e2e-token") || strings.Contains(logs, slackSecret) {
 		t.Error("a Slack secret appears in the logs")
+	}
+}
+
+// TestSlackChannelReported: a Slack channel that cannot work — the bot token unset, or Slack
+// refusing it — and buttons that cannot decide (no signing secret) are listed on /readyz as
+// degraded (still 200), never with a secret.
+func TestSlackChannelReported(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	cfg := testkit.BasicConfig(upURL, `governance:
+  rules:
+    - {match: "transfer_*", action: approve, approval: pay}
+approval:
+  pay: {destination: {type: slack, channel: "#approvals"}}
+`)
+	g := testkit.StartGateway(t, cfg, approverEnv, nil)
+	g.WaitReady(t)
+	st, body := readyz(t, g)
+	for _, want := range []string{
+		"degraded: approval.pay: slack messages to #approvals do not arrive (TOLLGATE_SLACK_BOT_TOKEN is not set)",
+		"degraded: approval.pay: Slack buttons cannot decide: TOLLGATE_SLACK_SIGNING_SECRET is not set",
+	} {
+		if st != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("readyz %d lacks %q:\n%s", st, want, body)
+		}
+	}
+
+	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
+	recv.FailNext.Store(1) // auth.test answered 500
+	g2 := testkit.StartGateway(t, cfg, map[string]string{"TOLLGATE_SLACK_BOT_TOKEN": "xoxb-e2e-token",
+		"TOLLGATE_SLACK_SIGNING_SECRET": slackSecret, "TOLLGATE_SLACK_API_URL": recv.URL}, nil)
+	g2.WaitReady(t)
+	waitFor(t, "the failed auth.test on /readyz", func() bool {
+		_, body = readyz(t, g2)
+		return strings.Contains(body, "degraded: approval.pay: slack messages to #approvals do not arrive (auth.test: HTTP 500)")
+	})
+	if strings.Contains(body, "xoxb") || strings.Contains(body, slackSecret) || strings.Contains(body, "buttons cannot decide") {
+		t.Errorf("readyz:\n%s", body)
 	}
 }
