@@ -385,3 +385,23 @@ func count(c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// BenchmarkInteraction: what one signed click costs before any decision (verify, replay
+// check, parse): the price of refusing a flood of forged callbacks.
+func BenchmarkInteraction(b *testing.B) {
+	s := New(Options{SigningSecret: secret, Decide: func(_ context.Context, id, _ string, _ bool, _ string) (*tasks.Task, error) {
+		return &tasks.Task{ID: id}, nil
+	}, Approver: func(string) (string, bool) { return "alice", true }})
+	body := slacktest.Click("U0ALICE", ActionApprove, "tg_1", "C1", "1.1", "")
+	forged := slacktest.Signed("wrong", time.Now(), body)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, InteractionsPath, bytes.NewReader(body))
+		req.Header = forged
+		w := httptest.NewRecorder()
+		s.Interactions().ServeHTTP(w, req)
+		if w.Code != http.StatusUnauthorized {
+			b.Fatal(w.Code)
+		}
+	}
+}
