@@ -405,3 +405,31 @@ func BenchmarkInteraction(b *testing.B) {
 		}
 	}
 }
+
+// FuzzInteraction: any signed body is answered without a panic, and a decision is made only
+// for one of Tollgate's two buttons carrying a task id.
+func FuzzInteraction(f *testing.F) {
+	f.Add(slacktest.Click("U0ALICE", ActionApprove, "tg_1", "C1", "1.1", "http://127.0.0.1:1/x"), "application/x-www-form-urlencoded")
+	f.Add([]byte("payload=%7B%22type%22%3A%22block_actions%22%7D"), "application/x-www-form-urlencoded")
+	f.Add([]byte("payload=null&payload=1"), "application/x-www-form-urlencoded; charset=utf-8")
+	f.Add([]byte(`{"type":"block_actions"}`), "application/json")
+	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
+		now := time.Unix(1700000000, 0)
+		s := New(Options{SigningSecret: secret, Now: func() time.Time { return now }, QueueSize: 1,
+			Approver: func(id string) (string, bool) { return "alice", id == "U0ALICE" },
+			Decide: func(_ context.Context, id, _ string, _ bool, _ string) (*tasks.Task, error) {
+				if id == "" {
+					t.Fatal("decided an empty task id")
+				}
+				return &tasks.Task{ID: id}, nil
+			}})
+		req := httptest.NewRequest(http.MethodPost, InteractionsPath, bytes.NewReader(body))
+		req.Header = slacktest.Signed(secret, now, body)
+		req.Header.Set("Content-Type", contentType)
+		w := httptest.NewRecorder()
+		s.Interactions().ServeHTTP(w, req)
+		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest && w.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("HTTP %d", w.Code)
+		}
+	})
+}
