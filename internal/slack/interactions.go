@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -198,10 +199,11 @@ func (s *Slack) interact(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	added := false
 	if ch, mts := firstOf(p.Container.ChannelID, p.Channel.ID), p.Container.MessageTS; ch != "" && mts != "" {
 		// A message this process did not post (another replica, before a restart) is still
 		// updated when the decision commits here.
-		s.msgs.put(id, msgRef{channel: ch, ts: mts})
+		added = s.msgs.add(id, msgRef{channel: ch, ts: mts})
 	}
 	if s.opts.Decide == nil {
 		s.refuse(w, http.StatusServiceUnavailable, ReasonError, "decisions are not wired")
@@ -211,6 +213,15 @@ func (s *Slack) interact(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		reason, text := s.explain(id, err)
 		s.met.refused(reason)
+		if ce, ok := errors.AsType[*tasks.ConflictError](err); ok && ce.Task != nil && ce.Task.State != tasks.AwaitingApproval {
+			// Decided or ended already: bring the clicked message up to date (it may predate a
+			// restart, or the decision may have been committed by another replica).
+			if wf, ok := s.workflow(ce.Task.Workflow); ok && Uses(wf) {
+				s.enqueue(job{kind: jobUpdate, task: ce.Task, wf: wf})
+			}
+		} else if added {
+			s.msgs.take(id)
+		}
 		s.log.Info("slack decision not recorded", "reason", reason, "task_id", clip(id), "approver", approver)
 		s.tell(p, text)
 		w.WriteHeader(http.StatusOK)
@@ -302,4 +313,11 @@ func clip(s string) string {
 		return truncate(s, 64)
 	}
 	return s
+}
+
+func (s *Slack) workflow(name string) (config.Workflow, bool) {
+	if s.opts.Workflow == nil {
+		return config.Workflow{}, false
+	}
+	return s.opts.Workflow(name)
 }

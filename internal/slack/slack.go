@@ -230,6 +230,18 @@ func (ms *messages) put(id string, r msgRef) {
 	ms.m[id] = r
 }
 
+// add remembers the task's message unless one is known already; it reports whether it did.
+func (ms *messages) add(id string, r msgRef) bool {
+	ms.mu.Lock()
+	_, known := ms.m[id]
+	ms.mu.Unlock()
+	if known {
+		return false
+	}
+	ms.put(id, r)
+	return true
+}
+
 // take returns and forgets the task's message.
 func (ms *messages) take(id string) (msgRef, bool) {
 	ms.mu.Lock()

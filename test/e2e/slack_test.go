@@ -150,6 +150,10 @@ approvers:
 	if r := recv.Wait(t, "response_url", 2)[1].Body; !strings.Contains(r["text"].(string), "already rejected by bob") {
 		t.Errorf("late click answered %v", r)
 	}
+	// ... and the clicked message (here: one this process did not post) shows the outcome.
+	if u := recv.Wait(t, "chat.update", 3)[2].Body; u["ts"] != "1700000000.000002" || !strings.Contains(slacktest.Text(u), "Rejected by bob") {
+		t.Errorf("stale message not brought up to date: %v", u)
+	}
 	if n := d.Calls("transfer_funds"); n != 1 {
 		t.Errorf("upstream executions %d after the reject, want 1", n)
 	}
