@@ -335,12 +335,7 @@ func (h *handler) decide(approve bool) http.HandlerFunc {
 			writeError(w, status, http.StatusText(status), err.Error(), nil)
 			return
 		}
-		var t *tasks.Task
-		if approve {
-			t, err = h.tasks.Approve(r.Context(), id, approver, reason)
-		} else {
-			t, err = h.tasks.Reject(r.Context(), id, approver, reason)
-		}
+		t, err := Decide(r.Context(), h.tasks, h.authz, id, approver, approve, reason)
 		if err != nil {
 			h.taskError(w, id, verb, err)
 			return

@@ -27,7 +27,13 @@ const (
 	EnvLogLevel            = "TOLLGATE_LOG_LEVEL"
 	EnvOwnerHashKey        = "TOLLGATE_OWNER_HASH_KEY"
 	EnvArgumentHashKey     = "TOLLGATE_ARGUMENT_HASH_KEY"
+	EnvSlackBotToken       = "TOLLGATE_SLACK_BOT_TOKEN"
+	EnvSlackSigningSecret  = "TOLLGATE_SLACK_SIGNING_SECRET"
+	EnvSlackAPIURL         = "TOLLGATE_SLACK_API_URL"
 )
+
+// DefaultSlackAPIURL is Slack's Web API base ($TOLLGATE_SLACK_API_URL replaces it, for tests).
+const DefaultSlackAPIURL = "https://slack.com/api"
 
 // EnvVar documents one environment variable Tollgate reads.
 type EnvVar struct {
@@ -56,6 +62,9 @@ var EnvVars = []EnvVar{
 	{EnvLogLevel, DefaultLogLevel, "Log level: debug, info, warn or error."},
 	{EnvOwnerHashKey, "", "HMAC key under which a 2026-07-28 caller's Authorization credential owns its tasks (same on every replica), also keying the owner hashes approvers see; unset = derived from the arguments hash key (memory store: random per process)."},
 	{EnvArgumentHashKey, "", "Secret (at least 32 bytes) keying the HMAC that binds an approval to the call's arguments. Required with tasks.store.type redis (the same value on every replica); the file store otherwise keeps a random key in <store path>.key; the memory store draws one per process."},
+	{EnvSlackBotToken, "", "Slack bot token (xoxb-…, scope chat:write) for slack destinations with a channel: posts the approval message with Approve / Reject buttons and updates it when decided. Never logged."},
+	{EnvSlackSigningSecret, "", "Slack app signing secret; set, POST /api/v1/slack/interactions on the admin listener accepts button clicks signed with it. Never logged."},
+	{EnvSlackAPIURL, DefaultSlackAPIURL, "Slack Web API base URL (chat.postMessage, chat.update); for tests."},
 }
 
 // expand replaces ${VAR} and ${VAR:-default} in s; "$$" is a literal "$" and any

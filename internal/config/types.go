@@ -109,7 +109,10 @@ const GroupPrefix = "group:"
 // Destination says where approvers are asked.
 type Destination struct {
 	Type string `yaml:"type"` // console (default) | webhook | slack | elicitation
-	URL  string `yaml:"url"`  // webhook / slack
+	URL  string `yaml:"url"`  // webhook / slack incoming webhook
+	// Channel: slack with the bot token ($TOLLGATE_SLACK_BOT_TOKEN, chat.postMessage) and
+	// Approve / Reject buttons, instead of an incoming webhook (package slack).
+	Channel string `yaml:"channel"`
 }
 
 // Approver maps a bearer token (read from an env var) to a name.
@@ -117,6 +120,9 @@ type Approver struct {
 	Name     string `yaml:"name"`
 	TokenEnv string `yaml:"token_env"` // optional when server.admin_auth.trusted_proxy signs approvers in
 	Email    string `yaml:"email"`     // matched against server.admin_auth.email_header; optional
+	// SlackUserID is the approver's Slack member id (U…/W…): a click on a Slack button by
+	// that user decides as this approver.
+	SlackUserID string `yaml:"slack_user_id"`
 }
 
 // Cedar lists the policy files for action: policy.

@@ -216,14 +216,19 @@ func (v *validator) workflows() {
 			v.add(p, "workflow name must use only letters, digits, '-' and '_'")
 		}
 		switch w.Destination.Type {
-		case DestinationWebhook, DestinationSlack:
+		case DestinationWebhook:
 			v.httpURL(p+".destination.url", w.Destination.URL)
+		case DestinationSlack:
+			v.slackDestination(p+".destination", w.Destination)
 		case DestinationConsole, DestinationElicitation:
 			if w.Destination.URL != "" {
 				v.add(p+".destination.url", "is only used by webhook and slack destinations")
 			}
 		default:
 			v.add(p+".destination.type", "must be console, webhook, slack or elicitation, got %q", w.Destination.Type)
+		}
+		if w.Destination.Channel != "" && w.Destination.Type != DestinationSlack {
+			v.add(p+".destination.channel", "is only used by slack destinations")
 		}
 		if w.Timeout <= 0 {
 			v.add(p+".timeout", "must be > 0")
@@ -291,6 +296,13 @@ func (v *validator) approvers() {
 				v.add(p+".name", "duplicate approver %q (also approvers[%d]): the same person as %q (case, width or confusable letters)", a.Name, j, o)
 			} else {
 				v.add(p+".name", "duplicate approver %q (also approvers[%d])", a.Name, j)
+			}
+		}
+		if id := a.SlackUserID; id != "" {
+			if !slackUserID.MatchString(id) {
+				v.add(p+".slack_user_id", "must be a Slack member id like U012AB3CD (Slack: profile, ⋮, Copy member ID), got %q", id)
+			} else if j := slices.IndexFunc(v.c.Approvers[:i], func(o Approver) bool { return o.SlackUserID == id }); j >= 0 {
+				v.add(p+".slack_user_id", "duplicate Slack user %q (also approvers[%d]): one click would decide as two approvers", id, j)
 			}
 		}
 		if a.TokenEnv == "" {
@@ -618,4 +630,25 @@ func isToken(h string) bool {
 		}
 	}
 	return h != ""
+}
+
+// slackUserID is a Slack member id: U… or W… (Enterprise Grid), upper-case letters and digits.
+var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,31}$`)
+
+// slackChannel is a channel name (#approvals, lower case, digits, - _ .) or a channel id (C…, G…).
+var slackChannel = regexp.MustCompile(`^(#[a-z0-9][a-z0-9._-]{0,79}|[CGD][A-Z0-9]{2,31})$`)
+
+// slackDestination: a slack destination posts either through an incoming webhook (url) or
+// with the bot token to a channel (channel, with buttons), never both.
+func (v *validator) slackDestination(p string, d Destination) {
+	switch {
+	case d.URL != "" && d.Channel != "":
+		v.add(p+".channel", "set either url (incoming webhook) or channel (bot token, with buttons), not both")
+	case d.Channel != "":
+		if !slackChannel.MatchString(d.Channel) {
+			v.add(p+".channel", "must be a channel name like \"#approvals\" or a channel id like C012AB3CD, got %q", d.Channel)
+		}
+	default:
+		v.httpURL(p+".url", d.URL)
+	}
 }

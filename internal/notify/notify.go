@@ -160,6 +160,9 @@ func (n *Notifier) OnTaskChange(tr tasks.Transition) {
 	if dest != config.DestinationWebhook && dest != config.DestinationSlack {
 		return // console: approvers look at the console
 	}
+	if wf.Destination.Channel != "" {
+		return // slack with the bot token and buttons: package slack posts it
+	}
 	select {
 	case n.queue <- item{event: ev, task: t, wf: wf, enqueued: time.Now()}:
 	default:

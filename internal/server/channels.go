@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/slack"
 )
 
 // channelCheckTimeout bounds probing the webhook/Slack destinations after a reload.
@@ -51,7 +52,13 @@ func (s *Server) channelProblems() []string {
 		switch wf.Destination.Type {
 		case config.DestinationElicitation:
 			continue
-		case config.DestinationWebhook, config.DestinationSlack:
+		case config.DestinationSlack:
+			if slack.Uses(wf) {
+				out = append(out, s.slackProblems(name, wf)...)
+				break
+			}
+			fallthrough
+		case config.DestinationWebhook:
 			if h, known := s.notifier.ChannelHealth(wf.Destination.URL); known && !h.OK {
 				target := h.Target
 				if target == "" {
@@ -81,6 +88,12 @@ func (s *Server) checkChannels(ctx context.Context) {
 		if !ok || (wf.Destination.Type != config.DestinationWebhook && wf.Destination.Type != config.DestinationSlack) {
 			continue
 		}
+		if slack.Uses(wf) {
+			if _, known := s.slack.ChannelHealth(wf.Destination.Channel); !known {
+				s.slack.Probe(ctx, wf.Destination.Channel)
+			}
+			continue
+		}
 		if _, known := s.notifier.ChannelHealth(wf.Destination.URL); !known {
 			s.notifier.Probe(ctx, wf.Destination.URL)
 		}
@@ -91,4 +104,18 @@ func (s *Server) checkChannels(ctx context.Context) {
 	for _, p := range s.channelProblems() {
 		s.log.Warn("approval channel not working: " + p)
 	}
+}
+
+// slackProblems: a Slack channel whose messages do not arrive (no bot token, a failed
+// auth.test probe or last request), and buttons nobody can use (no signing secret).
+func (s *Server) slackProblems(name string, wf config.Workflow) []string {
+	var out []string
+	ch := wf.Destination.Channel
+	if h, known := s.slack.ChannelHealth(ch); known && !h.OK {
+		out = append(out, fmt.Sprintf("approval.%s: slack messages to %s do not arrive (%s)", name, ch, h.Detail))
+	}
+	if v, _ := s.opts.LookupEnv(config.EnvSlackSigningSecret); v == "" {
+		out = append(out, fmt.Sprintf("approval.%s: Slack buttons cannot decide: %s is not set (decide in the console)", name, config.EnvSlackSigningSecret))
+	}
+	return out
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/origin"
 	"github.com/tollgate-mcp/tollgate/internal/proxy"
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/slack"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 	"github.com/tollgate-mcp/tollgate/internal/telemetry"
@@ -78,6 +79,7 @@ type Server struct {
 	traceStop func(context.Context) error
 	approvers approverTokens // reloaded with the configuration
 	notifier  *notify.Notifier
+	slack     *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
 	cacheOnce sync.Once
 	cacheOK   chan struct{}
 
@@ -246,6 +248,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	mcpMux.Handle("/mcp", telemetry.Middleware(s.mcp, tp))
 	s.mcpSrv = s.httpServer(mcpMux, lim)
 
+	s.slack = s.newSlack(consoleURL)
 	adminMux := http.NewServeMux()
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	adminMux.HandleFunc("GET /readyz", s.readyz)
@@ -261,6 +264,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
+	// Authenticated by Slack's request signature, not a bearer token (docs/slack.md).
+	adminMux.Handle("POST "+slack.InteractionsPath, s.slack.Interactions())
 	adminMux.Handle(console.Path, console.Handler())
 	adminMux.Handle(console.Path+"/", console.Handler())
 	// DNS-rebinding protection as on the MCP listener; the console's own pages are same-origin.
@@ -275,6 +280,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		Logger: s.log, Registerer: s.reg,
 	})
 	s.tasks.Subscribe(s.notifier.OnTaskChange)
+	s.tasks.Subscribe(s.slack.OnTaskChange)
 	return s, nil
 }
 
@@ -411,6 +417,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 	run("approval channel check", worker(s.checkChannels))
 	run("notifier", worker(s.notifier.Run))
+	run("slack", worker(s.slack.Run))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
 	run("reloader", worker(s.reloader.Run))
 

@@ -1,0 +1,161 @@
+package slack
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// Action ids of the two buttons; their value is the task id.
+const (
+	ActionApprove = "tollgate_approve"
+	ActionReject  = "tollgate_reject"
+	blockDecision = "tollgate_decision"
+)
+
+// Block Kit limits: a section's text at most 3000 characters, a field's 2000, a button's 75.
+const (
+	argsMax  = 2000
+	fieldMax = 200
+)
+
+// Message is the JSON body of chat.postMessage (channel, text, blocks) and chat.update
+// (channel, ts, text, blocks). Text is the notification fallback.
+type Message struct {
+	Channel string  `json:"channel"`
+	TS      string  `json:"ts,omitempty"`
+	Text    string  `json:"text"`
+	Blocks  []Block `json:"blocks"`
+}
+
+// Block is a section, actions or context block.
+type Block struct {
+	Type     string    `json:"type"`
+	BlockID  string    `json:"block_id,omitempty"`
+	Text     *Text     `json:"text,omitempty"`
+	Fields   []Text    `json:"fields,omitempty"`
+	Elements []Element `json:"elements,omitempty"`
+}
+
+// Text is a mrkdwn or plain_text composition object.
+type Text struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// Element is a button (in actions) or a text (in context).
+type Element struct {
+	Type     string `json:"type"`
+	Text     any    `json:"text,omitempty"` // *Text for a button, string for a context mrkdwn
+	ActionID string `json:"action_id,omitempty"`
+	Value    string `json:"value,omitempty"`
+	Style    string `json:"style,omitempty"`
+}
+
+func md(s string) *Text { return &Text{Type: "mrkdwn", Text: s} }
+
+// escape escapes the characters mrkdwn treats as control sequences, so argument values and
+// names cannot forge links or mentions.
+func escape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// code is s for inside a code span or block: a backtick would end it early.
+func code(s string) string { return strings.ReplaceAll(escape(s), "`", "'") }
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "… (truncated)"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") }
+
+// title is the message's headline for the task's current state.
+func title(t *tasks.Task) string {
+	d := t.Decision
+	switch {
+	case t.State == tasks.AwaitingApproval:
+		return "Approval needed"
+	case t.State == tasks.Cancelled && d == nil:
+		return "Cancelled by the requester before a decision"
+	case t.State == tasks.Expired && d == nil:
+		return "Expired before a decision (task TTL ended)"
+	case t.State == tasks.TimedOut:
+		return "Approval timed out: rejected"
+	case d != nil && d.By == tasks.ByTimeout:
+		return "Approval timed out: approved (on_timeout: approve)"
+	case d != nil && d.Approved:
+		return "Approved by " + escape(d.By)
+	case d != nil:
+		return "Rejected by " + escape(d.By)
+	}
+	return escape(t.StatusMessage)
+}
+
+// blocks is the body shared by the request and the outcome: headline, fields, arguments.
+func blocks(t *tasks.Task, wf config.Workflow, head string) []Block {
+	tool := truncate(t.Tool, fieldMax)
+	fields := []Text{
+		{Type: "mrkdwn", Text: "*Tool*\n`" + code(tool) + "`"},
+		{Type: "mrkdwn", Text: "*Workflow*\n" + escape(truncate(t.Workflow, fieldMax))},
+	}
+	requester := t.RequestedBy
+	if requester == "" {
+		requester = "anonymous (owner " + disclose.OwnerHash(t.Owner) + ")"
+	}
+	fields = append(fields, Text{Type: "mrkdwn", Text: "*Requested by*\n" + escape(truncate(requester, fieldMax))})
+	if t.State == tasks.AwaitingApproval && !t.ApprovalDeadline.IsZero() {
+		fields = append(fields, Text{Type: "mrkdwn", Text: "*Expires*\n" + fmtTime(t.ApprovalDeadline)})
+	}
+	if d := t.Decision; d != nil {
+		fields = append(fields, Text{Type: "mrkdwn", Text: "*Decided*\n" + fmtTime(d.At)})
+		if d.Reason != "" {
+			fields = append(fields, Text{Type: "mrkdwn", Text: "*Reason*\n" + escape(truncate(d.Reason, fieldMax))})
+		}
+	}
+	// disclose: redact_fields hidden, fail closed; Pretty keeps numbers as written.
+	args := disclose.Arguments(t.Arguments, t.Workflow, func(string) (config.Workflow, bool) { return wf, true })
+	return []Block{
+		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", head, code(tool)))},
+		{Type: "section", Fields: fields},
+		{Type: "section", Text: md("*Arguments* (redacted)\n```" + code(truncate(disclose.Pretty(args), argsMax)) + "```")},
+	}
+}
+
+func contextBlock(t *tasks.Task, consoleURL string) Block {
+	s := "Task `" + code(t.ID) + "`"
+	if consoleURL != "" {
+		s += " · <" + escape(consoleURL) + "|Open the approvals console>"
+	}
+	return Block{Type: "context", Elements: []Element{{Type: "mrkdwn", Text: s}}}
+}
+
+// requestMessage asks for a decision: the call and Approve / Reject buttons.
+func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Message {
+	b := blocks(t, wf, "Approval needed")
+	b = append(b, Block{Type: "actions", BlockID: blockDecision, Elements: []Element{
+		{Type: "button", Text: &Text{Type: "plain_text", Text: "Approve"}, ActionID: ActionApprove, Value: t.ID, Style: "primary"},
+		{Type: "button", Text: &Text{Type: "plain_text", Text: "Reject"}, ActionID: ActionReject, Value: t.ID, Style: "danger"},
+	}}, contextBlock(t, consoleURL))
+	return Message{Text: fmt.Sprintf("Tollgate: approval needed: %s (workflow %s)", escape(truncate(t.Tool, fieldMax)), escape(truncate(t.Workflow, fieldMax))), Blocks: b}
+}
+
+// outcomeMessage replaces the request once the wait ended: no buttons, the outcome and who.
+func outcomeMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Message {
+	head := title(t)
+	b := append(blocks(t, wf, head), contextBlock(t, consoleURL))
+	return Message{Text: fmt.Sprintf("Tollgate: %s: %s", head, escape(truncate(t.Tool, fieldMax))), Blocks: b}
+}
