@@ -281,7 +281,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only what the caller may decide, before the page is cut (authorize.go).
-	may := h.authz.Policy().For(approverOf(r))
+	may := h.authz.of(r).Policy().For(approverOf(r))
 	ts = slices.DeleteFunc(ts, func(t *tasks.Task) bool { return t == nil || !lq.match(t) || !may(t) })
 	keys := make(map[*tasks.Task]int64, len(ts))
 	for _, t := range ts {
@@ -335,7 +335,7 @@ func (h *handler) decide(approve bool) http.HandlerFunc {
 			writeError(w, status, http.StatusText(status), err.Error(), nil)
 			return
 		}
-		t, err := Decide(r.Context(), h.tasks, h.authz, id, approver, approve, reason)
+		t, err := Decide(r.Context(), h.tasks, h.authz.of(r), id, approver, approve, reason)
 		if err != nil {
 			h.taskError(w, id, verb, err)
 			return

@@ -22,6 +22,15 @@ import (
 // Policy is who may decide what under one configuration snapshot.
 type Policy struct {
 	cfg *config.Config
+	// groups are the request's own groups, from a trusted login proxy (server.admin_auth
+	// groups_header): "group:<name>" also admits an approver whose proxy says it is in <name>.
+	groups []string
+}
+
+// WithGroups is p for an approver the login proxy says is in groups (exact names).
+func (p Policy) WithGroups(groups []string) Policy {
+	p.groups = groups
+	return p
 }
 
 // PolicyOf returns the policy of cfg. A nil cfg lets every approver decide everything (today's
@@ -41,7 +50,7 @@ func (p Policy) MayDecide(approver string, wf config.Workflow) bool {
 	same := func(name string) bool { return identity.Same(name, approver) }
 	for _, e := range wf.Approvers {
 		if g, ok := strings.CutPrefix(e, config.GroupPrefix); ok {
-			if p.cfg != nil && slices.ContainsFunc(p.cfg.ApproverGroups[g], same) {
+			if p.cfg != nil && slices.ContainsFunc(p.cfg.ApproverGroups[g], same) || slices.Contains(p.groups, g) {
 				return true
 			}
 			continue
@@ -109,6 +118,8 @@ type Authorizer struct {
 	// Config returns the current configuration snapshot; nil (or a nil result) lets every
 	// approver decide everything.
 	Config func() *config.Config
+	// Groups are the deciding request's groups from a trusted login proxy (see Policy).
+	Groups []string
 }
 
 // Policy is the policy of the current snapshot; take it once per request so one answer uses
@@ -117,7 +128,15 @@ func (a Authorizer) Policy() Policy {
 	if a.Config == nil {
 		return Policy{}
 	}
-	return PolicyOf(a.Config())
+	return PolicyOf(a.Config()).WithGroups(a.Groups)
+}
+
+// of is the authorizer for one request: the login proxy's groups of its approver, if any.
+func (a Authorizer) of(r *http.Request) Authorizer {
+	if id, ok := SignedIn(r.Context()); ok {
+		a.Groups = id.Groups
+	}
+	return a
 }
 
 // Authorize returns nil when approver may see and decide t under the current configuration,
@@ -136,7 +155,7 @@ func (h *handler) authorized(w http.ResponseWriter, r *http.Request, op string) 
 		h.taskError(w, id, op, err)
 		return nil, false
 	}
-	if err := h.authz.Authorize(approverOf(r), t); err != nil {
+	if err := h.authz.of(r).Authorize(approverOf(r), t); err != nil {
 		var na *NotAuthorizedError
 		if errors.As(err, &na) {
 			writeError(w, http.StatusForbidden, "not_authorized", na.Error(), nil)

@@ -268,7 +268,7 @@ func (h *handler) summary(w http.ResponseWriter, r *http.Request) {
 	}
 	owners, tools, workflows := counter{}, counter{}, counter{}
 	var resp SummaryResponse
-	may := h.authz.Policy().For(approverOf(r))
+	may := h.authz.of(r).Policy().For(approverOf(r))
 	for _, t := range ts {
 		if t == nil || t.Accelerated || t.State != tasks.AwaitingApproval || !may(t) {
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 )
@@ -224,5 +225,34 @@ func BenchmarkProxySignIn(b *testing.B) {
 	r.Header.Set("X-Auth-Request-Groups", "finance,sre")
 	for b.Loop() {
 		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+}
+
+// TestProxyGroupsDecide: the login proxy's groups count for "group:<name>" in a workflow's
+// approvers list, in what the approver sees and in the decision itself: bob, in no
+// approver_groups entry, decides a finance call when the proxy says he is in finance, and
+// gets 403 not_authorized when it does not.
+func TestProxyGroupsDecide(t *testing.T) {
+	cfg := signInConfig()
+	cfg.ApproverGroups = map[string][]string{"finance": {"alice"}}
+	cfg.Approval = map[string]config.Workflow{"payments": {Approvers: []string{"group:finance"}}}
+	pay := pendingTask("tg_pay", time.Minute)
+	pay.Workflow = "payments"
+	f := newFake(pay)
+	api := NewHandler(f, testAuth(), Options{Workflow: cfg.WorkflowFor, Config: func() *config.Config { return cfg }})
+	h := ProxySignIn(api, ProxyOptions{SignIn: SignInFrom(func() *config.Config { return cfg })})
+	bob := map[string][]string{config.DefaultUserHeader: {"bob"}}
+	if w := send(h, http.MethodGet, "/api/v1/approvals/tg_pay", "10.0.0.5:4000", bob); w.Code != http.StatusForbidden || errorCode(t, w) != "not_authorized" {
+		t.Fatalf("bob without groups: %d %s", w.Code, w.Body)
+	}
+	if w := send(h, http.MethodPost, "/api/v1/approvals/tg_pay/approve", "10.0.0.5:4000", bob); w.Code != http.StatusForbidden {
+		t.Fatalf("bob without groups approved: %d %s", w.Code, w.Body)
+	}
+	bobFinance := map[string][]string{config.DefaultUserHeader: {"bob"}, config.DefaultGroupsHeader: {"sre,finance"}}
+	if w := send(h, http.MethodGet, "/api/v1/approvals", "10.0.0.5:4000", bobFinance); w.Code != 200 || !strings.Contains(w.Body.String(), "tg_pay") {
+		t.Fatalf("bob in finance does not see the call: %d %s", w.Code, w.Body)
+	}
+	if w := send(h, http.MethodPost, "/api/v1/approvals/tg_pay/approve", "10.0.0.5:4000", bobFinance); w.Code != 200 {
+		t.Fatalf("bob in finance: %d %s", w.Code, w.Body)
 	}
 }
