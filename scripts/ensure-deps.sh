@@ -8,6 +8,8 @@
 #                    0.2.0-alpha.12, the 2026-07-28 suite, beside the pinned 0.1.16), installed
 #                    with `npm ci` from test/npm/package.json + package-lock.json (versions pinned
 #                    there; bump them with `npm install --package-lock-only` in test/npm).
+#   .tools/bin/oauth2-proxy  built from its Go module (test/browser: the console behind a real
+#                    login proxy); optional, the test skips without it.
 #   Debian packages  redis-server (Redis task store tests), prometheus (promtool checks the
 #                    metrics exposition), chromium (console screenshots) — only when missing.
 #
@@ -129,6 +131,22 @@ else
 	if [[ -x /etc/init.d/redis-server ]] && command -v service >/dev/null; then
 		# Tests start their own redis-server on a free port; a stray system one only holds 6379.
 		service redis-server stop >/dev/null 2>&1 || true
+	fi
+fi
+# --- oauth2-proxy (the console behind a real login proxy, test/browser) --------------------
+# Built from its Go module (pinned here) into .tools/bin; a failed build is not fatal: the one
+# test that needs it then skips and says so.
+OAUTH2_PROXY_VERSION="${OAUTH2_PROXY_VERSION:-v7.15.6}"
+OAUTH2_PROXY="$TOOLS/bin/oauth2-proxy"
+if [[ -x "$OAUTH2_PROXY" && -f "$TOOLS/bin/.oauth2-proxy-$OAUTH2_PROXY_VERSION" ]]; then
+	log "oauth2-proxy $OAUTH2_PROXY_VERSION present"
+else
+	log "building oauth2-proxy $OAUTH2_PROXY_VERSION from its Go module (a few minutes the first time)"
+	mkdir -p "$TOOLS/bin"
+	if timed oauth2-proxy env GOBIN="$TOOLS/bin" CGO_ENABLED=0 go install "github.com/oauth2-proxy/oauth2-proxy/v7@$OAUTH2_PROXY_VERSION"; then
+		touch "$TOOLS/bin/.oauth2-proxy-$OAUTH2_PROXY_VERSION"
+	else
+		log "oauth2-proxy could not be built; TestConsoleBehindOAuth2Proxy will skip"
 	fi
 fi
 log "ok"

@@ -192,13 +192,21 @@ const oauth2ProxyEnv = "OAUTH2_PROXY_BIN"
 func TestConsoleBehindOAuth2Proxy(t *testing.T) {
 	bin := os.Getenv(oauth2ProxyEnv)
 	if bin == "" {
-		t.Skipf("\n\n*** SKIPPING: set %s to an oauth2-proxy binary (go install github.com/oauth2-proxy/oauth2-proxy/v7@latest)\n", oauth2ProxyEnv)
+		// scripts/ensure-deps.sh (make test) builds it here.
+		if p, err := filepath.Abs("../../.tools/bin/oauth2-proxy"); err == nil {
+			if _, err := os.Stat(p); err == nil {
+				bin = p
+			}
+		}
+	}
+	if bin == "" {
+		t.Skipf("\n\n*** SKIPPING: no oauth2-proxy: run scripts/ensure-deps.sh (make deps), or set %s to an oauth2-proxy binary\n", oauth2ProxyEnv)
 	}
 	b := startBrowser(t)
 	d, upURL := testkit.StartDemo(t)
-	cfg := strings.Replace(signInRules, "trusted_proxy: [127.0.0.2/32]",
-		"trusted_proxy: [127.0.0.1/32]\n    user_header: X-Forwarded-User\n    email_header: X-Forwarded-Email\n    groups_header: X-Forwarded-Groups", 1)
-	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, cfg), map[string]string{"BOB_TOKEN": bobToken}, nil)
+	// Finance approves payments, SRE deletes; alice is in neither approver_groups entry: only
+	// oauth2-proxy's groups (--htpasswd-user-group=finance) make her a finance approver.
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, oauth2ProxyRules), map[string]string{"BOB_TOKEN": bobToken}, nil)
 	g.WaitReady(t)
 
 	dir := t.TempDir()
@@ -212,7 +220,7 @@ func TestConsoleBehindOAuth2Proxy(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "--http-address="+addr, "--upstream="+g.Admin+"/",
 		"--provider=google", "--client-id=unused", "--client-secret=unused",
 		"--cookie-secret=0123456789abcdef0123456789abcdef", "--cookie-secure=false", "--email-domain=*",
-		"--htpasswd-file="+htpasswd, "--htpasswd-user-group=finance", "--htpasswd-user-group=sre",
+		"--htpasswd-file="+htpasswd, "--htpasswd-user-group=finance",
 		"--pass-user-headers=true", "--skip-provider-button=false")
 	var out testkit.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -241,26 +249,57 @@ func TestConsoleBehindOAuth2Proxy(t *testing.T) {
 	}
 
 	c := g.NewClient(t)
-	taskID := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	deleteID := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	taskID := c.CallTask(2, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-2","amount":5,"currency":"USD"}`)
 	b.do("open the console: oauth2-proxy's sign-in page", chromedp.Navigate(proxyURL+console.Path),
 		chromedp.WaitVisible(chromedp.CSS(`input[name="username"]`)))
 	b.do("sign in with oauth2-proxy's form",
 		chromedp.SendKeys(chromedp.CSS(`input[name="username"]`), "alice"),
 		chromedp.SendKeys(chromedp.CSS(`input[name="password"]`), "alice-password-1"),
 		chromedp.Submit(chromedp.CSS(`input[name="password"]`)))
-	b.do("the held call is listed without a token", chromedp.WaitVisible(chromedp.CSS(rowSel(taskID))))
+	b.do("the finance call is listed without a token", chromedp.WaitVisible(chromedp.CSS(rowSel(taskID))))
 	if who := eval[string](b, `document.getElementById('whoami').textContent`); who != "signed in as alice (login proxy)" {
 		t.Errorf("whoami %q", who)
+	}
+	if eval[bool](b, `document.querySelector(`+jsString(rowSel(deleteID))+`) !== null`) {
+		t.Error("a finance approver sees SRE's held delete")
 	}
 	b.do("open the request", chromedp.Click(chromedp.CSS(rowSel(taskID))))
 	b.waitFor("the detail", `document.getElementById('d-id').textContent === `+jsString(taskID))
 	b.do("approve", chromedp.Click(chromedp.ID("approve")))
-	b.messageIs("ok", "Approved delete_user")
+	b.messageIs("ok", "Approved transfer_funds")
 	st, view := g.AdminRequest(t, "GET", "/api/v1/approvals/"+taskID, bobToken, "")
 	if st != 200 || testkit.Dig(view, "decision", "by") != "alice" {
 		t.Errorf("after the console's approval: %d %v", st, view)
 	}
-	if n := d.Calls("delete_user"); n != 1 {
-		t.Errorf("delete_user ran %d times, want 1", n)
+	if n := d.Calls("transfer_funds"); n != 1 {
+		t.Errorf("transfer_funds ran %d times, want 1", n)
+	}
+	if st, view := g.AdminRequest(t, "GET", "/api/v1/approvals/"+deleteID, bobToken, ""); st != 200 || view["state"] != "awaiting_approval" || d.Calls("delete_user") != 0 {
+		t.Errorf("SRE's delete after alice's session: %d %v", st, view)
 	}
 }
+
+// oauth2ProxyRules: payments decided by finance, deletes by SRE (bob is both by configuration;
+// alice only through the groups oauth2-proxy sends).
+const oauth2ProxyRules = `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "delete_*", action: approve, approval: deletes}
+    - {match: "transfer_*", action: approve, approval: payments}
+approval:
+  deletes: {destination: {type: console}, timeout: 10m, on_timeout: deny, approvers: ["group:sre"]}
+  payments: {destination: {type: console}, timeout: 10m, on_timeout: deny, approvers: ["group:finance"]}
+approver_groups:
+  sre: [bob]
+  finance: [bob]
+server:
+  admin_auth:
+    trusted_proxy: [127.0.0.1/32]
+    user_header: X-Forwarded-User
+    email_header: X-Forwarded-Email
+    groups_header: X-Forwarded-Groups
+approvers:
+  - {name: alice, email: alice@example.com}
+  - {name: bob, token_env: BOB_TOKEN}
+`
