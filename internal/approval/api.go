@@ -325,9 +325,8 @@ func (h *handler) decide(approve bool) http.HandlerFunc {
 		verb = "approve"
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := h.authorized(w, r, verb); !ok {
-			return
-		}
+		// A malformed body is refused before anything is looked up; Decide then checks that
+		// the task exists and that this approver may decide it (403 not_authorized).
 		id := r.PathValue("taskId")
 		approver, _ := r.Context().Value(approverKey{}).(string)
 		reason, status, err := readReason(w, r)
@@ -390,6 +389,10 @@ func (h *handler) taskError(w http.ResponseWriter, id, op string, err error) {
 			}
 		}
 		writeError(w, http.StatusConflict, "conflict", msg, v)
+		return
+	}
+	if na, ok := errors.AsType[*NotAuthorizedError](err); ok {
+		writeError(w, http.StatusForbidden, "not_authorized", na.Error(), nil)
 		return
 	}
 	if dv, ok := errors.AsType[*tasks.DuplicateVoteError](err); ok {

@@ -1,7 +1,6 @@
 package approval
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -156,12 +155,7 @@ func (h *handler) authorized(w http.ResponseWriter, r *http.Request, op string) 
 		return nil, false
 	}
 	if err := h.authz.of(r).Authorize(approverOf(r), t); err != nil {
-		var na *NotAuthorizedError
-		if errors.As(err, &na) {
-			writeError(w, http.StatusForbidden, "not_authorized", na.Error(), nil)
-			return nil, false
-		}
-		h.internalError(w, op+" task "+id, err)
+		h.taskError(w, id, op, err)
 		return nil, false
 	}
 	return t, true
