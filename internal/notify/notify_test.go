@@ -22,6 +22,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/disclose"
+	"github.com/tollgate-mcp/tollgate/internal/mrkdwn"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -447,7 +448,7 @@ func TestTruncate(t *testing.T) {
 		{strings.Repeat("é", 15), 20, "éé… (truncated)"}, // never cuts a rune
 	}
 	for _, tt := range tests {
-		if got := truncate(tt.in, tt.n); got != tt.want {
+		if got := mrkdwn.Truncate(tt.in, tt.n); got != tt.want {
 			t.Errorf("truncate(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
 		}
 	}

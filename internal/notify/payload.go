@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/mrkdwn"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -125,27 +125,7 @@ type Slack struct {
 
 func md(s string) *slackText { return &slackText{Type: "mrkdwn", Text: s} }
 
-// slackEscape escapes the three characters Slack's mrkdwn treats as control sequences, so
-// argument values and reasons cannot forge links or mentions.
-func slackEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "… (truncated)"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
-
 // code renders s inside a code span or block; backticks inside would end it early.
-func code(s string) string { return strings.ReplaceAll(slackEscape(s), "`", "'") }
 
 func slackTitle(it item) string {
 	t := it.task
@@ -159,17 +139,17 @@ func slackTitle(it item) string {
 		return "Expired before a decision (task TTL ended)"
 	case it.event == EventVoted && len(t.Approvals) > 0:
 		return fmt.Sprintf("Approved by %s (%s): waiting for another approver",
-			slackEscape(t.Approvals[len(t.Approvals)-1].By), kOfN(it))
+			mrkdwn.Escape(t.Approvals[len(t.Approvals)-1].By), kOfN(it))
 	case t.State == tasks.TimedOut:
 		return "Approval timed out: rejected"
 	case d != nil && d.By == tasks.ByTimeout:
 		return "Approval timed out: approved (on_timeout: approve)"
 	case d != nil && d.Approved:
-		return "Approved by " + slackEscape(d.By)
+		return "Approved by " + mrkdwn.Escape(d.By)
 	case d != nil:
-		return "Rejected by " + slackEscape(d.By)
+		return "Rejected by " + mrkdwn.Escape(d.By)
 	}
-	return slackEscape(t.StatusMessage)
+	return mrkdwn.Escape(t.StatusMessage)
 }
 
 // kOfN is "1 of 2 approvals: alice" for a call that needs several approvals.
@@ -180,7 +160,7 @@ func kOfN(it item) string {
 	if len(t.Approvals) > 0 {
 		names := make([]string, len(t.Approvals))
 		for i, v := range t.Approvals {
-			names[i] = slackEscape(truncate(v.By, slackFieldMax))
+			names[i] = mrkdwn.Escape(mrkdwn.Truncate(v.By, slackFieldMax))
 		}
 		s += ": " + strings.Join(names, ", ")
 	}
@@ -190,16 +170,16 @@ func kOfN(it item) string {
 func slackBody(it item, consoleURL string) ([]byte, error) {
 	t := it.task
 	title := slackTitle(it)
-	tool := truncate(t.Tool, slackFieldMax)
-	wf := truncate(t.Workflow, slackFieldMax)
+	tool := mrkdwn.Truncate(t.Tool, slackFieldMax)
+	wf := mrkdwn.Truncate(t.Workflow, slackFieldMax)
 
 	fields := []slackText{
-		{Type: "mrkdwn", Text: "*Tool*\n`" + code(tool) + "`"},
-		{Type: "mrkdwn", Text: "*Workflow*\n" + slackEscape(wf)},
-		{Type: "mrkdwn", Text: "*Task*\n`" + code(t.ID) + "`"},
+		{Type: "mrkdwn", Text: "*Tool*\n`" + mrkdwn.Code(tool) + "`"},
+		{Type: "mrkdwn", Text: "*Workflow*\n" + mrkdwn.Escape(wf)},
+		{Type: "mrkdwn", Text: "*Task*\n`" + mrkdwn.Code(t.ID) + "`"},
 	}
 	if t.RequestedBy != "" {
-		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Requested by*\n" + slackEscape(truncate(t.RequestedBy, slackFieldMax))})
+		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Requested by*\n" + mrkdwn.Escape(mrkdwn.Truncate(t.RequestedBy, slackFieldMax))})
 	}
 	if it.event == EventRequested && !t.ApprovalDeadline.IsZero() {
 		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Deadline*\n" + fmtTime(t.ApprovalDeadline)})
@@ -208,21 +188,21 @@ func slackBody(it item, consoleURL string) ([]byte, error) {
 		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Approvals*\n" + kOfN(it)})
 	}
 	if d := t.Decision; d != nil && d.Reason != "" {
-		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Reason*\n" + slackEscape(truncate(d.Reason, slackFieldMax))})
+		fields = append(fields, slackText{Type: "mrkdwn", Text: "*Reason*\n" + mrkdwn.Escape(mrkdwn.Truncate(d.Reason, slackFieldMax))})
 	}
 
 	pretty := disclose.Pretty(redactedArgs(t, it.wf))
 
 	blocks := []slackBlock{
-		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", title, code(tool)))},
+		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", title, mrkdwn.Code(tool)))},
 		{Type: "section", Fields: fields},
-		{Type: "section", Text: md("*Arguments* (redacted)\n```" + code(truncate(pretty, slackArgsMax)) + "```")},
+		{Type: "section", Text: md("*Arguments* (redacted)\n```" + mrkdwn.Code(mrkdwn.Truncate(pretty, slackArgsMax)) + "```")},
 	}
 	if consoleURL != "" {
 		blocks = append(blocks, slackBlock{Type: "context", Elements: []slackText{
-			{Type: "mrkdwn", Text: "<" + slackEscape(consoleURL) + "|Open the approvals console> (task `" + code(t.ID) + "`)"},
+			{Type: "mrkdwn", Text: "<" + mrkdwn.Escape(consoleURL) + "|Open the approvals console> (task `" + mrkdwn.Code(t.ID) + "`)"},
 		}})
 	}
-	text := fmt.Sprintf("Tollgate: %s: %s (workflow %s)", title, slackEscape(tool), slackEscape(wf))
+	text := fmt.Sprintf("Tollgate: %s: %s (workflow %s)", title, mrkdwn.Escape(tool), mrkdwn.Escape(wf))
 	return jsonrpc.Marshal(Slack{Text: text, Blocks: blocks})
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/mrkdwn"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -196,7 +197,7 @@ func (s *Slack) interact(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		s.met.refused(ReasonUnmapped)
 		s.log.Warn("slack interaction refused", "reason", ReasonUnmapped, "slack_user", clip(p.User.ID), "task_id", clip(id))
-		s.tell(p, "You are not a Tollgate approver: no approvers[].slack_user_id lists your Slack member id ("+escape(clip(p.User.ID))+"). Nothing was decided.")
+		s.tell(p, "You are not a Tollgate approver: no approvers[].slack_user_id lists your Slack member id ("+mrkdwn.Escape(clip(p.User.ID))+"). Nothing was decided.")
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -238,7 +239,7 @@ func (s *Slack) explain(id string, err error) (reason, text string) {
 	if ce, ok := errors.AsType[*tasks.ConflictError](err); ok {
 		msg := "This call is no longer awaiting approval."
 		if ce.Task != nil && ce.Task.Decision != nil {
-			msg = fmt.Sprintf("This call was already %s by %s.", decisionWord(ce.Task.Decision.Approved), escape(ce.Task.Decision.By))
+			msg = fmt.Sprintf("This call was already %s by %s.", decisionWord(ce.Task.Decision.Approved), mrkdwn.Escape(ce.Task.Decision.By))
 		}
 		return ReasonNotPending, msg
 	}
@@ -249,7 +250,7 @@ func (s *Slack) explain(id string, err error) (reason, text string) {
 		return ReasonSelf, "You requested this call: someone else must decide it. Nothing was decided."
 	}
 	if errors.Is(err, ErrNotAuthorized) {
-		return ReasonNotAllowed, "You may not decide this call (" + escape(err.Error()) + "). Nothing was decided."
+		return ReasonNotAllowed, "You may not decide this call (" + mrkdwn.Escape(err.Error()) + "). Nothing was decided."
 	}
 	s.log.Error("slack decision failed", "task_id", clip(id), "err", err)
 	return ReasonError, "Tollgate could not record your decision; see the gateway log. Nothing was decided."
@@ -318,7 +319,7 @@ func firstOf(a, b string) string {
 func clip(s string) string {
 	s = strings.ToValidUTF8(s, "?")
 	if len(s) > 64 {
-		return truncate(s, 64)
+		return mrkdwn.Truncate(s, 64)
 	}
 	return s
 }

@@ -2,12 +2,11 @@ package slack
 
 import (
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/disclose"
+	"github.com/tollgate-mcp/tollgate/internal/mrkdwn"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -59,28 +58,6 @@ type Element struct {
 
 func md(s string) *Text { return &Text{Type: "mrkdwn", Text: s} }
 
-// escape escapes the characters mrkdwn treats as control sequences, so argument values and
-// names cannot forge links or mentions.
-func escape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
-}
-
-// code is s for inside a code span or block: a backtick would end it early.
-func code(s string) string { return strings.ReplaceAll(escape(s), "`", "'") }
-
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "… (truncated)"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
-
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") }
 
 // title is the message's headline for the task's current state.
@@ -98,47 +75,47 @@ func title(t *tasks.Task) string {
 	case d != nil && d.By == tasks.ByTimeout:
 		return "Approval timed out: approved (on_timeout: approve)"
 	case d != nil && d.Approved:
-		return "Approved by " + escape(d.By)
+		return "Approved by " + mrkdwn.Escape(d.By)
 	case d != nil:
-		return "Rejected by " + escape(d.By)
+		return "Rejected by " + mrkdwn.Escape(d.By)
 	}
-	return escape(t.StatusMessage)
+	return mrkdwn.Escape(t.StatusMessage)
 }
 
 // blocks is the body shared by the request and the outcome: headline, fields, arguments.
 func blocks(t *tasks.Task, wf config.Workflow, head string) []Block {
-	tool := truncate(t.Tool, fieldMax)
+	tool := mrkdwn.Truncate(t.Tool, fieldMax)
 	fields := []Text{
-		{Type: "mrkdwn", Text: "*Tool*\n`" + code(tool) + "`"},
-		{Type: "mrkdwn", Text: "*Workflow*\n" + escape(truncate(t.Workflow, fieldMax))},
+		{Type: "mrkdwn", Text: "*Tool*\n`" + mrkdwn.Code(tool) + "`"},
+		{Type: "mrkdwn", Text: "*Workflow*\n" + mrkdwn.Escape(mrkdwn.Truncate(t.Workflow, fieldMax))},
 	}
 	requester := t.RequestedBy
 	if requester == "" {
 		requester = "anonymous (owner " + disclose.OwnerHash(t.Owner) + ")"
 	}
-	fields = append(fields, Text{Type: "mrkdwn", Text: "*Requested by*\n" + escape(truncate(requester, fieldMax))})
+	fields = append(fields, Text{Type: "mrkdwn", Text: "*Requested by*\n" + mrkdwn.Escape(mrkdwn.Truncate(requester, fieldMax))})
 	if t.State == tasks.AwaitingApproval && !t.ApprovalDeadline.IsZero() {
 		fields = append(fields, Text{Type: "mrkdwn", Text: "*Expires*\n" + fmtTime(t.ApprovalDeadline)})
 	}
 	if d := t.Decision; d != nil {
 		fields = append(fields, Text{Type: "mrkdwn", Text: "*Decided*\n" + fmtTime(d.At)})
 		if d.Reason != "" {
-			fields = append(fields, Text{Type: "mrkdwn", Text: "*Reason*\n" + escape(truncate(d.Reason, fieldMax))})
+			fields = append(fields, Text{Type: "mrkdwn", Text: "*Reason*\n" + mrkdwn.Escape(mrkdwn.Truncate(d.Reason, fieldMax))})
 		}
 	}
 	// disclose: redact_fields hidden, fail closed; Pretty keeps numbers as written.
 	args := disclose.Arguments(t.Arguments, t.Workflow, func(string) (config.Workflow, bool) { return wf, true })
 	return []Block{
-		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", head, code(tool)))},
+		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", head, mrkdwn.Code(tool)))},
 		{Type: "section", Fields: fields},
-		{Type: "section", Text: md("*Arguments* (redacted)\n```" + code(truncate(disclose.Pretty(args), argsMax)) + "```")},
+		{Type: "section", Text: md("*Arguments* (redacted)\n```" + mrkdwn.Code(mrkdwn.Truncate(disclose.Pretty(args), argsMax)) + "```")},
 	}
 }
 
 func contextBlock(t *tasks.Task, consoleURL string) Block {
-	s := "Task `" + code(t.ID) + "`"
+	s := "Task `" + mrkdwn.Code(t.ID) + "`"
 	if consoleURL != "" {
-		s += " · <" + escape(consoleURL) + "|Open the approvals console>"
+		s += " · <" + mrkdwn.Escape(consoleURL) + "|Open the approvals console>"
 	}
 	return Block{Type: "context", Elements: []Element{{Type: "mrkdwn", Text: s}}}
 }
@@ -150,12 +127,12 @@ func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Messag
 		{Type: "button", Text: &Text{Type: "plain_text", Text: "Approve"}, ActionID: ActionApprove, Value: t.ID, Style: "primary"},
 		{Type: "button", Text: &Text{Type: "plain_text", Text: "Reject"}, ActionID: ActionReject, Value: t.ID, Style: "danger"},
 	}}, contextBlock(t, consoleURL))
-	return Message{Text: fmt.Sprintf("Tollgate: approval needed: %s (workflow %s)", escape(truncate(t.Tool, fieldMax)), escape(truncate(t.Workflow, fieldMax))), Blocks: b}
+	return Message{Text: fmt.Sprintf("Tollgate: approval needed: %s (workflow %s)", mrkdwn.Escape(mrkdwn.Truncate(t.Tool, fieldMax)), mrkdwn.Escape(mrkdwn.Truncate(t.Workflow, fieldMax))), Blocks: b}
 }
 
 // outcomeMessage replaces the request once the wait ended: no buttons, the outcome and who.
 func outcomeMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Message {
 	head := title(t)
 	b := append(blocks(t, wf, head), contextBlock(t, consoleURL))
-	return Message{Text: fmt.Sprintf("Tollgate: %s: %s", head, escape(truncate(t.Tool, fieldMax))), Blocks: b}
+	return Message{Text: fmt.Sprintf("Tollgate: %s: %s", head, mrkdwn.Escape(mrkdwn.Truncate(t.Tool, fieldMax))), Blocks: b}
 }
