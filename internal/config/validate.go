@@ -363,6 +363,26 @@ func (v *validator) adminAuth() {
 			}
 		}
 	}
+	// oauth2-proxy sets one family of headers and passes the other through from the client
+	// (reverse-proxy mode: X-Forwarded-* set, a client's X-Auth-Request-* kept): names from both
+	// families let a signed-in user claim another's e-mail or groups.
+	if len(a.TrustedProxy) > 0 {
+		family := func(n string) string {
+			for _, f := range []string{"x-auth-request-", "x-forwarded-"} {
+				if strings.HasPrefix(strings.ToLower(n), f) {
+					return f
+				}
+			}
+			return ""
+		}
+		if uf := family(a.UserHeader); uf != "" {
+			for _, h := range hs[1:] {
+				if f := family(h.name); f != "" && f != uf {
+					v.add(h.path, "%q is from the other family of oauth2-proxy's headers than user_header %q: the proxy sets one family and passes the other through from clients, who could then claim it; use the same family", h.name, a.UserHeader)
+				}
+			}
+		}
+	}
 }
 
 // knownApprover reports whether name is a configured approver (or $TOLLGATE_ADMIN_TOKEN's

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/slack"
 )
 
 // Preflight reports what New would refuse for a config that loads, without starting,
@@ -44,7 +47,34 @@ func Preflight(cfg *config.Config, lookupEnv func(string) (string, bool)) (warni
 	if err := checkAuditPath(auditPath(cfg)); err != nil {
 		errs = append(errs, err)
 	}
+	warnings = append(warnings, slackWarnings(cfg, lookupEnv)...)
 	return warnings, errors.Join(errs...)
+}
+
+// slackWarnings names the Slack channel destinations run would start without the secrets they
+// need: the channel then works only in part and says so on /readyz (degraded), not at start.
+func slackWarnings(cfg *config.Config, lookupEnv func(string) (string, bool)) []string {
+	var names []string
+	for name, wf := range cfg.Approval {
+		if slack.Uses(wf) {
+			names = append(names, "approval."+name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	set := func(k string) bool { v, _ := lookupEnv(k); return v != "" }
+	var out []string
+	if !set(config.EnvSlackBotToken) {
+		out = append(out, fmt.Sprintf("%s: a Slack channel destination without $%s: no approval message is posted (/readyz degraded)",
+			strings.Join(names, ", "), config.EnvSlackBotToken))
+	}
+	if !set(config.EnvSlackSigningSecret) {
+		out = append(out, fmt.Sprintf("%s: without $%s the messages' Approve / Reject buttons decide nothing (decide in the console, the CLI or the API)",
+			strings.Join(names, ", "), config.EnvSlackSigningSecret))
+	}
+	return out
 }
 
 // approvalsUsed reports whether any rule or the default can hold a call for a human.
