@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,12 +134,16 @@ func heldResult(t *tasks.Task, consoleURL string, outputSchema bool) []byte {
 	if t.State == tasks.Approved || t.State == tasks.Executing {
 		what = "was approved and is still running"
 	}
+	decide := "Approvers decide " + where + ". "
+	if consoleURL != "" && strings.Contains(t.StatusMessage, consoleURL) {
+		decide = "" // the status message already says where (tasks: Awaiting approval by a human …)
+	}
 	text := fmt.Sprintf("The call to %s %s (task %s: %s); nothing has been returned yet. "+
-		"Approvers decide %s. To get the outcome, call %s again with exactly the same arguments: "+
+		"%sTo get the outcome, call %s again with exactly the same arguments: "+
 		"the call attaches to this same approval (no second request is made) and returns the tool's result "+
 		"once it is approved and executed, or the rejection. Alternatively call tollgate_await_activity to wait, "+
 		`then tollgate_get_task_result with {"task_id":"%s"}.`,
-		t.Tool, what, t.ID, t.StatusMessage, where, t.Tool, t.ID)
+		t.Tool, what, t.ID, t.StatusMessage, decide, t.Tool, t.ID)
 	meta := fmt.Sprintf(`{"taskId":%s,"status":%s,"state":%s,"statusMessage":%s,"workflow":%s,"consoleUrl":%s,"retry":"same_call","next":["tollgate_await_activity","tollgate_get_task_result"]}`,
 		rawString(t.ID), rawString(t.WireStatus()), rawString(string(t.State)), rawString(t.StatusMessage),
 		rawString(t.Workflow), rawString(consoleURL))

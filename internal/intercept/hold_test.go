@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // holdConfig is unitConfig in tasks.sync_approval hold with a budget set per test.
@@ -283,4 +284,25 @@ func FuzzProgressToken(f *testing.F) {
 			t.Fatalf("token %q is %T", tok, v)
 		}
 	})
+}
+
+// TestHeldResultNamesTheConsoleOnce: the answer to a held call says where approvers decide
+// once, whether the task's status message already names the console or not.
+func TestHeldResultNamesTheConsoleOnce(t *testing.T) {
+	const url = "http://127.0.0.1:7469/approvals"
+	for _, tk := range []*tasks.Task{
+		{ID: "tg_1", Tool: "delete_user", State: tasks.AwaitingApproval,
+			StatusMessage: "Awaiting approval by a human (workflow default): approve in the console at " + url + " or with `tollgate approvals approve tg_1`"},
+		{ID: "tg_2", Tool: "delete_user", State: tasks.AwaitingApproval, StatusMessage: "Awaiting approval (default)"},
+	} {
+		var r struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		if err := json.Unmarshal(heldResult(tk, url, false), &r); err != nil || len(r.Content) != 1 {
+			t.Fatalf("%s: %v", tk.ID, err)
+		}
+		if n := strings.Count(r.Content[0].Text, url); n != 1 {
+			t.Errorf("%s: the console URL appears %d times in %q", tk.ID, n, r.Content[0].Text)
+		}
+	}
 }
