@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/demo"
 	"github.com/tollgate-mcp/tollgate/internal/slack"
 	"github.com/tollgate-mcp/tollgate/internal/slack/slacktest"
 	"github.com/tollgate-mcp/tollgate/test/testkit"
@@ -45,12 +46,11 @@ func buttonValue(t *testing.T, post map[string]any) string {
 	return el["value"].(string)
 }
 
-// TestSlackApproval: a real Tollgate in front of the demo upstream posts a held call to Slack
-// (a local stand-in checking every request against Slack's documented shapes); a signed click
-// on Approve by a mapped Slack user runs the call exactly once and the message is updated to
-// say who approved. An unmapped user's click and a replayed one decide nothing. A call decided
-// in the approvals API instead updates its message too.
-func TestSlackApproval(t *testing.T) {
+// startSlackGateway runs Tollgate in front of the demo upstream with transfer_* held in
+// workflow pay, posted to a Slack channel (the local receiver recv); extra is one more key of
+// approval.pay ("" for none). alice (U0ALICE) and bob (U0BOB) are approvers.
+func startSlackGateway(t *testing.T, extra string) (*slacktest.Receiver, *demo.Demo, *testkit.Gateway) {
+	t.Helper()
 	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
 	d, upURL := testkit.StartDemo(t)
 	env := map[string]string{
@@ -59,6 +59,9 @@ func TestSlackApproval(t *testing.T) {
 	for k, v := range approverEnv {
 		env[k] = v
 	}
+	if extra != "" {
+		extra = "    " + extra + "\n"
+	}
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, `governance:
   defaults: {action: forward}
   rules:
@@ -66,12 +69,21 @@ func TestSlackApproval(t *testing.T) {
 approval:
   pay:
     destination: {type: slack, channel: "#approvals"}
-    redact_fields: [to_account]
-approvers:
+`+extra+`approvers:
   - {name: alice, token_env: ALICE_TOKEN, slack_user_id: U0ALICE}
   - {name: bob, token_env: BOB_TOKEN, slack_user_id: U0BOB}
 `), env, nil)
 	g.WaitReady(t)
+	return recv, d, g
+}
+
+// TestSlackApproval: a real Tollgate in front of the demo upstream posts a held call to Slack
+// (a local stand-in checking every request against Slack's documented shapes); a signed click
+// on Approve by a mapped Slack user runs the call exactly once and the message is updated to
+// say who approved. An unmapped user's click and a replayed one decide nothing. A call decided
+// in the approvals API instead updates its message too.
+func TestSlackApproval(t *testing.T) {
+	recv, d, g := startSlackGateway(t, "redact_fields: [to_account]")
 	recv.Wait(t, "auth.test", 1) // the start-up probe of the bot token
 	if _, body := readyz(t, g); strings.Contains(body, "degraded: approval.pay") {
 		t.Errorf("readyz reports the working Slack channel:\n%s", body)
@@ -218,27 +230,7 @@ approval:
 // so a workflow's approvers list binds Slack too: bob, mapped to a Slack user but not in
 // approval.pay.approvers, is told so ephemerally and decides nothing; alice's click approves.
 func TestSlackClickOutsideApprovers(t *testing.T) {
-	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
-	d, upURL := testkit.StartDemo(t)
-	env := map[string]string{
-		"TOLLGATE_SLACK_BOT_TOKEN": "xoxb-e2e-token", "TOLLGATE_SLACK_SIGNING_SECRET": slackSecret, "TOLLGATE_SLACK_API_URL": recv.URL,
-	}
-	for k, v := range approverEnv {
-		env[k] = v
-	}
-	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, `governance:
-  defaults: {action: forward}
-  rules:
-    - {match: "transfer_*", action: approve, approval: pay}
-approval:
-  pay:
-    destination: {type: slack, channel: "#approvals"}
-    approvers: [alice]
-approvers:
-  - {name: alice, token_env: ALICE_TOKEN, slack_user_id: U0ALICE}
-  - {name: bob, token_env: BOB_TOKEN, slack_user_id: U0BOB}
-`), env, nil)
-	g.WaitReady(t)
+	recv, d, g := startSlackGateway(t, "approvers: [alice]")
 	c := g.NewClient(t)
 	tid := c.CallTask(1, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-2","amount":5,"currency":"USD"}`)
 	recv.Wait(t, "chat.postMessage", 1)
