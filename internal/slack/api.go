@@ -26,7 +26,7 @@ func (j job) method() string {
 	switch j.kind {
 	case jobPost:
 		return methodPost
-	case jobUpdate:
+	case jobUpdate, jobVote:
 		return methodUpdate
 	}
 	return methodRespond
@@ -71,7 +71,7 @@ func (s *Slack) send(ctx context.Context, j job) {
 	switch j.kind {
 	case jobPost:
 		err = s.post(ctx, j)
-	case jobUpdate:
+	case jobUpdate, jobVote:
 		var done bool
 		if done, err = s.update(ctx, j); !done && err == nil {
 			log.Debug("slack message not updated: this process did not post it")
@@ -115,10 +115,18 @@ func (s *Slack) post(ctx context.Context, j job) error {
 	return nil
 }
 
-// update replaces the task's message by its outcome; done is false when this process knows
-// no message for the task (posted by another replica, before a restart, or never).
+// update replaces the task's message: by its outcome once the wait ended (the message is then
+// forgotten), by the request with the votes so far after one of several approvals. done is
+// false when this process knows no message for the task (posted by another replica, before a
+// restart, or never).
 func (s *Slack) update(ctx context.Context, j job) (done bool, err error) {
-	ref, ok := s.msgs.take(j.task.ID)
+	var ref msgRef
+	var ok bool
+	if j.kind == jobVote {
+		ref, ok = s.msgs.get(j.task.ID)
+	} else {
+		ref, ok = s.msgs.take(j.task.ID)
+	}
 	if !ok {
 		return false, nil
 	}
@@ -126,6 +134,9 @@ func (s *Slack) update(ctx context.Context, j job) (done bool, err error) {
 		return true, errors.New("no bot token")
 	}
 	m := outcomeMessage(j.task, j.wf, s.opts.ConsoleURL)
+	if j.kind == jobVote {
+		m = requestMessage(j.task, j.wf, s.opts.ConsoleURL)
+	}
 	m.Channel, m.TS = ref.channel, ref.ts
 	err = s.retry(ctx, func(ctx context.Context) error { return s.call(ctx, methodUpdate, m, nil) })
 	s.record(j.wf.Destination.Channel, methodUpdate, err)

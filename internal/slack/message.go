@@ -97,6 +97,9 @@ func blocks(t *tasks.Task, wf config.Workflow, head string) []Block {
 	if t.State == tasks.AwaitingApproval && !t.ApprovalDeadline.IsZero() {
 		fields = append(fields, Text{Type: "mrkdwn", Text: "*Expires*\n" + fmtTime(t.ApprovalDeadline)})
 	}
+	if n := tasks.RequiredApprovals(t, func(string) (config.Workflow, bool) { return wf, true }); n > 1 && !t.Accelerated {
+		fields = append(fields, Text{Type: "mrkdwn", Text: "*Approvals*\n" + kOfN(t, n)})
+	}
 	if d := t.Decision; d != nil {
 		fields = append(fields, Text{Type: "mrkdwn", Text: "*Decided*\n" + fmtTime(d.At)})
 		if d.Reason != "" {
@@ -110,6 +113,19 @@ func blocks(t *tasks.Task, wf config.Workflow, head string) []Block {
 		{Type: "section", Fields: fields},
 		{Type: "section", Text: md("*Arguments* (redacted)\n```" + mrkdwn.Code(mrkdwn.Truncate(disclose.Pretty(args), argsMax)) + "```")},
 	}
+}
+
+// kOfN is "1 of 2 approvals: alice" for a call that needs n approvals (min_approvals).
+func kOfN(t *tasks.Task, n int) string {
+	s := fmt.Sprintf("%d of %d approvals", len(t.Approvals), n)
+	for i, v := range t.Approvals {
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		s += sep + mrkdwn.Escape(mrkdwn.Truncate(v.By, fieldMax))
+	}
+	return s
 }
 
 func contextBlock(t *tasks.Task, consoleURL string) Block {

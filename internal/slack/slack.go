@@ -98,6 +98,7 @@ type jobKind int
 const (
 	jobPost    jobKind = iota // chat.postMessage: a call awaits a decision
 	jobUpdate                 // chat.update: the wait ended
+	jobVote                   // chat.update: one of several approvals came; still waiting
 	jobRespond                // response_url: an ephemeral answer to the clicking user
 )
 
@@ -158,6 +159,8 @@ func (s *Slack) OnTaskChange(tr tasks.Transition) {
 	switch ev := tr.Event(); {
 	case ev == tasks.EventRequested:
 		kind = jobPost
+	case ev == tasks.EventVoted:
+		kind = jobVote // still waiting: the same message, buttons kept, with the votes so far
 	case tr.From == tasks.AwaitingApproval:
 		kind = jobUpdate // approved, rejected, timed out, cancelled or expired before a decision
 	default:
@@ -240,6 +243,14 @@ func (ms *messages) add(id string, r msgRef) bool {
 	}
 	ms.put(id, r)
 	return true
+}
+
+// get returns the task's message and keeps it.
+func (ms *messages) get(id string) (msgRef, bool) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	r, ok := ms.m[id]
+	return r, ok
 }
 
 // take returns and forgets the task's message.

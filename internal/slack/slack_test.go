@@ -433,3 +433,46 @@ func FuzzInteraction(f *testing.F) {
 		}
 	})
 }
+
+// TestVoteKeepsButtons: a call that needs two approvals (min_approvals) stays decidable in
+// Slack after the first: the vote refreshes the same message with "1 of 2 approvals: alice"
+// and the buttons, and the final decision still replaces it with the outcome. The message
+// used to be replaced by a button-less outcome at the first vote and then forgotten.
+func TestVoteKeepsButtons(t *testing.T) {
+	f := newFixture(t)
+	held := heldTask("tg_two")
+	held.RequiredApprovals = 2
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: held})
+	post := f.recv.Wait(t, "chat.postMessage", 1)[0].Body
+	if got := slacktest.Text(post); !strings.Contains(got, "0 of 2 approvals") {
+		t.Errorf("posted message lacks the approvals needed:\n%s", got)
+	}
+
+	voted := *held
+	voted.Approvals = []tasks.Vote{{By: "alice", At: time.Now()}}
+	f.s.OnTaskChange(tasks.Transition{From: tasks.AwaitingApproval, To: tasks.AwaitingApproval, Task: &voted})
+	upd := f.recv.Wait(t, "chat.update", 1)[0].Body
+	if got := slacktest.Text(upd); !strings.Contains(got, "1 of 2 approvals: alice") || !strings.Contains(got, "Approval needed") {
+		t.Errorf("the vote's update lacks the votes so far:\n%s", got)
+	}
+	if len(slacktest.Blocks(upd, "actions")) != 1 {
+		t.Error("after one of two approvals the message lost its buttons")
+	}
+
+	done := voted
+	done.State = tasks.Approved
+	done.Approvals = append(done.Approvals, tasks.Vote{By: "bob", At: time.Now()})
+	done.Decision = &tasks.Decision{Approved: true, By: "bob", At: time.Now()}
+	f.s.OnTaskChange(tasks.Transition{From: tasks.AwaitingApproval, To: tasks.Approved, Task: &done})
+	final := f.recv.Wait(t, "chat.update", 2)[1].Body
+	if upd["ts"] != final["ts"] || upd["channel"] != final["channel"] {
+		t.Errorf("updates went to %v/%v and %v/%v, want one message", upd["channel"], upd["ts"], final["channel"], final["ts"])
+	}
+	got := slacktest.Text(final)
+	if !strings.Contains(got, "Approved by bob") || !strings.Contains(got, "2 of 2 approvals: alice, bob") {
+		t.Errorf("the final update lacks the outcome and both approvers:\n%s", got)
+	}
+	if len(slacktest.Blocks(final, "actions")) != 0 {
+		t.Error("the decided message still has buttons")
+	}
+}
