@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -478,7 +479,14 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 				s.log.Info("annotation cache built", "upstream", s.up.URL())
 			}
 			healthy = true
-			s.cacheOnce.Do(func() { close(s.cacheOK) })
+			s.cacheOnce.Do(func() {
+				close(s.cacheOK)
+				// Start-up garbage (the upstream's whole tool list, the config and Cedar
+				// sources, package initialisers) is several times the live heap; return it once
+				// now instead of leaving it resident until the scavenger gets to it (docs/PERFORMANCE.md
+				// "Idle RSS"). After ready, so start to ready does not pay for it.
+				debug.FreeOSMemory()
+			})
 			s.metrics.UpstreamUp(true)
 			if len(changed) > 0 {
 				s.notifyListChanged()
