@@ -479,17 +479,19 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 				s.log.Info("annotation cache built", "upstream", s.up.URL())
 			}
 			healthy = true
-			s.cacheOnce.Do(func() {
-				close(s.cacheOK)
-				// Start-up garbage (the upstream's whole tool list, the config and Cedar
-				// sources, package initialisers) is several times the live heap; return it once
-				// now instead of leaving it resident until the scavenger gets to it (docs/PERFORMANCE.md
-				// "Idle RSS"). After ready, so start to ready does not pay for it.
-				debug.FreeOSMemory()
-			})
+			first := false
+			s.cacheOnce.Do(func() { close(s.cacheOK); first = true })
 			s.metrics.UpstreamUp(true)
 			if len(changed) > 0 {
 				s.notifyListChanged()
+			}
+			if first {
+				// Start-up garbage (the upstream's whole tool list, the config and Cedar
+				// sources, package initialisers) is several times the live heap; return it once
+				// now instead of leaving it resident until the scavenger gets to it
+				// (docs/PERFORMANCE.md "Idle RSS"). Once ready (/readyz needs the upstream up),
+				// so start to ready does not pay for it.
+				debug.FreeOSMemory()
 			}
 			backoff = 250 * time.Millisecond
 		case ctx.Err() != nil:
