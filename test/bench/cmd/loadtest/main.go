@@ -295,6 +295,14 @@ type heldResult struct {
 // measureResources starts fresh Tollgates: start-to-ready of each; idle RSS of the last one
 // after it settled; then RSS with o.pending approvals waiting.
 func measureResources(o options, pf profile, bin, cfg, upURL, dir string) (resourceResult, error) {
+	rr, err := measureStartsAndPending(o, pf, bin, cfg, upURL, dir)
+	if err == nil && o.held > 0 {
+		rr.held, err = measureHeld(o.held, pf, bin, cfg, upURL, dir)
+	}
+	return rr, err
+}
+
+func measureStartsAndPending(o options, pf profile, bin, cfg, upURL, dir string) (resourceResult, error) {
 	rr := resourceResult{profile: pf}
 	log.Printf("resources (%s): %d fresh starts", pf.name, o.starts)
 	var last *proc
@@ -376,23 +384,27 @@ func measureResources(o options, pf profile, bin, cfg, upURL, dir string) (resou
 	if rr.pendingErrors > 0 {
 		log.Printf("  pending approvals: %d errors, first: %s", rr.pendingErrors, rr.pendingFirstErr)
 	}
-	if o.held > 0 {
-		if rr.held, err = measureHeld(o.held, last); err != nil {
-			return rr, err
-		}
-	}
 	return rr, nil
 }
 
-// measureHeld opens n plain tools/call requests of a tool that needs approval, each on its own
-// connection, from 8 sessions, with distinct arguments (n approvals); under sync_approval: hold
-// each waits on its connection. When Tollgate's tollgate_held_calls says all n are held, the
-// RSS growth over n is the cost of one held call (its connection, request, wait and task).
-// The calls are then abandoned (the client goes away; their tasks stay pending).
-func measureHeld(n int, p *proc) (heldResult, error) {
+// measureHeld starts a fresh Tollgate and opens n plain tools/call requests of a tool that
+// needs approval, each on its own connection, from 8 sessions; under sync_approval: hold each
+// waits on its connection. Each session sends the same call, so its calls attach to one task
+// (as retries do): the figure is the cost of a held connection, apart from the pending
+// approval (measured above), and the /metrics scrapes that watch for them stay cheap (the
+// tollgate_pending_tasks collector lists every pending task). When tollgate_held_calls says
+// all n are held, the RSS growth over n is the cost of one held call. The calls are then
+// abandoned and the process stopped.
+func measureHeld(n int, pf profile, bin, cfg, upURL, dir string) (heldResult, error) {
 	hr := heldResult{calls: n, maxConns: n + 256}
-	log.Printf("resources: %d held plain calls", n)
-	var err error
+	log.Printf("resources (%s): %d held plain calls", pf.name, n)
+	name := "tollgate-held-" + pf.name
+	p, err := startTollgate(name, bin, cfg, upURL, adminToken, append(slices.Clone(pf.env), "TOLLGATE_DATA_DIR="+filepath.Join(dir, "data-"+name)), dir)
+	if err != nil {
+		return hr, err
+	}
+	defer p.stop()
+	time.Sleep(2 * time.Second) // settle as for idle RSS
 	if hr.before, err = p.rss(); err != nil {
 		return hr, err
 	}
@@ -428,8 +440,8 @@ func measureHeld(n int, p *proc) (heldResult, error) {
 		if err != nil {
 			return hr, fmt.Errorf("held calls: session: %w", err)
 		}
+		params := json.RawMessage(`{"name":"approve_action","arguments":{"text":"held call"}}`)
 		for i := s; i < n; i += sessions {
-			params := json.RawMessage(fmt.Sprintf(`{"name":"approve_action","arguments":{"text":"held call","n":%d}}`, i))
 			wg.Go(func() {
 				// A Client sends one request at a time; each held call gets its own on the session.
 				call := &mcpclient.Client{URL: c.URL, HTTP: c.HTTP, SessionID: c.SessionID}
@@ -445,7 +457,7 @@ func measureHeld(n int, p *proc) (heldResult, error) {
 		}
 	}
 	// Wait until Tollgate holds them all (or the errors say it will not).
-	poll := time.NewTicker(20 * time.Millisecond)
+	poll := time.NewTicker(100 * time.Millisecond)
 	defer poll.Stop()
 	for {
 		hr.reached = metricValue(p.adminURL, "tollgate_held_calls")

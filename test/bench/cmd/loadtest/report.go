@@ -441,10 +441,11 @@ func (r *report) resourcesSection(w io.Writer) {
 	}
 	p("\n")
 	if len(r.resources) > 0 && r.resources[0].held.calls > 0 {
-		p("Held plain calls: then, in the same process, plain `tools/call` requests of a tool that needs approval, each on its own "+
-			"connection with its own arguments (so each is also a pending approval), from 8 sessions, held on their connections "+
-			"(`hold_budget: 10m`) until `tollgate_held_calls` counts them all. Their cost is the growth over the figures with the "+
-			"pending approvals above, divided by their number; goroutines from `go_goroutines`.\n\n")
+		p("Held plain calls: a fresh process (same config) with plain `tools/call` requests of a tool that needs approval held on "+
+			"their connections (`hold_budget: 10m`), each on its own connection, from 8 sessions that each send the same call "+
+			"(so the calls of a session attach to one pending approval, as retries do: the figure is the held connection, apart "+
+			"from the approval above), until `tollgate_held_calls` counts them all. Their cost is the growth over the idle "+
+			"figures divided by their number; goroutines from `go_goroutines`.\n\n")
 		p("| profile | held calls | held (gauge) | max_connections | open files | RSS before | RSS with them | bytes/held call (private RSS) | bytes/held call (RSS) | bytes/held call (heap) | goroutines/held call | time to hold all | errors |\n")
 		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, rr := range r.resources {
