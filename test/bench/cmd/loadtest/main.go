@@ -18,8 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/test/bench/mcpclient"
@@ -43,6 +45,19 @@ type options struct {
 	keepLogs  bool
 	resources bool
 	held      int
+	// heldClamped: -held was lowered to fit the open-files limit (heldFit).
+	heldClamped bool
+}
+
+// heldFit is how many held calls Tollgate accepts under this process's open-files limit
+// (inherited by the Tollgate it starts): server.connectionCaps keeps 128 descriptors and
+// counts two per connection; 16 are left for the harness's sessions and probes.
+func heldFit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 30
+	}
+	return max(int((rl.Cur-128)/2)-16, 0)
 }
 
 const adminToken = "bench-admin-token-0123"
@@ -91,6 +106,12 @@ func main() {
 	}
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("loadtest: ")
+	if fit := heldFit(); o.held > fit {
+		// Tollgate refuses connections beyond (open-files limit − 128) / 2 with 503; the
+		// measure is about memory, not about that refusal.
+		log.Printf("-held %d lowered to %d to fit the open-files limit (raise ulimit -n for more)", o.held, fit)
+		o.held, o.heldClamped = fit, true
+	}
 	if err := run(o); err != nil {
 		log.Fatal(err)
 	}
@@ -276,20 +297,21 @@ type resourceResult struct {
 
 // heldResult is what plain calls held on their connections cost one process.
 type heldResult struct {
-	calls       int     // held calls started
-	reached     float64 // tollgate_held_calls when all were sent (or when waiting for them gave up)
-	before      int64   // RSS before them
-	rss         int64   // RSS with them
-	anonBefore  int64   // RssAnon before them
-	anon        int64   // RssAnon with them
-	heapBefore  float64 // heap in use before them
-	heap        float64
-	goroutines  float64 // go_goroutines with them, minus before
-	openFiles   int     // the process's open descriptors with them
-	elapsed     time.Duration
-	errors      int // calls answered or failed before the end (none should be)
-	firstErr    string
-	maxConns    int // server.limits.max_connections of the config
+	calls      int     // held calls started
+	reached    float64 // tollgate_held_calls when all were sent (or when waiting for them gave up)
+	before     int64   // RSS before them
+	rss        int64   // RSS with them
+	anonBefore int64   // RssAnon before them
+	anon       int64   // RssAnon with them
+	heapBefore float64 // heap in use before them
+	heap       float64
+	goroutines float64 // go_goroutines with them, minus before
+	openFiles  int     // the process's open descriptors with them
+	nofile     int     // its open-files limit: Tollgate lowers max_connections to (nofile-128)/2
+	elapsed    time.Duration
+	errors     int // calls answered or failed before the end (none should be)
+	firstErr   string
+	maxConns   int // server.limits.max_connections of the config
 }
 
 // measureResources starts fresh Tollgates: start-to-ready of each; idle RSS of the last one
@@ -489,6 +511,13 @@ func measureHeld(n int, pf profile, bin, cfg, upURL, dir string) (heldResult, er
 	hr.goroutines = metricValue(p.adminURL, "go_goroutines") - goBefore
 	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid)); err == nil {
 		hr.openFiles = len(fds)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p.cmd.Process.Pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(strings.TrimPrefix(line, "Max open files")); len(f) > 0 && strings.HasPrefix(line, "Max open files") {
+				hr.nofile, _ = strconv.Atoi(f[0])
+			}
+		}
 	}
 	stop()
 	wg.Wait()

@@ -441,19 +441,25 @@ func (r *report) resourcesSection(w io.Writer) {
 	}
 	p("\n")
 	if len(r.resources) > 0 && r.resources[0].held.calls > 0 {
-		p("Held plain calls: a fresh process (same config) with plain `tools/call` requests of a tool that needs approval held on "+
-			"their connections (`hold_budget: 10m`), each on its own connection, from 8 sessions that each send the same call "+
-			"(so the calls of a session attach to one pending approval, as retries do: the figure is the held connection, apart "+
-			"from the approval above), until `tollgate_held_calls` counts them all. Their cost is the growth over the idle "+
-			"figures divided by their number; goroutines from `go_goroutines`.\n\n")
-		p("| profile | held calls | held (gauge) | max_connections | open files | RSS before | RSS with them | bytes/held call (private RSS) | bytes/held call (RSS) | bytes/held call (heap) | goroutines/held call | time to hold all | errors |\n")
-		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("Held plain calls: a fresh process (same config) with plain `tools/call` requests of a tool that needs approval held on " +
+			"their connections (`hold_budget: 10m`), each on its own connection, from 8 sessions that each send the same call " +
+			"(so the calls of a session attach to one pending approval, as retries do: the figure is the held connection, apart " +
+			"from the approval above), until `tollgate_held_calls` counts them all. Their cost is the growth over the idle " +
+			"figures divided by their number; goroutines from `go_goroutines`. Tollgate lowers `max_connections` to fit its " +
+			"open-files limit, two descriptors per connection (a client connection may need an upstream one): " +
+			"(limit − 128) / 2; calls beyond it are refused with 503.")
+		if r.o.heldClamped {
+			p(" The count was lowered to fit this machine's open-files limit (`-held` asked for more).")
+		}
+		p("\n\n")
+		p("| profile | held calls | held (gauge) | max_connections (configured) | open-files limit | open files | RSS before | RSS with them | bytes/held call (private RSS) | bytes/held call (RSS) | bytes/held call (heap) | goroutines/held call | time to hold all | errors |\n")
+		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, rr := range r.resources {
 			h := rr.held
 			if h.calls == 0 {
 				continue
 			}
-			p("| %s | %d | %.0f | %d | %d | %s | %s | %.0f | %.0f | %.0f | %.1f | %s | %d |\n", rr.profile.name, h.calls, h.reached, h.maxConns, h.openFiles,
+			p("| %s | %d | %.0f | %d | %d | %d | %s | %s | %.0f | %.0f | %.0f | %.1f | %s | %d |\n", rr.profile.name, h.calls, h.reached, h.maxConns, h.nofile, h.openFiles,
 				mib(h.before), mib(h.rss), float64(h.anon-h.anonBefore)/float64(h.calls), float64(h.rss-h.before)/float64(h.calls), (h.heap-h.heapBefore)/float64(h.calls),
 				h.goroutines/float64(h.calls), ms(h.elapsed), h.errors)
 		}
