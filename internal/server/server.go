@@ -453,13 +453,9 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) pendingByWorkflow() map[string]int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	out := map[string]int{}
-	ts, err := s.tasks.ListAll(ctx, tasks.Filter{States: []tasks.State{tasks.AwaitingApproval}})
+	out, err := s.tasks.AwaitingByWorkflow(ctx)
 	if err != nil {
-		return out
-	}
-	for _, t := range ts {
-		out[t.Workflow]++
+		return map[string]int{}
 	}
 	return out
 }
