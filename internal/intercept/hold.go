@@ -29,12 +29,14 @@ const approvalMetaKey = "io.tollgate/approval"
 // decision up to tasks.hold_budget and then returns the real outcome, or — still undecided —
 // settles with a normal tool result that names the task and how to collect the outcome, so a
 // client without task support and with a ~60 s request timeout gets an answer in time.
-func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tasks.Task) Result {
+func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tasks.Task, attached bool) Result {
 	budget := s.Config.Tasks.HoldBudget.D()
 	own, id := owner(x), t.ID
 	token := progressToken(x.Msg.Params)
 	wf := t.Workflow
 	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
+		outcome := holdAnswered
+		defer func(end func(string)) { end(outcome) }(g.m.holdStarted(attached))
 		hctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
 		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget, progressMeta(id, g.d.ConsoleURL))
@@ -44,6 +46,7 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		case answer != nil:
 			return answer
 		case ctx.Err() != nil || hctx.Err() == nil:
+			outcome = holdClientGone
 			return nil // the client went away; the task goes on and a retry attaches to it
 		}
 		cur, err := g.d.Tasks.Get(ctx, own, id)
@@ -53,6 +56,7 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		if cur.State.Terminal() { // decided (or timed out) just now
 			return g.outcomeResponse(ctx, x, own, id)
 		}
+		outcome = holdSettled
 		g.log.Info("held call settled undecided", "task_id", id, "tool", p.Name, "workflow", wf, "budget", budget.String())
 		return jsonrpc.ResultResponse(x.Msg.ID, heldResult(cur, g.d.ConsoleURL, g.ann.tool(p.Name).outputSchema))
 	}}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -305,7 +306,8 @@ const maxKnownTools = 100000
 
 // Recompute recalculates every known tool's annotation against snapshot s (after a reload) and
 // returns the tools whose annotation changed.
-// Every tool whose annotation is new or changed is logged at INFO (NF-003.1).
+// NF-003.1 asks for the annotation decisions at INFO: one summary line counts them (a 1000-tool
+// upstream would otherwise write 1000 lines at every start); each new or changed tool is at DEBUG.
 func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -320,6 +322,8 @@ func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	upstreamTasks := g.ann.upstreamTasks.Load()
+	debug := g.log.Enabled(context.Background(), slog.LevelDebug)
 	for _, name := range names {
 		ti := known[name]
 		d := s.Rules.DecideHints(name, ti.hints)
@@ -328,14 +332,21 @@ func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 		counts[ann]++
 		if prev, ok := g.listed[name]; !ok || prev != ann {
 			changed = append(changed, name)
-			g.log.Info(fmt.Sprintf("Tool annotation: %s -> %s (yaml_action=%s, upstream_tasks=%v)",
-				name, ann, d.Action, g.ann.upstreamTasks.Load()))
+			if debug {
+				g.log.Debug(fmt.Sprintf("Tool annotation: %s -> %s (yaml_action=%s, upstream_tasks=%v)",
+					name, ann, d.Action, upstreamTasks))
+			}
 		}
 	}
 	for name := range g.listed {
 		if _, ok := next[name]; !ok {
 			changed = append(changed, name)
 		}
+	}
+	if len(changed) > 0 {
+		g.log.Info("Tool annotations", "tools", len(next), "changed", len(changed),
+			string(rules.Required), counts[rules.Required], string(rules.Optional), counts[rules.Optional],
+			string(rules.Forbidden), counts[rules.Forbidden], "upstream_tasks", upstreamTasks)
 	}
 	g.listed = next
 	g.m.setAnnotations(counts)

@@ -1,6 +1,8 @@
 package intercept
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
@@ -15,7 +17,19 @@ type gatewayMetrics struct {
 	toolCalls      *prometheus.CounterVec
 	toolLimit      *metrics.Limiter
 	toolLabel      func(tool string) string
+
+	// The hold path (tasks.sync_approval: hold): plain calls waiting on their connection.
+	held, heldAttached, heldSettled, heldReplayed prometheus.Counter
+	heldNow                                       prometheus.Gauge
+	holdWait                                      *prometheus.HistogramVec
 }
+
+// Outcomes of a held call, the label of tollgate_hold_wait_seconds.
+const (
+	holdAnswered   = "answered"    // the call's outcome (its result or the error that ended it)
+	holdSettled    = "settled"     // undecided when tasks.hold_budget ran out: the settled result
+	holdClientGone = "client_gone" // the client went away first; the task goes on
+)
 
 // maxToolLabels bounds tollgate_tool_calls_total{tool}: only tools the upstream listed are
 // label values (see Gateway.toolLabel), and of those the first this many called.
@@ -42,6 +56,23 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 	m.rateLimits = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_rate_limited_total",
 		Help: "tools/call requests refused by server.rate_limit (-32009)."})
 	reg.MustRegister(m.rateLimits)
+	m.held = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_held_calls_total",
+		Help: "Plain tools/call requests held on their connection for an approval (tasks.sync_approval: hold)."})
+	m.heldAttached = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_held_calls_attached_total",
+		Help: "Held calls that were retries attached to the same call's unfinished task (no second approval)."})
+	m.heldSettled = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_held_calls_settled_total",
+		Help: "Held calls still undecided when tasks.hold_budget ran out, answered with the result naming the task."})
+	m.heldReplayed = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_held_calls_replayed_total",
+		Help: "Retries of a plain call whose task had already finished, answered at once with its stored outcome."})
+	m.heldNow = prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_held_calls",
+		Help: "Plain calls held on their connection now."})
+	m.holdWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_hold_wait_seconds",
+		Help:    "Time a held call waited on its connection, by outcome (answered, settled, client_gone).",
+		Buckets: []float64{.1, .5, 1, 5, 10, 20, 30, 40, 50, 60, 120, 300}}, []string{"outcome"})
+	reg.MustRegister(m.held, m.heldAttached, m.heldSettled, m.heldReplayed, m.heldNow, m.holdWait)
+	for _, o := range []string{holdAnswered, holdSettled, holdClientGone} {
+		m.holdWait.WithLabelValues(o)
+	}
 	reg.MustRegister(m.byAnnotation, m.validationErrs, m.decisions, m.toolCalls)
 	for _, a := range []rules.TaskSupport{rules.Forbidden, rules.Optional, rules.Required} {
 		m.byAnnotation.WithLabelValues(string(a))
@@ -90,5 +121,34 @@ func (m *gatewayMetrics) toolCall(tool, action string) {
 func (m *gatewayMetrics) rateLimited() {
 	if m != nil {
 		m.rateLimits.Inc()
+	}
+}
+
+// holdStarted counts a plain call beginning to wait on its connection; attached when it is a
+// retry that attached to its call's unfinished task. The returned func ends the hold with its
+// outcome (holdAnswered, holdSettled, holdClientGone).
+func (m *gatewayMetrics) holdStarted(attached bool) (end func(outcome string)) {
+	if m == nil {
+		return func(string) {}
+	}
+	m.held.Inc()
+	if attached {
+		m.heldAttached.Inc()
+	}
+	m.heldNow.Inc()
+	start := time.Now()
+	return func(outcome string) {
+		m.heldNow.Dec()
+		if outcome == holdSettled {
+			m.heldSettled.Inc()
+		}
+		m.holdWait.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	}
+}
+
+// holdReplayed counts a retry answered at once with its finished task's stored outcome.
+func (m *gatewayMetrics) holdReplayed() {
+	if m != nil {
+		m.heldReplayed.Inc()
 	}
 }

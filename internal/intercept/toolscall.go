@@ -293,6 +293,7 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 	}
 	id, own := t.ID, owner(x)
 	if attached && t.State.Terminal() {
+		g.m.holdReplayed()
 		return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
 			return g.outcomeResponse(ctx, x, own, id)
 		}}
@@ -303,7 +304,7 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 			return g.outcomeResponse(ctx, x, own, id)
 		}}
 	case config.SyncApprovalHold:
-		return g.hold(s, x, p, t)
+		return g.hold(s, x, p, t, attached)
 	}
 	return ReplyResult(x, promotedResult(t))
 }

@@ -69,6 +69,10 @@ type Handler struct {
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed on shutdown: long-lived streams and held requests end
+	// closed is done with closing, for waits that end through context.AfterFunc instead of
+	// a goroutine watching closing.
+	closed     context.Context
+	closeCause context.CancelFunc
 
 	streams streamSlots
 }
@@ -89,6 +93,7 @@ func New(o Options) *Handler {
 	}
 	h := &Handler{o: o, log: o.Logger, closing: make(chan struct{}),
 		guard: origin.New(origin.Options{ListenAddr: o.ListenAddr, AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins})}
+	h.closed, h.closeCause = context.WithCancel(context.Background())
 	h.streams.max = int64(o.MaxStreams)
 	return h
 }
@@ -96,7 +101,12 @@ func New(o Options) *Handler {
 // Close ends open server→client streams and requests Tollgate holds (blocking tasks/result,
 // sync_approval block) so a graceful shutdown is not held up by them; clients reconnect and
 // ask again (their tasks live on). Plain in-flight requests are left to finish.
-func (h *Handler) Close() { h.closeOnce.Do(func() { close(h.closing) }) }
+func (h *Handler) Close() {
+	h.closeOnce.Do(func() {
+		close(h.closing)
+		h.closeCause()
+	})
+}
 
 // ServeHTTP implements the MCP streamable HTTP endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -125,34 +125,39 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.C
 		writeJSON(w, http.StatusOK, fn(r.Context(), func([]byte) bool { return false }))
 		return
 	}
-	done := make(chan []byte, 1)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	// fn runs on this goroutine and the keep-alives come from a timer: a held call is an open
+	// connection, thousands may wait at once, and each used to cost a second goroutine and a
+	// ticker (docs/PERFORMANCE.md "Held plain calls"). Shutdown cancels the wait the same way.
+	defer context.AfterFunc(h.closed, cancel)()
 	sw := newSSEWriter(w)
 	sw.start(http.StatusOK)
 	defer sw.close()
 	emit := func(msg []byte) bool { return ctx.Err() == nil && sw.write(sse.Message(msg)) == nil }
-	go func() { done <- fn(ctx, emit) }()
-	t := time.NewTicker(h.o.KeepAlive)
-	defer t.Stop()
-	for {
-		select {
-		case msg := <-done:
-			if msg != nil {
-				sw.write(sse.Message(msg))
-			}
+	var mu sync.Mutex
+	done := false
+	var keep *time.Timer
+	mu.Lock()
+	keep = time.AfterFunc(h.o.KeepAlive, func() {
+		if sw.write(sse.Comment("keep-alive")) != nil {
+			cancel() // the client is gone: end the wait
 			return
-		case <-h.closing:
-			cancel()
-			<-done
-			return
-		case <-t.C:
-			if sw.write(sse.Comment("keep-alive")) != nil {
-				cancel()
-				<-done
-				return
-			}
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			keep.Reset(h.o.KeepAlive)
+		}
+	})
+	mu.Unlock()
+	msg := fn(ctx, emit)
+	mu.Lock()
+	done = true
+	keep.Stop()
+	mu.Unlock()
+	if msg != nil && h.closed.Err() == nil && ctx.Err() == nil {
+		sw.write(sse.Message(msg))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -452,13 +453,9 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) pendingByWorkflow() map[string]int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	out := map[string]int{}
-	ts, err := s.tasks.ListAll(ctx, tasks.Filter{States: []tasks.State{tasks.AwaitingApproval}})
+	out, err := s.tasks.AwaitingByWorkflow(ctx)
 	if err != nil {
-		return out
-	}
-	for _, t := range ts {
-		out[t.Workflow]++
+		return map[string]int{}
 	}
 	return out
 }
@@ -478,10 +475,19 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 				s.log.Info("annotation cache built", "upstream", s.up.URL())
 			}
 			healthy = true
-			s.cacheOnce.Do(func() { close(s.cacheOK) })
+			first := false
+			s.cacheOnce.Do(func() { close(s.cacheOK); first = true })
 			s.metrics.UpstreamUp(true)
 			if len(changed) > 0 {
 				s.notifyListChanged()
+			}
+			if first {
+				// Start-up garbage (the upstream's whole tool list, the config and Cedar
+				// sources, package initialisers) is several times the live heap; return it once
+				// now instead of leaving it resident until the scavenger gets to it
+				// (docs/PERFORMANCE.md "Idle RSS"). Once ready (/readyz needs the upstream up),
+				// so start to ready does not pay for it.
+				debug.FreeOSMemory()
 			}
 			backoff = 250 * time.Millisecond
 		case ctx.Err() != nil:

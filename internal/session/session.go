@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,10 +33,21 @@ type Session struct {
 	protocol      string
 	held          map[string]time.Time // pending Tollgate tasks → end of their TTL
 	remembered    time.Time            // last written to the registry's Book (book.go)
+
+	owner atomic.Pointer[string] // Owner, built once
 }
 
-// Owner is the task owner for callers without an authenticated subject.
-func (s *Session) Owner() string { return "session:" + s.ID }
+// Owner is the task owner for callers without an authenticated subject. It is built once per
+// session, so every request and every task of the session shares one string (a pending task
+// keeps its owner: docs/PERFORMANCE.md "Memory per pending approval").
+func (s *Session) Owner() string {
+	if o := s.owner.Load(); o != nil {
+		return *o
+	}
+	o := "session:" + s.ID
+	s.owner.Store(&o) // a racing caller may store an equal string: harmless
+	return o
+}
 
 // SetProtocol records the negotiated protocol version.
 func (s *Session) SetProtocol(v string) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // recorder collects the sessions a registry hands to onDelete.
@@ -463,4 +464,20 @@ func TestTryAttachLimit(t *testing.T) {
 		d()
 	}
 	d2()
+}
+
+// TestOwnerBuiltOnce: a session's owner string is built once and shared by every caller (each
+// pending task of the session keeps it), with no allocation after the first call.
+func TestOwnerBuiltOnce(t *testing.T) {
+	s := &Session{ID: "abc"}
+	first := s.Owner()
+	if first != "session:abc" {
+		t.Fatalf("Owner() = %q", first)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _ = s.Owner() }); allocs != 0 {
+		t.Errorf("Owner() allocates %v times per call after the first", allocs)
+	}
+	if again := s.Owner(); unsafe.StringData(again) != unsafe.StringData(first) {
+		t.Error("Owner() returned a new copy of the owner string")
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -125,6 +126,13 @@ type Manager struct {
 
 	sweep   sweeper
 	runDone chan struct{} // closed when Run returns; nil until Run starts
+
+	// awaiting counts the tasks awaiting approval by workflow, kept where the tollgate_tasks
+	// gauge is (load, create, every committed change), so AwaitingByWorkflow does not list and
+	// decode every pending task at each /metrics scrape. Exact for a store only this process
+	// uses; a shared store is listed.
+	awaitingMu sync.Mutex
+	awaiting   map[string]int
 }
 
 // waiter is a per-task broadcast: closed (and dropped) on the task's next change.
@@ -193,6 +201,7 @@ func (m *Manager) load(ctx context.Context) {
 			continue
 		}
 		m.met.moved("", t.State)
+		m.countAwaiting(t.Workflow, "", t.State)
 		m.sweep.schedule(t, m.opts.Retention)
 		switch {
 		case t.State == Executing && !m.shared:
@@ -319,6 +328,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	}
 	t.Version = stored.Version
 	m.met.moved("", t.State)
+	m.countAwaiting(t.Workflow, "", t.State)
 	m.sweep.schedule(t, m.opts.Retention)
 	m.log.Info("task created", "task_id", t.ID, "tool", t.Tool, "state", t.State, "workflow", t.Workflow)
 	m.publish("", t)
@@ -741,9 +751,49 @@ func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) er
 	}
 }
 
+// countAwaiting follows a task of workflow wf from state from to state to ("" = none).
+func (m *Manager) countAwaiting(wf string, from, to State) {
+	if (from == AwaitingApproval) == (to == AwaitingApproval) {
+		return
+	}
+	m.awaitingMu.Lock()
+	defer m.awaitingMu.Unlock()
+	if m.awaiting == nil {
+		m.awaiting = map[string]int{}
+	}
+	if to == AwaitingApproval {
+		m.awaiting[wf]++
+	} else if m.awaiting[wf]--; m.awaiting[wf] <= 0 {
+		delete(m.awaiting, wf)
+	}
+}
+
+// AwaitingByWorkflow counts the tasks awaiting an approval decision by workflow (the
+// tollgate_pending_tasks gauge). With a store only this process uses it is the manager's own
+// count, updated on every change; with a shared store the tasks are listed, as other replicas
+// decide them.
+func (m *Manager) AwaitingByWorkflow(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	if m.shared {
+		ts, err := m.ListAll(ctx, Filter{States: []State{AwaitingApproval}})
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			out[t.Workflow]++
+		}
+		return out, nil
+	}
+	m.awaitingMu.Lock()
+	defer m.awaitingMu.Unlock()
+	maps.Copy(out, m.awaiting)
+	return out, nil
+}
+
 // committed runs the side effects of a transition that is now in the store.
 func (m *Manager) committed(from State, t *Task) {
 	m.met.moved(from, t.State)
+	m.countAwaiting(t.Workflow, from, t.State)
 	if from == AwaitingApproval && t.State != AwaitingApproval { // a vote decides nothing yet
 		m.met.decided(string(t.State), t.UpdatedAt.Sub(t.CreatedAt).Seconds())
 	}

@@ -6,13 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -29,8 +29,8 @@ const instrumentation = "github.com/tollgate-mcp/tollgate"
 // Otherwise spans go in batches to the OTLP/HTTP (protobuf) collector at the endpoint: a URL
 // without a path gets the standard /v1/traces. sample_ratio applies to new traces (0 = all);
 // a client's sampled flag is honoured. shutdown flushes pending spans within its context.
-// The exporter also reads the standard OTEL_EXPORTER_OTLP_* variables (e.g. headers); the
-// endpoint from the config wins.
+// The exporter (otlp.go) also reads the standard OTEL_EXPORTER_OTLP_* variables for headers,
+// compression, timeout and TLS; the endpoint from the config wins.
 func Setup(ctx context.Context, cfg config.Telemetry, version string) (trace.TracerProvider, func(context.Context) error, error) {
 	nop := func(context.Context) error { return nil }
 	if cfg.OTLPEndpoint == "" {
@@ -40,7 +40,7 @@ func Setup(ctx context.Context, cfg config.Telemetry, version string) (trace.Tra
 	if err != nil {
 		return nil, nop, err
 	}
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint), otlptracehttp.WithTimeout(10*time.Second))
+	exp, err := newExporter(endpoint, 10*time.Second, os.LookupEnv)
 	if err != nil {
 		return nil, nop, fmt.Errorf("telemetry.otlp_endpoint: %w", err)
 	}

@@ -123,3 +123,43 @@ func TestCorrelationIDLogged(t *testing.T) {
 		t.Errorf("no log line carries correlation_id %q:\n%s", corr, g.Logs.String())
 	}
 }
+
+// TestStartupAnnotationSummary: the annotation decisions at start are one INFO line with the
+// counts (a 1000-tool upstream used to write 1000 INFO lines); each tool's decision is at DEBUG.
+func TestStartupAnnotationSummary(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, governedRules), map[string]string{"ALICE_TOKEN": "ops-alice-token-0123456789"}, nil)
+	g.WaitReady(t)
+
+	var summaries []map[string]any
+	perTool := map[string]int{} // level → per-tool lines
+	sc := bufio.NewScanner(strings.NewReader(g.Logs.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		msg, _ := line["msg"].(string)
+		switch {
+		case msg == "Tool annotations":
+			summaries = append(summaries, line)
+		case strings.HasPrefix(msg, "Tool annotation: "):
+			perTool[line["level"].(string)]++
+		}
+	}
+	if len(summaries) != 1 {
+		t.Fatalf("%d summary lines, want 1:\n%s", len(summaries), g.Logs.String())
+	}
+	s := summaries[0]
+	tools, _ := s["tools"].(float64)
+	if s["level"] != "INFO" || tools < 2 || s["changed"] != tools {
+		t.Errorf("summary %v: want INFO with tools = changed = the demo's tools", s)
+	}
+	if req, opt, forb := s["required"].(float64), s["optional"].(float64), s["forbidden"].(float64); req+opt+forb != tools || req == 0 {
+		t.Errorf("summary %v: the counts by annotation must add up to tools, with governed tools required", s)
+	}
+	if perTool["INFO"] != 0 || perTool["DEBUG"] != int(tools) {
+		t.Errorf("per-tool annotation lines by level %v, want %v at DEBUG only", perTool, tools)
+	}
+}

@@ -18,8 +18,11 @@ import (
 var bucketTasks = []byte("tasks")
 
 // File is the embedded durable backend (tasks.store.type: file) on a bbolt database. bbolt
-// locks the file, so one process owns it; the in-memory index mirrors the file and answers
-// reads and quota checks, every change is committed to disk before the index changes.
+// locks the file, so one process owns it; the in-memory index mirrors the file's indexed
+// fields and answers lookups, listings and quota checks, every change is committed to disk
+// before the index changes. A record's Data (the encoded task, most of its size) stays on disk
+// only and is read back from the file's memory map when a record is returned, so a pending
+// approval costs its index entry in the process, not its whole task (docs/PERFORMANCE.md).
 type File struct {
 	mu      sync.Mutex
 	db      *bolt.DB
@@ -87,6 +90,7 @@ func OpenFile(path string) (*File, error) {
 					f.skipped++ // kept on disk for inspection; never in the index
 					return nil
 				}
+				fr.Data = nil // on disk only
 				f.ix.put(Record(fr))
 				f.ix.claim(Record(fr))
 				return nil
@@ -157,6 +161,51 @@ func guard(fn func() error) (err error) {
 	return fn()
 }
 
+// withData returns r with its Data read from the file.
+func (f *File) withData(r Record) (Record, error) {
+	rs, err := f.withDataAll([]Record{r})
+	if err != nil {
+		return Record{}, err
+	}
+	return rs[0], nil
+}
+
+// withDataAll fills the Data of every record in rs from the file, in one read transaction.
+func (f *File) withDataAll(rs []Record) ([]Record, error) {
+	if len(rs) == 0 {
+		return rs, nil
+	}
+	err := guard(func() error {
+		return f.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketTasks)
+			for i := range rs {
+				v := b.Get([]byte(rs[i].ID))
+				var d struct {
+					Data []byte `json:"data"`
+				}
+				if v == nil {
+					return fmt.Errorf("task %s is indexed but not in the file", rs[i].ID)
+				}
+				if err := json.Unmarshal(v, &d); err != nil {
+					return fmt.Errorf("task %s: %w", rs[i].ID, err)
+				}
+				rs[i].Data = d.Data // decoded into a new slice: valid after the transaction
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("file task store: read: %w", err)
+	}
+	return rs, nil
+}
+
+// indexed is rec as the index keeps it: without Data.
+func indexed(rec Record) Record {
+	rec.Data = nil
+	return rec
+}
+
 func (f *File) write(rec Record) error {
 	b, err := json.Marshal(fileRecord(rec))
 	if err != nil {
@@ -182,7 +231,8 @@ func (f *File) CreateOrAttach(_ context.Context, rec Record, lim Limits, now tim
 		return Record{}, false, ErrClosed
 	}
 	if r, ok := f.ix.attached(rec.Key, now); ok {
-		return r, true, nil
+		r, err := f.withData(r)
+		return r, err == nil, err
 	}
 	if err := f.ix.checkCreate(rec, lim); err != nil {
 		return Record{}, false, err
@@ -191,9 +241,9 @@ func (f *File) CreateOrAttach(_ context.Context, rec Record, lim Limits, now tim
 	if err := f.write(rec); err != nil {
 		return Record{}, false, fmt.Errorf("file task store: create task %s: %w", rec.ID, err)
 	}
-	f.ix.put(rec)
+	f.ix.put(indexed(rec))
 	f.ix.claim(rec)
-	return f.ix.recs[rec.ID], false, nil
+	return rec, false, nil
 }
 
 func (f *File) Get(_ context.Context, id string) (Record, error) {
@@ -206,7 +256,7 @@ func (f *File) Get(_ context.Context, id string) (Record, error) {
 	if !ok {
 		return Record{}, ErrNotFound
 	}
-	return r, nil
+	return f.withData(r)
 }
 
 func (f *File) Update(_ context.Context, rec Record, expect uint64) (Record, error) {
@@ -222,8 +272,8 @@ func (f *File) Update(_ context.Context, rec Record, expect uint64) (Record, err
 	if err := f.write(next); err != nil {
 		return Record{}, fmt.Errorf("file task store: update task %s: %w", rec.ID, err)
 	}
-	f.ix.put(next)
-	return f.ix.recs[rec.ID], nil
+	f.ix.put(indexed(next))
+	return next, nil
 }
 
 func (f *File) Delete(_ context.Context, id string) error {
@@ -251,7 +301,7 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 	if f.closed {
 		return nil, ErrClosed
 	}
-	return f.ix.list(flt), nil
+	return f.withDataAll(f.ix.list(flt))
 }
 
 func (f *File) Usage(_ context.Context, owner string) (Usage, error) {

@@ -15,6 +15,25 @@ const policyID = "bench_transfer"
 // sync_approval: block keeps policy tools callable without a task, so the policy scenario is
 // the same plain tools/call against every target.
 func writeTollgateConfig(dir string, nPolicies int) (string, error) {
+	return writeConfig(dir, "tollgate.yaml", nPolicies, `  sync_approval: block
+  store: {type: memory}   # measured as before the file store became the default
+`)
+}
+
+// writeResourcesConfig writes the config of the process-resource measures: the bench config
+// with the default file store (in $TOLLGATE_DATA_DIR, one per process), and plain calls of
+// approve_* held on their connection (sync_approval: hold) for up to ten minutes, with room on
+// the MCP listener for held calls.
+func writeResourcesConfig(dir string, nPolicies, held int) (string, error) {
+	return writeConfig(dir, "tollgate-resources.yaml", nPolicies, fmt.Sprintf(`  sync_approval: hold
+  hold_budget: 10m
+  store: {type: file}
+server:
+  limits: {max_connections: %d}
+`, held+256))
+}
+
+func writeConfig(dir, name string, nPolicies int, tasksExtra string) (string, error) {
 	cedarPath := filepath.Join(dir, "bench.cedar")
 	if err := os.WriteFile(cedarPath, []byte(cedarPolicies(nPolicies)), 0o644); err != nil {
 		return "", err
@@ -31,17 +50,15 @@ governance:
     - {match: "transfer_*", action: policy, policy_id: %s}
 cedar:
   policies: [%s]
+audit:
+  path: %s
 tasks:
-  sync_approval: block
-  store: {type: memory}   # measured as before the file store became the default
   quotas:
     max_pending_per_owner: 50000
     max_pending_per_source: 50000
     max_pending_total: 50000
-audit:
-  path: %s
-`, policyID, cedarPath, filepath.Join(dir, "audit.log"))
-	path := filepath.Join(dir, "tollgate.yaml")
+`, policyID, cedarPath, filepath.Join(dir, "audit.log")) + tasksExtra // the rest of tasks:, then any other section
+	path := filepath.Join(dir, name)
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
 

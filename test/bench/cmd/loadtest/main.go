@@ -18,8 +18,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/test/bench/mcpclient"
@@ -42,6 +44,20 @@ type options struct {
 	quick     bool
 	keepLogs  bool
 	resources bool
+	held      int
+	// heldClamped: -held was lowered to fit the open-files limit (heldFit).
+	heldClamped bool
+}
+
+// heldFit is how many held calls Tollgate accepts under this process's open-files limit
+// (inherited by the Tollgate it starts): server.connectionCaps keeps 128 descriptors and
+// counts two per connection; 16 are left for the harness's sessions and probes.
+func heldFit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1 << 30
+	}
+	return max(int((rl.Cur-128)/2)-16, 0)
 }
 
 const adminToken = "bench-admin-token-0123"
@@ -58,6 +74,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma list of scenario ids to run (default all)")
 	flag.IntVar(&o.starts, "starts", 5, "fresh Tollgate starts for start-to-ready and idle RSS")
 	flag.IntVar(&o.pending, "pending", 10000, "pending approvals created for the memory-per-approval measure (0 = skip)")
+	flag.IntVar(&o.held, "held", 10000, "plain calls held on their connection (sync_approval: hold) for the memory-per-held-call measure (0 = skip)")
 	flag.IntVar(&o.policies, "policies", 100, "Cedar policies in the bench config")
 	flag.StringVar(&o.goBench, "gobench", "", "file with `go test -bench` output to include in the report")
 	flag.StringVar(&o.notes, "notes", "", "markdown file appended to the report (analysis written by hand)")
@@ -80,9 +97,21 @@ func main() {
 		if !set["starts"] {
 			o.starts = 3
 		}
+		if !set["pending"] {
+			o.pending = 3000
+		}
+		if !set["held"] {
+			o.held = 3000
+		}
 	}
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("loadtest: ")
+	if fit := heldFit(); o.held > fit {
+		// Tollgate refuses connections beyond (open-files limit − 128) / 2 with 503; the
+		// measure is about memory, not about that refusal.
+		log.Printf("-held %d lowered to %d to fit the open-files limit (raise ulimit -n for more)", o.held, fit)
+		o.held, o.heldClamped = fit, true
+	}
 	if err := run(o); err != nil {
 		log.Fatal(err)
 	}
@@ -215,8 +244,12 @@ func run(o options) error {
 
 	var res []resourceResult
 	if o.resources {
+		resCfg, err := writeResourcesConfig(dir, o.policies, o.held)
+		if err != nil {
+			return err
+		}
 		for _, pf := range profiles(o.limits) {
-			rr, err := measureResources(o, pf, bin("tollgate"), cfgPath, up.url, dir)
+			rr, err := measureResources(o, pf, bin("tollgate"), resCfg, up.url, dir)
 			if err != nil {
 				return err
 			}
@@ -249,24 +282,57 @@ type resourceResult struct {
 	profile          profile
 	readies          []time.Duration
 	idleRSS          int64
+	idleAnon         int64
 	idleHeap         float64
 	pending          int
 	pendingRSS       int64
+	pendingAnon      int64
 	pendingHeap      float64
 	pendingElapsed   time.Duration
 	pendingErrors    int
 	pendingFirstErr  string
 	pendingCreateAvg time.Duration
+	held             heldResult
+}
+
+// heldResult is what plain calls held on their connections cost one process.
+type heldResult struct {
+	calls      int     // held calls started
+	reached    float64 // tollgate_held_calls when all were sent (or when waiting for them gave up)
+	before     int64   // RSS before them
+	rss        int64   // RSS with them
+	anonBefore int64   // RssAnon before them
+	anon       int64   // RssAnon with them
+	heapBefore float64 // heap in use before them
+	heap       float64
+	goroutines float64 // go_goroutines with them, minus before
+	openFiles  int     // the process's open descriptors with them
+	nofile     int     // its open-files limit: Tollgate lowers max_connections to (nofile-128)/2
+	elapsed    time.Duration
+	errors     int // calls answered or failed before the end (none should be)
+	firstErr   string
+	maxConns   int // server.limits.max_connections of the config
 }
 
 // measureResources starts fresh Tollgates: start-to-ready of each; idle RSS of the last one
 // after it settled; then RSS with o.pending approvals waiting.
 func measureResources(o options, pf profile, bin, cfg, upURL, dir string) (resourceResult, error) {
+	rr, err := measureStartsAndPending(o, pf, bin, cfg, upURL, dir)
+	if err == nil && o.held > 0 {
+		rr.held, err = measureHeld(o.held, pf, bin, cfg, upURL, dir)
+	}
+	return rr, err
+}
+
+func measureStartsAndPending(o options, pf profile, bin, cfg, upURL, dir string) (resourceResult, error) {
 	rr := resourceResult{profile: pf}
 	log.Printf("resources (%s): %d fresh starts", pf.name, o.starts)
 	var last *proc
 	for i := range max(o.starts, 1) {
-		p, err := startTollgate(fmt.Sprintf("tollgate-start-%s-%d", pf.name, i), bin, cfg, upURL, adminToken, pf.env, dir)
+		name := fmt.Sprintf("tollgate-start-%s-%d", pf.name, i)
+		// Each process its own file store (bbolt locks it; the next start overlaps this one).
+		env := append(slices.Clone(pf.env), "TOLLGATE_DATA_DIR="+filepath.Join(dir, "data-"+name))
+		p, err := startTollgate(name, bin, cfg, upURL, adminToken, env, dir)
 		if err != nil {
 			return rr, err
 		}
@@ -280,6 +346,9 @@ func measureResources(o options, pf profile, bin, cfg, upURL, dir string) (resou
 	time.Sleep(2 * time.Second) // let start-up garbage be collected and the scavenger run
 	var err error
 	if rr.idleRSS, err = last.rss(); err != nil {
+		return rr, err
+	}
+	if rr.idleAnon, err = last.rssAnon(); err != nil {
 		return rr, err
 	}
 	rr.idleHeap = heapInuse(last.adminURL)
@@ -330,6 +399,9 @@ func measureResources(o options, pf profile, bin, cfg, upURL, dir string) (resou
 	if rr.pendingRSS, err = last.rss(); err != nil {
 		return rr, err
 	}
+	if rr.pendingAnon, err = last.rssAnon(); err != nil {
+		return rr, err
+	}
 	rr.pendingHeap = heapInuse(last.adminURL)
 	if rr.pendingErrors > 0 {
 		log.Printf("  pending approvals: %d errors, first: %s", rr.pendingErrors, rr.pendingFirstErr)
@@ -337,8 +409,129 @@ func measureResources(o options, pf profile, bin, cfg, upURL, dir string) (resou
 	return rr, nil
 }
 
+// measureHeld starts a fresh Tollgate and opens n plain tools/call requests of a tool that
+// needs approval, each on its own connection, from 8 sessions; under sync_approval: hold each
+// waits on its connection. Each session sends the same call, so its calls attach to one task
+// (as retries do): the figure is the cost of a held connection, apart from the pending
+// approval (measured above), and the /metrics scrapes that watch for them stay cheap (the
+// tollgate_pending_tasks collector lists every pending task). When tollgate_held_calls says
+// all n are held, the RSS growth over n is the cost of one held call. The calls are then
+// abandoned and the process stopped.
+func measureHeld(n int, pf profile, bin, cfg, upURL, dir string) (heldResult, error) {
+	hr := heldResult{calls: n, maxConns: n + 256}
+	log.Printf("resources (%s): %d held plain calls", pf.name, n)
+	name := "tollgate-held-" + pf.name
+	p, err := startTollgate(name, bin, cfg, upURL, adminToken, append(slices.Clone(pf.env), "TOLLGATE_DATA_DIR="+filepath.Join(dir, "data-"+name)), dir)
+	if err != nil {
+		return hr, err
+	}
+	defer p.stop()
+	time.Sleep(2 * time.Second) // settle as for idle RSS
+	if hr.before, err = p.rss(); err != nil {
+		return hr, err
+	}
+	if hr.anonBefore, err = p.rssAnon(); err != nil {
+		return hr, err
+	}
+	hr.heapBefore = heapInuse(p.adminURL)
+	goBefore := metricValue(p.adminURL, "go_goroutines")
+	tr := mcpclient.NewTransport(8)
+	tr.MaxIdleConnsPerHost, tr.MaxIdleConns = 8, 8 // a connection per held call; none kept after
+	hc := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	calls, stop := context.WithCancel(ctx)
+	defer stop()
+	const sessions = 8
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if calls.Err() != nil {
+			return // abandoned on purpose
+		}
+		if hr.errors++; hr.firstErr == "" {
+			hr.firstErr = err.Error()
+		}
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for s := range sessions {
+		c, err := mcpclient.Connect(ctx, p.url, hc)
+		if err != nil {
+			return hr, fmt.Errorf("held calls: session: %w", err)
+		}
+		params := json.RawMessage(`{"name":"approve_action","arguments":{"text":"held call"}}`)
+		for i := s; i < n; i += sessions {
+			wg.Go(func() {
+				// A Client sends one request at a time; each held call gets its own on the session.
+				call := &mcpclient.Client{URL: c.URL, HTTP: c.HTTP, SessionID: c.SessionID}
+				rep, err := call.Call(calls, "tools/call", params)
+				if err == nil {
+					err = fmt.Errorf("answered before the end: %s", rep.Result)
+					if rep.Error != nil {
+						err = rep.Error
+					}
+				}
+				fail(err)
+			})
+		}
+	}
+	// Wait until Tollgate holds them all (or the errors say it will not).
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		hr.reached = metricValue(p.adminURL, "tollgate_held_calls")
+		mu.Lock()
+		errs := hr.errors
+		mu.Unlock()
+		if int(hr.reached)+errs >= n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			log.Printf("  held calls: only %.0f of %d held after %s", hr.reached, n, time.Since(start).Round(time.Second))
+			stop()
+			wg.Wait()
+			return hr, nil
+		case <-poll.C:
+		}
+	}
+	hr.elapsed = time.Since(start)
+	time.Sleep(2 * time.Second) // as for the other figures: let the GC and the scavenger settle
+	hr.reached = metricValue(p.adminURL, "tollgate_held_calls")
+	if hr.rss, err = p.rss(); err != nil {
+		return hr, err
+	}
+	if hr.anon, err = p.rssAnon(); err != nil {
+		return hr, err
+	}
+	hr.heap = heapInuse(p.adminURL)
+	hr.goroutines = metricValue(p.adminURL, "go_goroutines") - goBefore
+	if fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid)); err == nil {
+		hr.openFiles = len(fds)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", p.cmd.Process.Pid)); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(strings.TrimPrefix(line, "Max open files")); len(f) > 0 && strings.HasPrefix(line, "Max open files") {
+				hr.nofile, _ = strconv.Atoi(f[0])
+			}
+		}
+	}
+	stop()
+	wg.Wait()
+	if hr.errors > 0 {
+		log.Printf("  held calls: %d errors, first: %s", hr.errors, hr.firstErr)
+	}
+	return hr, nil
+}
+
 // heapInuse reads go_memstats_heap_inuse_bytes from Tollgate's /metrics (0 if absent).
-func heapInuse(adminURL string) float64 {
+func heapInuse(adminURL string) float64 { return metricValue(adminURL, "go_memstats_heap_inuse_bytes") }
+
+// metricValue reads one unlabelled series from Tollgate's /metrics (0 if absent).
+func metricValue(adminURL, series string) float64 {
 	resp, err := http.Get(adminURL + "/metrics")
 	if err != nil {
 		return 0
@@ -347,7 +540,7 @@ func heapInuse(adminURL string) float64 {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
 			var f float64
 			fmt.Sscan(v, &f)
 			return f

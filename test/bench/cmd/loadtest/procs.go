@@ -57,19 +57,26 @@ func (p *proc) cpuTime() (time.Duration, error) {
 }
 
 // rss returns the resident set size in bytes (VmRSS).
-func (p *proc) rss() (int64, error) {
+// rssAnon is the process's RssAnon: its private memory, without mapped files (the binary's
+// code, the file task store's memory map), which the kernel can drop and read back.
+func (p *proc) rssAnon() (int64, error) { return p.status("RssAnon:") }
+
+func (p *proc) rss() (int64, error) { return p.status("VmRSS:") }
+
+// status reads one kB field of /proc/PID/status, in bytes.
+func (p *proc) status(field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			f := strings.Fields(v)
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS")
+	return 0, fmt.Errorf("no %s", field)
 }
 
 func (p *proc) stop() {

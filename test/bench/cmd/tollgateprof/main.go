@@ -1,6 +1,7 @@
 // Command tollgateprof runs the same server as `tollgate run --config FILE` and writes a CPU
 // profile (and a heap profile) when it is stopped, so the load harness can profile Tollgate
-// under load without pprof endpoints in the product. Use it as the harness's tollgate:
+// under load without pprof endpoints in the product; with TOLLGATE_HEAPPROFILE set, SIGUSR1
+// writes a heap profile at once. Use it as the harness's tollgate:
 //
 //	go build -o /tmp/prof/tollgate ./test/bench/cmd/tollgateprof   # plus the two helpers
 //	TOLLGATE_CPUPROFILE=/tmp/tg.cpu go run ./test/bench/cmd/loadtest -bin /tmp/prof -only list-1000
@@ -56,6 +57,26 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if p := os.Getenv("TOLLGATE_HEAPPROFILE"); p != "" {
+		// kill -USR1 writes a heap profile now, as PATH.1, PATH.2, …: the live heap while
+		// approvals or held calls are pending (GODEBUG=memprofilerate=1 for every allocation).
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		go func() {
+			for n := 1; ; n++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-usr1:
+					runtime.GC()
+					if f, err := os.Create(fmt.Sprintf("%s.%d.%d", p, os.Getpid(), n)); err == nil {
+						_ = pprof.WriteHeapProfile(f)
+						f.Close()
+					}
+				}
+			}
+		}()
+	}
 	if err := srv.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
