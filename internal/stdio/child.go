@@ -403,9 +403,6 @@ func (c *child) finish() {
 	c.asks = map[string]*session{}
 	asked := c.stopReq
 	c.mu.Unlock()
-	for _, cl := range calls {
-		cl.reply <- jsonrpc.ErrorResponse(cl.origID, c.exitError())
-	}
 	lived := time.Since(c.started)
 	if asked {
 		c.t.log.Info("stdio server stopped", "process", c.n, "exit", exit, "lived", lived.Round(time.Millisecond).String())
@@ -413,7 +410,15 @@ func (c *child) finish() {
 		c.t.log.Warn("stdio server exited", "process", c.n, "exit", exit, "lived", lived.Round(time.Millisecond).String(),
 			"failed_requests", len(calls))
 	}
+	// Sessions end before their requests fail: a client that reads the failure and sends
+	// again meets 404, never this process.
 	c.t.exited(c, asked, lived)
+	for _, cl := range calls {
+		cl.reply <- jsonrpc.ErrorResponse(cl.origID, c.exitError())
+	}
+	if c.t.onExit != nil {
+		c.t.onExit()
+	}
 	close(c.done)
 }
 

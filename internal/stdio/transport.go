@@ -311,6 +311,9 @@ func (t *Transport) request(req *http.Request, s *session, c *child, m *jsonrpc.
 	ctx := req.Context()
 	cl, line, err := c.register(s, m)
 	if err != nil {
+		if !t.o.Share && m.Method != "initialize" { // the session ended with its process
+			return plain(req, http.StatusNotFound, "Session not found")
+		}
 		return jsonReply(req, http.StatusOK, jsonrpc.ErrorResponse(m.ID, err.(*jsonrpc.Error)))
 	}
 	if err := c.write(ctx, line); err != nil {
@@ -542,9 +545,6 @@ func (t *Transport) exited(c *child, asked bool, lived time.Duration) {
 		for _, s := range owners {
 			t.drop(s)
 		}
-	}
-	if t.onExit != nil {
-		t.onExit()
 	}
 }
 
