@@ -238,3 +238,50 @@ func waitTaskDone(t *testing.T, g *testkit.Gateway, tid string) (string, map[str
 	t.Fatal("task not terminal within 15s")
 	return "", nil
 }
+
+// TestStdioModernBridge: 2026-07-28 requests (no sessions) reach a stdio server through the
+// bridge as they reach a legacy-only HTTP server: each owner's bridged session is a process of
+// its own (state and pid per owner, kept across requests), processes are bounded by
+// max_processes (a new owner beyond it is refused with UpstreamBusy, naming the key), and an
+// owner's idle session ends with its process; the owner's next request opens a new one.
+func TestStdioModernBridge(t *testing.T) {
+	g, _ := startStdioGateway(t, "    max_processes: 2\n    idle_timeout: 2s\n", "governance:\n  defaults: {action: forward}\n")
+	a := &modernClient{t: t, url: g.MCP, hdr: http.Header{"Authorization": {"Bearer token-a"}}}
+	b := &modernClient{t: t, url: g.MCP, hdr: http.Header{"Authorization": {"Bearer token-b"}}}
+	c := &modernClient{t: t, url: g.MCP, hdr: http.Header{"Authorization": {"Bearer token-c"}}}
+	call := func(m *modernClient, id int, tool string, args map[string]any) map[string]any {
+		t.Helper()
+		return m.call(id, "tools/call", map[string]any{"name": tool, "arguments": args})
+	}
+	if got := toolText(t, call(a, 1, "remember", map[string]any{"key": "k", "value": "alpha"})); got != "stored" {
+		t.Fatalf("remember: %q", got)
+	}
+	if got := toolText(t, call(a, 2, "recall", map[string]any{"key": "k"})); got != "alpha" {
+		t.Fatalf("A recalls %q: its session did not last", got)
+	}
+	if got := toolText(t, call(b, 3, "recall", map[string]any{"key": "k"})); got != "(nothing)" {
+		t.Fatalf("B recalls %q: it shares A's process", got)
+	}
+	pa, pb := toolText(t, call(a, 4, "pid", nil)), toolText(t, call(b, 5, "pid", nil))
+	if pa == pb {
+		t.Fatalf("owners share process %s", pa)
+	}
+	// Two processes are live (A's and B's): a third owner is refused, naming the bound.
+	m := call(c, 6, "pid", nil)
+	if code, _ := testkit.ErrorOf(m); code != -32000 || !strings.Contains(fmt.Sprint(m), "UpstreamBusy") || !strings.Contains(fmt.Sprint(m), "max_processes") {
+		t.Fatalf("a third owner beyond max_processes: %v", m)
+	}
+	// A's session ends after idle_timeout with its process; A's next request gets a new one.
+	pid, _ := strconv.Atoi(pa)
+	for deadline := time.Now().Add(15 * time.Second); syscall.Kill(pid, 0) == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A's idle process %d still runs", pid)
+		}
+	}
+	if got := toolText(t, call(a, 7, "recall", map[string]any{"key": "k"})); got != "(nothing)" {
+		t.Fatalf("A after its idle session ended recalls %q", got)
+	}
+	if p := toolText(t, call(a, 8, "pid", nil)); p == pa {
+		t.Fatalf("A's new session runs on the old process %s", p)
+	}
+}
