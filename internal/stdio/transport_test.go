@@ -489,3 +489,43 @@ func TestCommandNotFound(t *testing.T) {
 		t.Fatal("a failed start is still counted")
 	}
 }
+
+// waitLog waits (bounded) until the log holds sub.
+func (f *fixture) waitLog(sub string) {
+	f.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(f.logs.String(), sub); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("log never had %q:\n%s", sub, f.logs.String())
+		}
+	}
+}
+
+// A client's notifications/cancelled names its own request id; the process gets the id
+// Tollgate wrote for that request. One naming no request in flight is not passed on.
+func TestCancelledRemapped(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	cctx, cancel := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = f.up.Call(cctx, s.Header(), callBody(`"c1"`, "sleep", `{"n":20000}`), nil)
+	}()
+	defer func() { cancel(); <-done }()
+	f.waitLog("line=sleeping")
+	for _, id := range []string{`"nope"`, `"c1"`} {
+		resp, err := f.up.Send(ctx(t), http.MethodPost, s.Header(),
+			jsonrpc.Notification("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"user"}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("notification: HTTP %d", resp.StatusCode)
+		}
+	}
+	f.waitLog(`cancelled {\"requestId\":\"tg-`)
+	if strings.Contains(f.logs.String(), `nope`) || strings.Contains(f.logs.String(), `\"c1\"`) {
+		t.Fatalf("the process saw a client's own id:\n%s", f.logs.String())
+	}
+}

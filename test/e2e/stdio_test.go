@@ -13,9 +13,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
@@ -283,5 +288,73 @@ func TestStdioModernBridge(t *testing.T) {
 	}
 	if p := toolText(t, call(a, 8, "pid", nil)); p == pa {
 		t.Fatalf("A's new session runs on the old process %s", p)
+	}
+}
+
+// whoElicits answers every elicitation with its own name.
+type whoElicits struct {
+	who   string
+	calls atomic.Int32
+}
+
+func (w *whoElicits) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	w.calls.Add(1)
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{
+		Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"who": w.who},
+	}}, nil
+}
+
+// TestStdioElicitationReachesItsClient: the stdio server's elicitation/create during a call
+// travels to the client that made the call (on that call's stream) and the answer back to its
+// process: two clients calling at once each get exactly their own answer.
+func TestStdioElicitationReachesItsClient(t *testing.T) {
+	g, _ := startStdioGateway(t, "", "governance:\n  defaults: {action: forward}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	open := func(w *whoElicits) *client.Client {
+		tr, err := transport.NewStreamableHTTP(g.MCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.NewClient(tr, client.WithElicitationHandler(w))
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+			ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "e2e-" + w.who, Version: "1"},
+			Capabilities: mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	wa, wb := &whoElicits{who: "a"}, &whoElicits{who: "b"}
+	ca, cb := open(wa), open(wb)
+	var wg sync.WaitGroup
+	got := map[string]string{}
+	var mu sync.Mutex
+	for who, c := range map[string]*client.Client{"a": ca, "b": cb} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "confirm", Arguments: map[string]any{"what": who}}})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				got[who] = err.Error()
+			} else {
+				got[who] = resultText(r)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, who := range []string{"a", "b"} {
+		if want := "answer accept map[who:" + who + "]"; got[who] != want {
+			t.Errorf("client %s: %q, want %q", who, got[who], want)
+		}
+	}
+	if wa.calls.Load() != 1 || wb.calls.Load() != 1 {
+		t.Errorf("elicitations asked: a %d, b %d; want 1 each", wa.calls.Load(), wb.calls.Load())
 	}
 }

@@ -157,6 +157,7 @@ func handle(m msg) {
 		text(m.ID, "ok")
 		send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 	case "sleep":
+		fmt.Fprintln(os.Stderr, "sleeping")
 		time.Sleep(time.Duration(p.Args.N) * time.Millisecond)
 		text(m.ID, "slept")
 	case "die":
