@@ -53,8 +53,8 @@ type Options struct {
 	// Share runs one process for every session (a stateless server); else each session has
 	// its own.
 	Share bool
-	// MaxProcesses bounds live processes; an initialize beyond it is refused (HTTP 503 with
-	// -32000 UpstreamBusy).
+	// MaxProcesses bounds live processes; at the bound an initialize ends the least recently
+	// used idle session, or is refused (HTTP 503 with -32000 UpstreamBusy) when all are busy.
 	MaxProcesses int
 	// IdleTimeout ends a session (and its process) with no request for this long.
 	IdleTimeout     time.Duration
@@ -490,21 +490,37 @@ func (t *Transport) sharedChild(ctx context.Context, init *jsonrpc.Message) (*ch
 	return c, nil
 }
 
-// reserve counts a process about to start: refused beyond MaxProcesses, delayed by the
-// backoff after processes that died young.
+// reserve counts a process about to start, delayed by the backoff after processes that died
+// young. At MaxProcesses the least recently used session with no request in flight is ended
+// to make room (its client gets 404 and starts over, as after idle_timeout; clients that never
+// send DELETE would otherwise hold every process); when every process is busy the start is
+// refused.
 func (t *Transport) reserve(ctx context.Context) error {
-	t.mu.Lock()
-	if t.closed {
+	var wait time.Duration
+	for attempt := 0; ; attempt++ {
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			return &refusal{"Tollgate is shutting down"}
+		}
+		if t.live < t.o.MaxProcesses {
+			t.live++
+			wait = time.Until(t.notUntil)
+			t.mu.Unlock()
+			break
+		}
+		var victim *session
+		if !t.o.Share {
+			victim = t.leastRecentIdle()
+		}
 		t.mu.Unlock()
-		return &refusal{"Tollgate is shutting down"}
+		if victim == nil || attempt >= 3 {
+			return &refusal{"every stdio server process is busy (sources[0].max_processes = " + strconv.Itoa(t.o.MaxProcesses) + ")"}
+		}
+		t.log.Info("stdio: max_processes reached; ending the least recently used idle session", "session", victim.label,
+			"max_processes", t.o.MaxProcesses)
+		t.end(victim, true)
 	}
-	if t.live >= t.o.MaxProcesses {
-		t.mu.Unlock()
-		return &refusal{"too many live stdio server processes (sources[0].max_processes = " + strconv.Itoa(t.o.MaxProcesses) + ")"}
-	}
-	t.live++
-	wait := time.Until(t.notUntil)
-	t.mu.Unlock()
 	if wait > 0 {
 		tm := time.NewTimer(wait)
 		defer tm.Stop()
@@ -516,6 +532,22 @@ func (t *Transport) reserve(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// leastRecentIdle is the session with no request in flight used longest ago (nil: none).
+// t.mu held.
+func (t *Transport) leastRecentIdle() *session {
+	var victim *session
+	var oldest time.Time
+	for _, s := range t.sessions {
+		s.mu.Lock()
+		idle, last := s.inflight == 0, s.lastUsed
+		s.mu.Unlock()
+		if idle && (victim == nil || last.Before(oldest)) {
+			victim, oldest = s, last
+		}
+	}
+	return victim
 }
 
 // release uncounts a process; one that died young (not asked to stop) lengthens the backoff.

@@ -349,14 +349,33 @@ func TestLargeMessages(t *testing.T) {
 
 func TestMaxProcesses(t *testing.T) {
 	f := start(t, Options{MaxProcesses: 2})
-	a := f.open()
-	f.open()
-	_, err := f.up.Handshake(ctx(t), json.RawMessage(`{}`), "2025-11-25")
-	if err == nil || !strings.Contains(err.Error(), "UpstreamBusy") || !strings.Contains(err.Error(), "max_processes") {
-		t.Fatalf("third session: %v", err)
+	a, b := f.open(), f.open()
+	f.call(b, "1", "pid", `{}`, nil) // b used last: a is the least recently used
+	// At the bound a new session ends the least recently used idle one.
+	c := f.open()
+	f.awaitExit()
+	rep, err := f.up.Call(ctx(t), a.Header(), callBody("1", "echo", `{}`), nil)
+	if st := upstream.StatusOf(rep, err); st != http.StatusNotFound {
+		t.Fatalf("the evicted session: status %d, want 404", st)
 	}
-	f.up.EndSession(a)
-	f.open()
+	if _, text := f.call(b, "2", "echo", `{"text":"still here"}`, nil); text != "still here" {
+		t.Fatalf("b: %q", text)
+	}
+	// With every process busy, a new session is refused, naming the bound.
+	var wg sync.WaitGroup
+	for _, s := range []*upstream.Session{b, c} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.call(s, `"busy"`, "sleep", `{"n":1500}`, nil)
+		}()
+	}
+	f.waitLogCount("line=sleeping", 2)
+	_, err = f.up.Handshake(ctx(t), json.RawMessage(`{}`), "2025-11-25")
+	if err == nil || !strings.Contains(err.Error(), "UpstreamBusy") || !strings.Contains(err.Error(), "max_processes") {
+		t.Fatalf("a session beyond max_processes with every process busy: %v", err)
+	}
+	wg.Wait()
 }
 
 func TestIdleSessionEnds(t *testing.T) {
@@ -487,6 +506,16 @@ func TestCommandNotFound(t *testing.T) {
 	}
 	if f.tr.Processes() != 0 {
 		t.Fatal("a failed start is still counted")
+	}
+}
+
+// waitLogCount waits (bounded) until the log holds sub n times.
+func (f *fixture) waitLogCount(sub string, n int) {
+	f.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(f.logs.String(), sub) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("log never had %q %d times:\n%s", sub, n, f.logs.String())
+		}
 	}
 }
 
