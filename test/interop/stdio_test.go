@@ -90,6 +90,24 @@ func TestServerEverythingStdio(t *testing.T) {
 	if strings.Contains(env, "leak-check-5d1e") || strings.Contains(env, testkit.AdminToken) {
 		t.Errorf("a variable of Tollgate's that env does not list reached the server")
 	}
+
+	// The official TypeScript SDK client: the upstream's own task (tasks/get, tasks/result and
+	// tasks/list routed to the process of the session that created it), and progress.
+	t.Run("TS SDK upstream task tool", func(t *testing.T) {
+		run := runTS(t, tc, g.MCP, "task", nil, "simulate-research-query", `{"topic":"stdio"}`)
+		tid, _ := dig(run.find("taskCreated"), "task", "taskId").(string)
+		if tid == "" || strings.HasPrefix(tid, "tg_") || !strings.Contains(textOf(run.find("taskResult")["result"]), "stdio") || !listHas(run.find("list"), tid) {
+			run.dump(t)
+			t.Errorf("simulate-research-query through the SDK over stdio: task %q", tid)
+		}
+	})
+	t.Run("TS SDK progress", func(t *testing.T) {
+		run := runTS(t, tc, g.MCP, "progress", nil, "trigger-long-running-operation", `{"duration":1,"steps":2}`)
+		if len(run.all("progress")) != 2 || !strings.Contains(textOf(run.find("result")["result"]), "completed") {
+			run.dump(t)
+			t.Errorf("progress through the SDK over stdio")
+		}
+	})
 }
 
 // TestServerFilesystemStdio: @modelcontextprotocol/server-filesystem on a temporary directory
