@@ -15,6 +15,25 @@ const policyID = "bench_transfer"
 // sync_approval: block keeps policy tools callable without a task, so the policy scenario is
 // the same plain tools/call against every target.
 func writeTollgateConfig(dir string, nPolicies int) (string, error) {
+	return writeConfig(dir, "tollgate.yaml", nPolicies, "    url: http://127.0.0.1:1/mcp   # replaced by $TOLLGATE_UPSTREAM_URL\n")
+}
+
+// writeStdioConfig is the bench configuration with the upstream run by Tollgate over stdio:
+// argv is benchupstream -stdio with the same tools. One process per session as by default;
+// max_processes leaves room for every client of the concurrent scenario.
+func writeStdioConfig(dir string, nPolicies, maxProcesses int, argv []string) (string, error) {
+	src := fmt.Sprintf("    command: %q\n    args: [", argv[0])
+	for i, a := range argv[1:] {
+		if i > 0 {
+			src += ", "
+		}
+		src += fmt.Sprintf("%q", a)
+	}
+	src += fmt.Sprintf("]\n    max_processes: %d\n", maxProcesses)
+	return writeConfig(dir, "tollgate-stdio.yaml", nPolicies, src)
+}
+
+func writeConfig(dir, name string, nPolicies int, source string) (string, error) {
 	cedarPath := filepath.Join(dir, "bench.cedar")
 	if err := os.WriteFile(cedarPath, []byte(cedarPolicies(nPolicies)), 0o644); err != nil {
 		return "", err
@@ -23,8 +42,7 @@ func writeTollgateConfig(dir string, nPolicies int) (string, error) {
 sources:
   - id: upstream
     kind: mcp
-    url: http://127.0.0.1:1/mcp   # replaced by $TOLLGATE_UPSTREAM_URL
-governance:
+%sgovernance:
   defaults: {action: forward}
   rules:
     - {match: "approve_*", action: approve}
@@ -40,8 +58,8 @@ tasks:
     max_pending_total: 50000
 audit:
   path: %s
-`, policyID, cedarPath, filepath.Join(dir, "audit.log"))
-	path := filepath.Join(dir, "tollgate.yaml")
+`, source, policyID, cedarPath, filepath.Join(dir, "audit.log"))
+	path := filepath.Join(dir, name)
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
 
