@@ -103,6 +103,13 @@ func (t *Transport) spawn(label string) (*child, error) {
 		defer t.wg.Done()
 		c.waitErr = cmd.Wait()
 		close(c.waited)
+		// A helper the server started (npx runs node) may still hold stdout open: the exit
+		// would go unnoticed until it ends. Give it the stop grace, then end the group.
+		select {
+		case <-c.done:
+		case <-time.After(t.o.StopGrace):
+			killGroup(cmd)
+		}
 	}()
 	go func() {
 		defer t.wg.Done()

@@ -558,3 +558,15 @@ func TestCancelledRemapped(t *testing.T) {
 		t.Fatalf("the process saw a client's own id:\n%s", f.logs.String())
 	}
 }
+
+// A server whose helper keeps stdout open after the server itself exited: the exit is still
+// noticed (the group is ended after the grace) and the request in flight fails.
+func TestExitNoticedWhenAHelperHoldsStdout(t *testing.T) {
+	// The helper (sleep) inherits stdout; the shell runs the child and exits after it.
+	f := start(t, Options{Command: "/bin/sh", Args: []string{"-c", "sleep 60 & " + childBin + "; exit 0"}, StopGrace: 100 * time.Millisecond})
+	s := f.open()
+	rep, _ := f.call(s, "1", "die", `{}`, nil)
+	if e := jsonrpc.DecodeError(rep.Msg.Error); e.Name() != "UpstreamExited" {
+		t.Fatalf("got %s", rep.Msg.Error)
+	}
+}
