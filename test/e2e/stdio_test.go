@@ -216,6 +216,16 @@ func TestStdioTaskApprovedAfterProcessDied(t *testing.T) {
 	c := g.NewClient(t)
 	tid := c.CallTask(1, "write_note", `{"text":"must not be written"}`)
 	killProcessOf(t, c, 2)
+	// Approve once Tollgate has seen the process die: the session is gone then (404).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := c.Post(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		if r.Status == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session outlived its process: HTTP %d %s", r.Status, r.Body)
+		}
+	}
 	decide(t, g, tid, "approve")
 	st, view := waitTaskDone(t, g, tid)
 	if st != "failed" || !strings.Contains(fmt.Sprint(view), "SessionGone") {
