@@ -150,6 +150,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			return nil, err
 		}
 		undo = append(undo, func() { _ = s.stdio.Close() })
+		s.metrics.SetStdioProcesses(s.stdio.Processes)
 		upURL, upOpts.Transport = stdioURL, s.stdio
 	}
 	if s.up, err = upstream.New(upURL, upOpts); err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -129,6 +130,26 @@ func TestStdioServerGoverned(t *testing.T) {
 	if pa == "" || pa == pb {
 		t.Fatalf("clients share process %q / %q", pa, pb)
 	}
+	// One process per client session (Tollgate's own annotation session ended after listing).
+	resp, err := testkit.HTTPClient.Get(g.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), "\ntollgate_stdio_processes 2\n") {
+		t.Fatalf("tollgate_stdio_processes is not 2:\n%s", grepLines(string(metrics), "tollgate_stdio"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestStdioApprovedCallRunsOnce: write_note needs approval; it runs only after the approver
