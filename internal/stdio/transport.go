@@ -82,8 +82,9 @@ type Transport struct {
 	sharedIn []byte          // the initialize that started it (replayed on restart)
 	sharedOK json.RawMessage // its initialize result, answered to every later session
 
-	stop   chan struct{}
-	onExit func() // tests: called after a process ended and was accounted for
+	stop      chan struct{}
+	maxShared int    // sessions on the shared process at most (maxSharedSessions; tests lower it)
+	onExit    func() // tests: called after a process ended and was accounted for
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -120,7 +121,7 @@ func New(o Options) *Transport {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	t := &Transport{o: o, log: o.Logger, sessions: map[string]*session{}, stop: make(chan struct{})}
+	t := &Transport{o: o, log: o.Logger, sessions: map[string]*session{}, stop: make(chan struct{}), maxShared: maxSharedSessions}
 	t.wg.Add(1)
 	go t.reap()
 	return t
@@ -268,7 +269,17 @@ func (t *Transport) initialize(req *http.Request, m *jsonrpc.Message) *http.Resp
 		t.shMu.Unlock()
 		s.c = c // before add: sharedChild rewrites it under t.mu later
 		if !t.add(s, true) {
-			return t.busy(req, m, "too many sessions on the shared process")
+			// Sessions on the shared process cost no process: the least recently used idle
+			// one gives way, as a process does at max_processes.
+			t.mu.Lock()
+			victim := t.leastRecentIdle()
+			t.mu.Unlock()
+			if victim != nil {
+				t.end(victim, false)
+			}
+			if victim == nil || !t.add(s, true) {
+				return t.busy(req, m, "too many sessions on the shared process")
+			}
 		}
 		c.mu.Lock()
 		c.owners = append(c.owners, s)
@@ -584,7 +595,7 @@ func (t *Transport) exited(c *child, asked bool, lived time.Duration) {
 func (t *Transport) add(s *session, shared bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed || (shared && len(t.sessions) >= maxSharedSessions) {
+	if t.closed || (shared && len(t.sessions) >= t.maxShared) {
 		return false
 	}
 	t.sessions[s.id] = s

@@ -570,3 +570,25 @@ func TestExitNoticedWhenAHelperHoldsStdout(t *testing.T) {
 		t.Fatalf("got %s", rep.Msg.Error)
 	}
 }
+
+// Sessions on the shared process are bounded; at the bound the least recently used idle one
+// gives way (404 afterwards), the others keep working on the one process.
+func TestShareSessionsBounded(t *testing.T) {
+	f := start(t, Options{Share: true})
+	f.tr.maxShared = 2
+	a, b := f.open(), f.open()
+	f.call(b, "1", "echo", `{"text":"b"}`, nil) // a is now the least recently used
+	c := f.open()
+	rep, err := f.up.Call(ctx(t), a.Header(), callBody("1", "echo", `{}`), nil)
+	if st := upstream.StatusOf(rep, err); st != http.StatusNotFound {
+		t.Fatalf("the session that gave way: status %d, want 404", st)
+	}
+	for i, s := range []*upstream.Session{b, c} {
+		if _, text := f.call(s, "2", "echo", fmt.Sprintf(`{"text":"s%d"}`, i), nil); text != fmt.Sprintf("s%d", i) {
+			t.Fatalf("session %d: %q", i, text)
+		}
+	}
+	if n := f.tr.Processes(); n != 1 {
+		t.Fatalf("processes %d, want 1", n)
+	}
+}
