@@ -359,11 +359,12 @@ func (t *Transport) request(req *http.Request, s *session, c *child, m *jsonrpc.
 
 // stream answers a request as an event stream: its related messages, then its reply.
 func (t *Transport) stream(req *http.Request, s *session, c *child, cl *call, first []byte) *http.Response {
-	pr, pw := io.Pipe()
+	pr, pw, release := t.pipe(req.Context())
 	ctx := req.Context()
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
+		defer release()
 		defer s.finish()
 		defer c.unregister(cl)
 		if first != nil && !writeEvent(pw, first) {
@@ -402,11 +403,12 @@ func (t *Transport) listen(req *http.Request, s *session) *http.Response {
 	}
 	s.streaming = true
 	s.mu.Unlock()
-	pr, pw := io.Pipe()
+	pr, pw, release := t.pipe(req.Context())
 	ctx := req.Context()
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
+		defer release()
 		defer func() {
 			s.mu.Lock()
 			s.streaming = false
@@ -429,6 +431,27 @@ func (t *Transport) listen(req *http.Request, s *session) *http.Response {
 	}()
 	return eventStream(req, pr)
 }
+
+// pipe is a response body's pipe whose writer is closed when ctx ends or the transport
+// closes: a write blocked on a reader that stopped reading is released then. release ends
+// the watch once the writer is done.
+func (t *Transport) pipe(ctx context.Context) (*io.PipeReader, *io.PipeWriter, func()) {
+	pr, pw := io.Pipe()
+	stopCtx := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	done := make(chan struct{})
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		select {
+		case <-t.stop:
+			pw.CloseWithError(errClosed)
+		case <-done:
+		}
+	}()
+	return pr, pw, func() { stopCtx(); close(done) }
+}
+
+var errClosed = errors.New("stdio transport closed")
 
 func writeEvent(w io.Writer, msg []byte) bool {
 	buf := make([]byte, 0, len(msg)+24)

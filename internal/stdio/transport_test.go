@@ -592,3 +592,31 @@ func TestShareSessionsBounded(t *testing.T) {
 		t.Fatalf("processes %d, want 1", n)
 	}
 }
+
+// A reader that stops reading an event stream does not keep its writer (and Close) waiting:
+// cancelling the request, or closing the transport, releases it.
+func TestStalledStreamReleased(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	rctx, cancel := context.WithCancel(ctx(t))
+	body := jsonrpc.Request(json.RawMessage(`5`), "tools/call", json.RawMessage(`{"name":"progress","arguments":{},"_meta":{"progressToken":"t"}}`))
+	h := s.Header()
+	h.Set("Accept", "application/json, text/event-stream")
+	resp, err := f.up.Send(rctx, http.MethodPost, h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !upstream.IsEventStream(resp.Header) {
+		t.Fatalf("want an event stream, got %q", resp.Header.Get("Content-Type"))
+	}
+	// Never read the body; cancel the request instead. Close must not hang on the writer.
+	cancel()
+	done := make(chan struct{})
+	go func() { f.tr.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx(t).Done():
+		t.Fatal("Close hung on a stream nobody reads")
+	}
+	resp.Body.Close()
+}
