@@ -191,9 +191,15 @@ func (c *child) route(line []byte) {
 		}
 		c.mu.Unlock()
 		if s == nil {
-			// Shared process, no request in flight: there is no client this belongs to.
-			c.write(context.Background(), jsonrpc.ErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
-				"NotBridged", "No client is connected to answer "+m.Method)))
+			// Shared process, no request in flight: there is no client this belongs to. The
+			// refusal is written apart: this goroutine must keep reading stdout meanwhile.
+			refusal := jsonrpc.ErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
+				"NotBridged", "No client is connected to answer "+m.Method))
+			c.t.wg.Add(1)
+			go func() {
+				defer c.t.wg.Done()
+				_ = c.write(context.Background(), refusal)
+			}()
 			return
 		}
 		c.deliver(s, cl, line)

@@ -620,3 +620,17 @@ func TestStalledStreamReleased(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// A shared process's own request with no request in flight belongs to no client: it is
+// answered at once with a JSON-RPC error, so the server does not wait for nobody.
+func TestShareRequestWithNobodyToAsk(t *testing.T) {
+	f := start(t, Options{Share: true})
+	s := f.open()
+	if _, text := f.call(s, "1", "ask-later", `{}`, nil); text != "ok" {
+		t.Fatalf("ask-later: %q", text)
+	}
+	f.waitLog(`late answer {\"error\":`)
+	if !strings.Contains(f.logs.String(), "NotBridged") {
+		t.Fatalf("the refusal does not name NotBridged:\n%s", f.logs.String())
+	}
+}

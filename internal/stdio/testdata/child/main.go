@@ -72,7 +72,11 @@ func main() {
 			ch := asks[string(m.ID)]
 			stateMu.Unlock()
 			if ch != nil {
-				ch <- m.Result
+				if m.Error != nil {
+					ch <- json.RawMessage(`{"error":` + string(m.Error) + `}`)
+				} else {
+					ch <- m.Result
+				}
 			}
 			continue
 		}
@@ -153,6 +157,14 @@ func handle(m msg) {
 		stateMu.Unlock()
 		send(map[string]any{"jsonrpc": "2.0", "id": id, "method": "roots/list"})
 		text(m.ID, "answered "+string(<-ch))
+	case "ask-later": // a request of its own after the reply: nobody is there to answer it
+		ch := make(chan json.RawMessage, 1)
+		stateMu.Lock()
+		asks[`"late-1"`] = ch
+		stateMu.Unlock()
+		text(m.ID, "ok")
+		send(map[string]any{"jsonrpc": "2.0", "id": "late-1", "method": "roots/list"})
+		fmt.Fprintln(os.Stderr, "late answer "+string(<-ch))
 	case "later": // a message after the reply: no request of the client's is in flight
 		text(m.ID, "ok")
 		send(map[string]any{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
