@@ -116,7 +116,7 @@ func findToolchain(root string) (toolchain, string) {
 	tc.filesystem = filepath.Join(mods, "server-filesystem", "dist", "index.js")
 	tc.mcpdo = filepath.Join(mods, "inspector", "clients", "mcpdo", "build", "mcp-bin.js")
 	for _, p := range []string{
-		filepath.Join(tc.sdkDir, "dist", "esm", "client", "index.js"), tc.everything, tc.filesystem, tc.mcpdo,
+		filepath.Join(tc.sdkDir, "dist", "esm", "client", "index.js"), tc.everything, tc.mcpdo,
 		filepath.Join(mods, "ext-tasks", "dist", "client", "index.js"),
 		filepath.Join(mods, "client", "dist", "index.mjs"),
 	} {
@@ -125,6 +125,21 @@ func findToolchain(root string) (toolchain, string) {
 		}
 	}
 	return tc, ""
+}
+
+// needFilesystem is for the tests of @modelcontextprotocol/server-filesystem: it skips (fails
+// under TOLLGATE_INTEROP=require or CI) when the package is not installed, so a .tools install
+// older than test/npm/package.json skips only these tests.
+func needFilesystem(t *testing.T, tc toolchain) {
+	t.Helper()
+	if _, err := os.Stat(tc.filesystem); err == nil {
+		return
+	}
+	why := "npm package @modelcontextprotocol/server-filesystem missing (run scripts/ensure-deps.sh)"
+	if os.Getenv(envMode) == "require" || os.Getenv(envCI) == "true" {
+		t.Fatal(why)
+	}
+	t.Skip("SKIPPING: " + why)
 }
 
 // event is one JSON line printed by tsclient.mjs.

@@ -58,6 +58,7 @@ func readmeRunLine(t *testing.T) []string {
 // task), approved with the printed token, and writes the file.
 func TestReadmeStdioRun(t *testing.T) {
 	tc := needNode(t)
+	needFilesystem(t, tc)
 	words := readmeRunLine(t)
 	dash := slices.Index(words, "--")
 	if len(words) < 3 || words[0] != "tollgate" || words[1] != "run" || dash < 0 ||

@@ -116,6 +116,7 @@ func TestServerEverythingStdio(t *testing.T) {
 // tee in front of the server copies to a file.
 func TestServerFilesystemStdio(t *testing.T) {
 	tc := needNode(t)
+	needFilesystem(t, tc)
 	root := t.TempDir()
 	data := filepath.Join(root, "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
