@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -32,6 +31,9 @@ const usage = `Tollgate — a governance gateway for one MCP server.
 
 Usage:
   tollgate [run] [--config FILE]      run the gateway (default)
+  tollgate run [--config FILE] [--approve GLOB]… [--deny GLOB]… [--env NAME]… -- CMD ARGS…
+                                      run the gateway in front of a stdio MCP server it starts
+                                      (every call forwarded unless a rule says otherwise)
   tollgate demo                       run the gateway in front of a built-in demo MCP server
   tollgate validate [--config FILE] [--offline]
                                       check a configuration as run would start it (rules, Cedar,
@@ -59,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	switch cmd {
 	case "run":
-		return cmdRun(ctx, args, stderr)
+		return cmdRun(ctx, args, stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args, stdout, stderr)
 	case "validate":
@@ -90,27 +92,17 @@ func newLogger(w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
 }
 
-func configFlag(name string, args []string, stderr io.Writer) (string, bool) {
-	fl := flag.NewFlagSet(name, flag.ContinueOnError)
-	fl.SetOutput(stderr)
-	path := fl.String("config", "", "configuration file")
-	if err := fl.Parse(args); err != nil {
-		return "", false
-	}
-	if fl.NArg() > 0 {
-		fmt.Fprintf(stderr, "tollgate %s: unexpected arguments %q\n", name, fl.Args())
-		return "", false
-	}
-	return *path, true
-}
-
 func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
-	flagPath, ok := configFlag("run", args, stderr)
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, ok := parseRunFlags(args, stderr)
 	if !ok {
 		return 2
 	}
+	if len(f.argv) > 0 {
+		return cmdRunCommand(ctx, f, stdout, stderr)
+	}
+	flagPath := f.config
 	log, err := newLogger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)

@@ -49,7 +49,7 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	// Compile what a running gateway would: globs and Cedar policies (with positions).
 	_, buildErr := governance.Build(cfg, nil)
 	warnings, startErr := server.Preflight(cfg, os.LookupEnv)
-	if !*offline {
+	if !*offline && !cfg.Sources[0].Stdio() { // a command is checked by Preflight
 		if w := probeUpstream(cfg.Sources[0]); w != "" {
 			warnings = append(warnings, w)
 		}

@@ -108,6 +108,12 @@ func TestValidateReportsWhatRunRefuses(t *testing.T) {
 			code: 0, want: []string{"valid"}, notWant: []string{"warning"}},
 		{name: "upstream reachable", yaml: "sources: [{id: u, kind: mcp, url: OPEN}]\n", args: []string{},
 			code: 0, want: []string{"valid"}, notWant: []string{"warning"}},
+		{name: "stdio command not in PATH", yaml: "sources: [{id: u, kind: mcp, command: no-such-mcp-server-7c1}]\n", args: []string{},
+			code: 1, want: []string{`sources[0].command: "no-such-mcp-server-7c1" not found in PATH`}},
+		{name: "stdio command found, nothing probed", yaml: "sources: [{id: u, kind: mcp, command: sh, args: [-c, \"true\"]}]\n", args: []string{},
+			code: 0, want: []string{"valid"}, notWant: []string{"warning"}},
+		{name: "stdio cwd missing", yaml: "sources: [{id: u, kind: mcp, command: sh, cwd: DIR/nowhere}]\n",
+			code: 1, want: []string{"sources[0].cwd:", "is not a directory"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cleanEnv(t)

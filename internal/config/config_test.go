@@ -852,12 +852,15 @@ func TestDemoConfig(t *testing.T) {
 	}
 }
 
-// TestExampleConfig: config/example.yaml is valid and shows every key.
+// TestExampleConfig: config/example.yaml is valid and shows every key; the keys of a stdio
+// server (sources[].command, exclusive with url) are shown by config/example-stdio.yaml.
 func TestExampleConfig(t *testing.T) {
-	c := shippedConfig(t, "example.yaml", nil)
 	shown := map[string]bool{}
-	for p := range c.meta.lines {
-		shown[normalizePath(p)] = true
+	for _, name := range []string{"example.yaml", "example-stdio.yaml"} {
+		c := shippedConfig(t, name, nil)
+		for p := range c.meta.lines {
+			shown[normalizePath(p)] = true
+		}
 	}
 	for _, k := range configKeys(reflect.TypeFor[Config](), "") {
 		if !shown[k] {

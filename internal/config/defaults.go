@@ -24,6 +24,8 @@ const (
 	DefaultToolsFetchTimeout        = 30 * time.Second
 	DefaultToolsMaxPages            = 100
 	DefaultConnectTimeout           = 5 * time.Second
+	DefaultMaxProcesses             = 16 // sources[].max_processes (a stdio server)
+	DefaultProcessIdleTimeout       = 10 * time.Minute
 
 	DefaultMaxConnections             = 1024
 	DefaultAdminMaxConnections        = 64
@@ -125,7 +127,12 @@ func (c *Config) applyDefaults(present map[string]int) {
 	}
 
 	for i := range c.Sources {
-		dur(&c.Sources[i].ConnectTimeout, idx("sources", i)+".connect_timeout", DefaultConnectTimeout)
+		p := idx("sources", i)
+		dur(&c.Sources[i].ConnectTimeout, p+".connect_timeout", DefaultConnectTimeout)
+		if c.Sources[i].Stdio() {
+			num(&c.Sources[i].MaxProcesses, p+".max_processes", DefaultMaxProcesses)
+			dur(&c.Sources[i].IdleTimeout, p+".idle_timeout", DefaultProcessIdleTimeout)
+		}
 	}
 
 	g := &c.Governance

@@ -30,18 +30,16 @@ func RestartRequired(old, new *Config) []string {
 	out = diffFields(out, "server.limits", reflect.ValueOf(old.Server.Limits), reflect.ValueOf(new.Server.Limits))
 	out = diffFields(out, "tasks", reflect.ValueOf(old.Tasks), reflect.ValueOf(new.Tasks))
 	out = diffFields(out, "tasks.store", reflect.ValueOf(old.Tasks.Store), reflect.ValueOf(new.Tasks.Store))
-	var ou, nu string
-	if len(old.Sources) > 0 {
-		ou = old.Sources[0].URL
-	}
-	if len(new.Sources) > 0 {
-		nu = new.Sources[0].URL
-	}
-	if ou != nu {
+	// The upstream (its URL, or the command and how it runs) is built once at start.
+	switch {
+	case len(old.Sources) > 0 && len(new.Sources) > 0:
+		for _, k := range diffFields(nil, "sources[0]", reflect.ValueOf(old.Sources[0]), reflect.ValueOf(new.Sources[0])) {
+			if k != "sources[0].id" && k != "sources[0].kind" {
+				out = append(out, k)
+			}
+		}
+	case len(old.Sources) != len(new.Sources):
 		out = append(out, "sources[0].url")
-	}
-	if len(old.Sources) > 0 && len(new.Sources) > 0 && old.Sources[0].ConnectTimeout != new.Sources[0].ConnectTimeout {
-		out = append(out, "sources[0].connect_timeout")
 	}
 	out = diffFields(out, "audit", reflect.ValueOf(old.Audit), reflect.ValueOf(new.Audit))
 	out = diffFields(out, "telemetry", reflect.ValueOf(old.Telemetry), reflect.ValueOf(new.Telemetry))

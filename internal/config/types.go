@@ -4,7 +4,10 @@
 // A loaded *Config is immutable; reloads build a new one.
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Action is what governance does with a tool call.
 type Action string
@@ -47,13 +50,55 @@ type Config struct {
 	meta *meta
 }
 
-// Source is the one upstream MCP server Tollgate fronts.
+// Source is the one upstream MCP server Tollgate fronts: a streamable HTTP endpoint (URL) or
+// a command Tollgate runs and speaks to over stdin/stdout (Command; exactly one of the two).
 type Source struct {
 	ID   string `yaml:"id"`
 	Kind string `yaml:"kind"` // "mcp"
 	URL  string `yaml:"url"`
 	// ConnectTimeout bounds dialing the upstream (default 5s).
 	ConnectTimeout Duration `yaml:"connect_timeout"`
+
+	// Command runs a stdio MCP server (internal/stdio), with Args, in Cwd. Its environment is
+	// PATH and HOME from Tollgate's, then Env: nothing else of Tollgate's reaches it.
+	Command string            `yaml:"command"`
+	Args    []string          `yaml:"args"`
+	Env     map[string]string `yaml:"env"`
+	Cwd     string            `yaml:"cwd"`
+	// Share runs one process for every client (a stateless server); default one per session.
+	Share bool `yaml:"share"`
+	// MaxProcesses bounds live processes (default 16); IdleTimeout ends a session idle that
+	// long, and its process (default 10m).
+	MaxProcesses int      `yaml:"max_processes"`
+	IdleTimeout  Duration `yaml:"idle_timeout"`
+}
+
+// Stdio reports whether the source is a command Tollgate runs.
+func (s *Source) Stdio() bool { return s.Command != "" }
+
+// InheritedEnv are the variables of Tollgate's own environment a stdio server gets without
+// listing them in env (docs/configuration.md): what finding and running an interpreter
+// (npx, uvx, node) needs.
+var InheritedEnv = []string{"PATH", "HOME"}
+
+// ProcessEnv is the stdio server's whole environment ("NAME=value", sorted by name): the
+// InheritedEnv variables that are set in Tollgate's environment, then env, which wins.
+func (s *Source) ProcessEnv(lookupEnv func(string) (string, bool)) []string {
+	m := map[string]string{}
+	for _, k := range InheritedEnv {
+		if v, ok := lookupEnv(k); ok {
+			m[k] = v
+		}
+	}
+	for k, v := range s.Env {
+		m[k] = v
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Governance is the ordered rule list plus the fallback action.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
@@ -104,10 +105,50 @@ func (v *validator) sources() {
 		if s.Kind != SourceKindMCP {
 			v.add(p+".kind", "must be %q, got %q", SourceKindMCP, s.Kind)
 		}
-		v.httpURL(p+".url", s.URL)
+		switch {
+		case s.URL != "" && s.Command != "":
+			v.add(p, "set url (an HTTP server) or command (a stdio server), not both")
+		case s.Command != "":
+			v.stdio(p, s)
+		case s.URL == "":
+			v.add(p+".url", "must not be empty (or set command to run a stdio server)")
+		default:
+			v.httpURL(p+".url", s.URL)
+			for key, set := range map[string]bool{"args": len(s.Args) > 0, "env": len(s.Env) > 0, "cwd": s.Cwd != "",
+				"share": s.Share, "max_processes": s.MaxProcesses != 0, "idle_timeout": s.IdleTimeout != 0} {
+				if set {
+					v.add(p+"."+key, "applies to a command (stdio server) only, not to url")
+				}
+			}
+		}
 		if s.ConnectTimeout <= 0 {
 			v.add(p+".connect_timeout", "must be > 0")
 		}
+	}
+}
+
+// stdio checks a command source. Values are never echoed: env values are often secrets.
+func (v *validator) stdio(p string, s Source) {
+	if strings.ContainsRune(s.Command, 0) {
+		v.add(p+".command", "must not contain a NUL byte")
+	}
+	for i, a := range s.Args {
+		if strings.ContainsRune(a, 0) {
+			v.add(idx(p+".args", i), "must not contain a NUL byte")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		if !validEnvName(k) {
+			v.add(p+".env", "%q is not a variable name (letters, digits and _, not starting with a digit)", k)
+		} else if strings.ContainsRune(s.Env[k], 0) {
+			v.add(p+".env."+k, "must not contain a NUL byte")
+		}
+	}
+	if s.MaxProcesses < 1 {
+		v.add(p+".max_processes", "must be at least 1, got %d", s.MaxProcesses)
+	}
+	if s.IdleTimeout <= 0 {
+		v.add(p+".idle_timeout", "must be > 0")
 	}
 }
 

@@ -35,6 +35,24 @@ func (m *Metrics) SetSessionCount(n func() int) {
 	}
 }
 
+func (m *Metrics) stdioGauge() prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_stdio_processes",
+		Help: "Live processes of the stdio MCP server Tollgate runs (sources[0].command); 0 for a url."}, func() float64 {
+		if fn := m.stdioFn.Load(); fn != nil {
+			return float64((*fn)())
+		}
+		return 0
+	})
+}
+
+// SetStdioProcesses makes tollgate_stdio_processes report n() at each scrape (the stdio
+// transport's Processes). n must be safe for concurrent use.
+func (m *Metrics) SetStdioProcesses(n func() int) {
+	if n != nil {
+		m.stdioFn.Store(&n)
+	}
+}
+
 // SetPendingTasks makes tollgate_pending_tasks report pending() at each scrape. workflows
 // returns the configured workflow names (read per scrape, so reloads apply): only those become
 // label values, every other name is summed into "other", which keeps the label set bounded

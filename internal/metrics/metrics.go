@@ -26,6 +26,7 @@ type Metrics struct {
 	upstreamDur *prometheus.HistogramVec
 	refusals    *prometheus.CounterVec
 	sessionsFn  atomic.Pointer[func() int]
+	stdioFn     atomic.Pointer[func() int]
 	pendingFn   atomic.Pointer[pendingSource]
 }
 
@@ -71,7 +72,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		Help: "Build information; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, build,
-		m.upstreamDur, m.sessionsGauge(), &pendingCollector{m: m}, m.refusals)
+		m.upstreamDur, m.sessionsGauge(), m.stdioGauge(), &pendingCollector{m: m}, m.refusals)
 	for _, l := range Limits {
 		m.refusals.WithLabelValues(l)
 	}

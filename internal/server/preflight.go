@@ -47,6 +47,11 @@ func Preflight(cfg *config.Config, lookupEnv func(string) (string, bool)) (warni
 	if err := checkAuditPath(auditPath(cfg)); err != nil {
 		errs = append(errs, err)
 	}
+	if len(cfg.Sources) > 0 && cfg.Sources[0].Stdio() {
+		if _, err := resolveCommand(cfg.Sources[0], lookupEnv); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	warnings = append(warnings, slackWarnings(cfg, lookupEnv)...)
 	return warnings, errors.Join(errs...)
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/proxy"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/slack"
+	"github.com/tollgate-mcp/tollgate/internal/stdio"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 	"github.com/tollgate-mcp/tollgate/internal/telemetry"
@@ -63,6 +64,7 @@ type Server struct {
 	reg       *prometheus.Registry
 	metrics   *metrics.Metrics
 	up        *upstream.Client
+	stdio     *stdio.Transport // the processes of a command source (nil for a url)
 	sessions  *session.Registry
 	store     store.Store
 	tasks     *tasks.Manager
@@ -138,12 +140,21 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		_ = traceStop(ctx)
 	})
 	src := cfg.Sources[0]
-	if s.up, err = upstream.New(src.URL, upstream.Options{
+	upURL, upOpts := src.URL, upstream.Options{
 		ConnectTimeout: src.ConnectTimeout.D(),
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
 			return telemetry.Transport(s.metrics.InstrumentTransport(rt))
 		},
-	}); err != nil {
+	}
+	if src.Stdio() {
+		if s.stdio, err = startStdio(src, o.LookupEnv, s.log); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { _ = s.stdio.Close() })
+		s.metrics.SetStdioProcesses(s.stdio.Processes)
+		upURL, upOpts.Transport = stdioURL, s.stdio
+	}
+	if s.up, err = upstream.New(upURL, upOpts); err != nil {
 		return nil, err
 	}
 	opened, err := openStore(cfg, o.LookupEnv, s.log)
@@ -411,7 +422,7 @@ func (s *Server) Run(ctx context.Context) error {
 	run("mcp listener", serve(s.mcpSrv, s.mcpLn))
 	run("admin listener", serve(s.adminSrv, s.adminLn))
 	s.log.Info("tollgate listening", "mcp", "http://"+s.MCPAddr()+"/mcp", "admin", "http://"+s.AdminAddr(),
-		"upstream", s.up.URL(), "version", s.opts.Version)
+		"upstream", upstreamName(cfg.Sources[0]), "version", s.opts.Version)
 	if s.opts.Ready != nil {
 		close(s.opts.Ready)
 	}
@@ -441,6 +452,9 @@ func (s *Server) Run(ctx context.Context) error {
 	_ = s.adminSrv.Close()
 	wg.Wait()
 	_ = s.tasks.Close()
+	if s.stdio != nil {
+		_ = s.stdio.Close() // after the gateway ended its sessions and the executions stopped
+	}
 	_ = s.store.Close()
 	_ = s.audit.Close()
 	tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -472,7 +486,7 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 		case err == nil:
 			changed := s.gw.Recompute(s.snaps.Load())
 			if !healthy {
-				s.log.Info("annotation cache built", "upstream", s.up.URL())
+				s.log.Info("annotation cache built", "upstream", upstreamName(cfg.Sources[0]))
 			}
 			healthy = true
 			first := false

@@ -218,6 +218,9 @@ func defaultStoreName(cfg *config.Config) string {
 	var url string
 	if len(cfg.Sources) > 0 {
 		url = cfg.Sources[0].URL
+		if src := cfg.Sources[0]; src.Stdio() { // a stdio server is named by its command line
+			url = "stdio\x00" + strings.Join(append([]string{src.Command}, src.Args...), "\x00")
+		}
 	}
 	sum := sha256.Sum256([]byte(url))
 	return "tasks-" + hex.EncodeToString(sum[:6]) + ".db"

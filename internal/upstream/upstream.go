@@ -44,6 +44,9 @@ type Options struct {
 	MaxReplyBytes  int64         // bound on a JSON reply read whole; default 64 MiB
 	// WrapTransport, if set, wraps the HTTP transport (metrics, tracing).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// Transport, if set, replaces the network: every exchange goes to it (a stdio server run
+	// by internal/stdio, which answers as a streamable HTTP endpoint would).
+	Transport http.RoundTripper
 }
 
 // New returns a client for the upstream endpoint rawURL.
@@ -71,6 +74,9 @@ func New(rawURL string, o Options) (*Client, error) {
 		ForceAttemptHTTP2:  true,
 	}
 	var rt http.RoundTripper = tr
+	if o.Transport != nil {
+		rt = o.Transport
+	}
 	if o.WrapTransport != nil {
 		rt = o.WrapTransport(rt)
 	}

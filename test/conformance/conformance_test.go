@@ -127,7 +127,16 @@ func TestConformanceThroughTollgate(t *testing.T) {
 	}
 
 	tollgateURL := startTollgate(ctx, t, root, logDir, tollgateBin, upstreamURL)
-	through := suite.run(ctx, t, "tollgate", tollgateURL, "")
+	suite.compare(ctx, t, direct, tollgateURL, knownFlaky, upstreamURL, "last-run.md", logDir)
+}
+
+// compare runs the suite through Tollgate at tollgateURL and fails the test for every scenario
+// that passes directly but not through Tollgate (after retries), unless flaky upstream
+// (knownFlaky, or passed directly only on a retry). The table goes to stdout and to table.
+func (s *suiteRunner) compare(ctx context.Context, t *testing.T, direct map[string]scenarioResult, tollgateURL string,
+	knownFlaky map[string]string, upstream, table, logDir string) {
+	t.Helper()
+	through := s.run(ctx, t, "tollgate", tollgateURL, "")
 	var regressions []string
 	flaky := map[string]string{}
 	for name, d := range direct {
@@ -139,7 +148,7 @@ func TestConformanceThroughTollgate(t *testing.T) {
 			r = scenarioResult{outcome: missing}
 		}
 		if r.outcome != pass {
-			r = suite.retry(ctx, t, "tollgate", tollgateURL, name, r)
+			r = s.retry(ctx, t, "tollgate", tollgateURL, name, r)
 		}
 		through[name] = r
 		if r.outcome == pass {
@@ -158,10 +167,10 @@ func TestConformanceThroughTollgate(t *testing.T) {
 		regressions = append(regressions, name)
 	}
 
-	table := renderTable(direct, through, flaky, upstreamURL)
-	fmt.Println(table)
-	if err := os.WriteFile("last-run.md", []byte(table), 0o644); err != nil {
-		t.Errorf("write last-run.md: %v", err)
+	text := renderTable(direct, through, flaky, upstream)
+	fmt.Println(text)
+	if err := os.WriteFile(table, []byte(text), 0o644); err != nil {
+		t.Errorf("write %s: %v", table, err)
 	}
 	slices.Sort(regressions)
 	for _, name := range regressions {

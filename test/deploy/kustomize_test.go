@@ -7,6 +7,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,9 +39,11 @@ func TestKustomizeBuildOverlays(t *testing.T) {
 		taskStore string // TOLLGATE_TASK_STORE on the tollgate container, "" = unset (auto: a file in $TOLLGATE_DATA_DIR)
 		affinity  string // Service tollgate spec.sessionAffinity
 		redis     bool
+		stdio     bool // Tollgate runs the server: no sidecar, no upstream URL
 	}{
 		{overlay: "single", replicas: 1},
 		{overlay: "ha", replicas: 3, taskStore: "redis", affinity: "ClientIP", redis: true},
+		{overlay: "stdio", replicas: 1, stdio: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.overlay, func(t *testing.T) {
@@ -94,6 +97,23 @@ func TestKustomizeBuildOverlays(t *testing.T) {
 			store, _ := c.env("TOLLGATE_TASK_STORE")
 			if store.Value != tt.taskStore {
 				t.Errorf("TOLLGATE_TASK_STORE %q, want %q", store.Value, tt.taskStore)
+			}
+			if tt.stdio {
+				if n := len(d.Spec.Template.Spec.Containers); n != 1 {
+					t.Errorf("%d containers, want tollgate alone (it starts the stdio server)", n)
+				}
+				if _, ok := c.env("TOLLGATE_UPSTREAM_URL"); ok {
+					t.Error("TOLLGATE_UPSTREAM_URL would set a url beside sources[0].command")
+				}
+				var cm configMap
+				if n := objs["ConfigMap/tollgate-config"]; n != nil {
+					if err := n.Decode(&cm); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !strings.Contains(cm.Data["config.yaml"], "command: mcp-server-filesystem") {
+					t.Error("rendered config.yaml has no stdio command source")
+				}
 			}
 			// The patch must merge into the base env, not replace it.
 			for _, name := range []string{"TOLLGATE_LISTEN", "TOLLGATE_DATA_DIR"} {

@@ -588,6 +588,7 @@ func TestConfigMapConfigParses(t *testing.T) {
 		"base":            config.StoreAuto,
 		"overlays/single": config.StoreAuto,
 		"overlays/ha":     config.StoreRedis,
+		"overlays/stdio":  config.StoreAuto,
 	}
 	vs := variants(t, ms)
 	if len(vs) != len(wantStore) {

@@ -50,6 +50,7 @@ func TestReadmeConfigsValidate(t *testing.T) {
 	sections := map[string]int{ // heading → YAML configurations it must hold
 		"## Three common configurations":          3,
 		"## Put Tollgate in front of your server": 1,
+		"## Govern a stdio server":                1,
 	}
 	env := map[string]string{"ALICE_TOKEN": strings.Repeat("a", 32)} // step 2 of the recipe
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }

@@ -34,7 +34,8 @@ import (
 
 const (
 	envMode = "TOLLGATE_INTEROP"
-	envNode = "TOLLGATE_NODE22" // node ≥ 22 binary; default .tools/node22/…/bin/node
+	envNode = "TOLLGATE_NODE22"      // node ≥ 22 binary; default .tools/node22/…/bin/node
+	envNpm  = "TOLLGATE_NPM_MODULES" // the npm packages' node_modules; default .tools/npm/node_modules
 	envCI   = "CI"
 	envDump = "TOLLGATE_INTEROP_DUMP" // non-empty: log every tsclient event (wire review)
 
@@ -63,6 +64,7 @@ type toolchain struct {
 	npmDir     string // .tools/npm/node_modules
 	sdkDir     string // @modelcontextprotocol/sdk package directory
 	everything string // server-everything entry point (dist/index.js)
+	filesystem string // server-filesystem entry point (dist/index.js)
 	mcpdo      string // the inspector's mcpdo CLI entry point
 	root       string
 }
@@ -104,10 +106,14 @@ func findToolchain(root string) (toolchain, string) {
 	if major, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0]); major < 22 {
 		return tc, fmt.Sprintf("%s is node %s; need ≥ 22", tc.node, v)
 	}
-	tc.npmDir = filepath.Join(root, ".tools", "npm", "node_modules")
+	tc.npmDir = os.Getenv(envNpm)
+	if tc.npmDir == "" {
+		tc.npmDir = filepath.Join(root, ".tools", "npm", "node_modules")
+	}
 	mods := filepath.Join(tc.npmDir, "@modelcontextprotocol")
 	tc.sdkDir = filepath.Join(mods, "sdk")
 	tc.everything = filepath.Join(mods, "server-everything", "dist", "index.js")
+	tc.filesystem = filepath.Join(mods, "server-filesystem", "dist", "index.js")
 	tc.mcpdo = filepath.Join(mods, "inspector", "clients", "mcpdo", "build", "mcp-bin.js")
 	for _, p := range []string{
 		filepath.Join(tc.sdkDir, "dist", "esm", "client", "index.js"), tc.everything, tc.mcpdo,
@@ -119,6 +125,21 @@ func findToolchain(root string) (toolchain, string) {
 		}
 	}
 	return tc, ""
+}
+
+// needFilesystem is for the tests of @modelcontextprotocol/server-filesystem: it skips (fails
+// under TOLLGATE_INTEROP=require or CI) when the package is not installed, so a .tools install
+// older than test/npm/package.json skips only these tests.
+func needFilesystem(t *testing.T, tc toolchain) {
+	t.Helper()
+	if _, err := os.Stat(tc.filesystem); err == nil {
+		return
+	}
+	why := "npm package @modelcontextprotocol/server-filesystem missing (run scripts/ensure-deps.sh)"
+	if os.Getenv(envMode) == "require" || os.Getenv(envCI) == "true" {
+		t.Fatal(why)
+	}
+	t.Skip("SKIPPING: " + why)
 }
 
 // event is one JSON line printed by tsclient.mjs.

@@ -1,5 +1,7 @@
 // Command benchupstream is the MCP server the load harness measures against: an mcp-go
-// streamable-HTTP server in its own process, as an upstream is in production.
+// streamable-HTTP server in its own process, as an upstream is in production; with -stdio the
+// same server speaks over stdin/stdout instead (server.ServeStdio), for the harness's
+// "tollgate (stdio)" target, where Tollgate starts it (sources[0].command).
 //
 // Tools: echo (small result), approve_action and transfer_funds (small results behind
 // Tollgate's approve and policy rules), big (a 1 MiB text result sent as an SSE reply) and
@@ -10,6 +12,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log"
 	"net/http"
 	"strings"
 
@@ -23,9 +26,16 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to serve /mcp on")
 	extra := flag.Int("tools", 1000, "number of padding tools tool_0000… for the tools/list scenario")
 	bigBytes := flag.Int("big-bytes", 1<<20, "size of the text returned by the big tool")
+	stdio := flag.Bool("stdio", false, "serve over stdin/stdout instead of HTTP")
 	flag.Parse()
 
 	srv := newServer(*extra, *bigBytes)
+	if *stdio {
+		if err := server.ServeStdio(srv); err != nil {
+			log.Fatalf("benchupstream: %v", err)
+		}
+		return
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", server.NewStreamableHTTPServer(srv))
 	benchserve.Run("benchupstream", *listen, mux)

@@ -15,17 +15,20 @@ const policyID = "bench_transfer"
 // sync_approval: block keeps policy tools callable without a task, so the policy scenario is
 // the same plain tools/call against every target.
 func writeTollgateConfig(dir string, nPolicies int) (string, error) {
-	return writeConfig(dir, "tollgate.yaml", nPolicies, `  sync_approval: block
+	return writeConfig(dir, "tollgate.yaml", nPolicies, httpSource, `  sync_approval: block
   store: {type: memory}   # measured as before the file store became the default
 `)
 }
+
+// httpSource is the bench's HTTP upstream; the harness points it at the target it measures.
+const httpSource = "    url: http://127.0.0.1:1/mcp   # replaced by $TOLLGATE_UPSTREAM_URL\n"
 
 // writeResourcesConfig writes the config of the process-resource measures: the bench config
 // with the default file store (in $TOLLGATE_DATA_DIR, one per process), and plain calls of
 // approve_* held on their connection (sync_approval: hold) for up to ten minutes, with room on
 // the MCP listener for held calls.
 func writeResourcesConfig(dir string, nPolicies, held int) (string, error) {
-	return writeConfig(dir, "tollgate-resources.yaml", nPolicies, fmt.Sprintf(`  sync_approval: hold
+	return writeConfig(dir, "tollgate-resources.yaml", nPolicies, httpSource, fmt.Sprintf(`  sync_approval: hold
   hold_budget: 10m
   store: {type: file}
 server:
@@ -33,7 +36,26 @@ server:
 `, held+256))
 }
 
-func writeConfig(dir, name string, nPolicies int, tasksExtra string) (string, error) {
+// writeStdioConfig is the bench configuration with the upstream run by Tollgate over stdio:
+// argv is benchupstream -stdio with the same tools. One process per session as by default;
+// max_processes leaves room for every client of the concurrent scenario.
+func writeStdioConfig(dir string, nPolicies, maxProcesses int, argv []string) (string, error) {
+	src := fmt.Sprintf("    command: %q\n    args: [", argv[0])
+	for i, a := range argv[1:] {
+		if i > 0 {
+			src += ", "
+		}
+		src += fmt.Sprintf("%q", a)
+	}
+	src += fmt.Sprintf("]\n    max_processes: %d\n", maxProcesses)
+	return writeConfig(dir, "tollgate-stdio.yaml", nPolicies, src, `  sync_approval: block
+  store: {type: memory}
+`)
+}
+
+// writeConfig writes the bench config: source is the sources[0] keys after kind, tasksExtra
+// the rest of tasks: and then any other section.
+func writeConfig(dir, name string, nPolicies int, source, tasksExtra string) (string, error) {
 	cedarPath := filepath.Join(dir, "bench.cedar")
 	if err := os.WriteFile(cedarPath, []byte(cedarPolicies(nPolicies)), 0o644); err != nil {
 		return "", err
@@ -42,8 +64,7 @@ func writeConfig(dir, name string, nPolicies int, tasksExtra string) (string, er
 sources:
   - id: upstream
     kind: mcp
-    url: http://127.0.0.1:1/mcp   # replaced by $TOLLGATE_UPSTREAM_URL
-governance:
+%sgovernance:
   defaults: {action: forward}
   rules:
     - {match: "approve_*", action: approve}
@@ -57,7 +78,7 @@ tasks:
     max_pending_per_owner: 50000
     max_pending_per_source: 50000
     max_pending_total: 50000
-`, policyID, cedarPath, filepath.Join(dir, "audit.log")) + tasksExtra // the rest of tasks:, then any other section
+`, source, policyID, cedarPath, filepath.Join(dir, "audit.log")) + tasksExtra
 	path := filepath.Join(dir, name)
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }

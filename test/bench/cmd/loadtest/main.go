@@ -44,6 +44,7 @@ type options struct {
 	quick     bool
 	keepLogs  bool
 	resources bool
+	stdio     bool
 	held      int
 	// heldClamped: -held was lowered to fit the open-files limit (heldFit).
 	heldClamped bool
@@ -81,6 +82,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "short run (< 2 min): 1s cells, 2 rounds, 3 starts")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the temp dir with process logs")
 	flag.BoolVar(&o.resources, "resources", true, "measure start-to-ready, idle RSS and pending approvals")
+	flag.BoolVar(&o.stdio, "stdio", true, `also measure "tollgate (stdio)": the same upstream run by Tollgate over stdin/stdout`)
 	flag.Parse()
 	if o.quick {
 		set := map[string]bool{}
@@ -116,6 +118,9 @@ func main() {
 		log.Fatal(err)
 	}
 }
+
+// stdioTarget names the Tollgate whose upstream is benchupstream over stdio.
+const stdioTarget = "tollgate (stdio)"
 
 // profile is one set of proxy processes: as they run by default, or under sidecar limits.
 type profile struct {
@@ -188,6 +193,21 @@ func run(o options) error {
 		targets = append(targets,
 			&target{name: "bare proxy" + suffix, kind: kindBare, limited: pf.limited, p: bp, url: bp.url},
 			&target{name: "tollgate" + suffix, kind: kindTollgate, limited: pf.limited, p: tg, url: tg.url})
+	}
+	if o.stdio {
+		// The same server (benchupstream -stdio, same tools), started by Tollgate per session.
+		scfg, err := writeStdioConfig(dir, o.policies, 2*o.clients+8, []string{bin("benchupstream"), "-stdio",
+			"-tools", fmt.Sprint(listTools), "-big-bytes", fmt.Sprint(bigBytes)})
+		if err != nil {
+			return err
+		}
+		st, err := startTollgate("tollgate-stdio", bin("tollgate"), scfg, "", adminToken, nil, dir)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, st)
+		log.Printf("tollgate (stdio) pid %d (ready in %s)", st.cmd.Process.Pid, st.ready.Round(time.Millisecond))
+		targets = append(targets, &target{name: stdioTarget, kind: kindTollgate, p: st, url: st.url})
 	}
 	for _, t := range targets {
 		t.tr = mcpclient.NewTransport(o.clients)

@@ -121,6 +121,7 @@ func (r *report) write(w io.Writer) {
 		r.o.rounds, r.o.duration, r.o.warmup)
 	r.machine(w)
 	r.verdicts(w)
+	r.stdioSection(w)
 	for _, sc := range r.scenarios {
 		r.scenario(w, sc)
 	}
@@ -132,6 +133,36 @@ func (r *report) write(w io.Writer) {
 			p("\n%s", b)
 		}
 	}
+}
+
+// stdioSection compares the "tollgate (stdio)" target with "tollgate": the same server
+// (benchupstream) over stdin/stdout, started by Tollgate per session, vs over HTTP.
+func (r *report) stdioSection(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	var rows []string
+	for _, sc := range r.scenarios {
+		st, tg := r.agg(sc.id, stdioTarget), r.agg(sc.id, "tollgate")
+		if st == nil || tg == nil {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s / %s | %s / %s | %s / %s | %s | %d |\n", sc.title,
+			ms(tg.lat.P50), ms(tg.lat.P99), ms(st.lat.P50), ms(st.lat.P99),
+			signedMs(st.lat.P50-tg.lat.P50), signedMs(st.lat.P99-tg.lat.P99), ratio(st.rps, tg.rps), st.errors))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p("## Stdio upstream\n\n")
+	p("The same server (benchupstream, mcp-go) over stdin/stdout, started by Tollgate (`sources[0].command`, one " +
+		"process per session), against it over streamable HTTP; both through Tollgate with the default profile. " +
+		"Sessions open before the clock starts, so process start-up is not in these numbers. " +
+		"\"Added\" is stdio minus HTTP.\n\n")
+	p("| scenario | HTTP p50 / p99 | stdio p50 / p99 | added p50 / p99 | throughput stdio ÷ HTTP | stdio errors |\n")
+	p("|---|---|---|---|---|---|\n")
+	for _, row := range rows {
+		p("%s", row)
+	}
+	p("\n")
 }
 
 func (r *report) machine(w io.Writer) {
@@ -383,6 +414,11 @@ func (r *report) scenario(w io.Writer, sc scenario) {
 			p("* Tollgate's added latency ÷ bare proxy's (%s): p50 %s, p99 %s\n", pf.name, v50, v99)
 		}
 		p("\n")
+	}
+	if st, tg := r.agg(sc.id, stdioTarget), r.agg(sc.id, "tollgate"); st != nil && tg != nil {
+		p("* Stdio upstream vs the same server over HTTP, both through Tollgate: p50 %s, p99 %s, throughput %s "+
+			"(CPU and RSS are Tollgate's own; the server processes it starts are not counted)\n\n",
+			signedMs(st.lat.P50-tg.lat.P50), signedMs(st.lat.P99-tg.lat.P99), ratio(st.rps, tg.rps))
 	}
 	for _, t := range r.targets {
 		if a := r.agg(sc.id, t.name); a != nil && a.errors > 0 {

@@ -74,7 +74,7 @@ func scenarios(clients int, listTools, bigBytes int) []scenario {
 
 // opCall sends tools/call with params and checks the result has at least minBytes.
 func opCall(params json.RawMessage, minBytes int) func(context.Context, *opEnv, *mcpclient.Client, *sample) error {
-	return func(ctx context.Context, _ *opEnv, c *mcpclient.Client, s *sample) error {
+	return func(ctx context.Context, e *opEnv, c *mcpclient.Client, s *sample) error {
 		start := time.Now()
 		rep, err := c.Call(ctx, "tools/call", params)
 		s.lat = time.Since(start)
@@ -88,7 +88,9 @@ func opCall(params json.RawMessage, minBytes int) func(context.Context, *opEnv, 
 		if len(rep.Result) < minBytes {
 			return fmt.Errorf("result %d bytes, want ≥ %d", len(rep.Result), minBytes)
 		}
-		if minBytes > 0 && !rep.SSE {
+		// Over stdio mcp-go writes notifications from another goroutine than replies, so the
+		// log message that makes the HTTP reply SSE may come after the result: JSON then.
+		if minBytes > 0 && !rep.SSE && e.t.name != stdioTarget {
 			return fmt.Errorf("big result did not arrive as SSE")
 		}
 		return nil

@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package stdio
+
+import "syscall"
+
+func setParentDeath(*syscall.SysProcAttr) {}

@@ -1,0 +1,636 @@
+package stdio
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
+)
+
+// childBin is the test server (testdata/child), built once.
+var childBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stdio-child")
+	if err != nil {
+		panic(err)
+	}
+	childBin = filepath.Join(dir, "child")
+	if out, err := exec.Command("go", "build", "-o", childBin, "./testdata/child").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("building the test child: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// logBuf collects log lines for assertions.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type fixture struct {
+	t    *testing.T
+	tr   *Transport
+	up   *upstream.Client
+	logs *logBuf
+	exit chan struct{}
+}
+
+func start(t *testing.T, o Options) *fixture {
+	t.Helper()
+	if o.Command == "" {
+		o.Command = childBin
+	}
+	logs := &logBuf{}
+	o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if o.StopGrace == 0 {
+		o.StopGrace = 200 * time.Millisecond
+	}
+	tr := New(o)
+	f := &fixture{t: t, tr: tr, logs: logs, exit: make(chan struct{}, 64)}
+	tr.onExit = func() { f.exit <- struct{}{} }
+	up, err := upstream.New("http://stdio/", upstream.Options{Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.up = up
+	t.Cleanup(func() { tr.Close() })
+	return f
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func (f *fixture) open() *upstream.Session {
+	f.t.Helper()
+	s, err := f.up.Handshake(ctx(f.t), json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), "2025-11-25")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if s.ID == "" {
+		f.t.Fatal("no session id minted")
+	}
+	return s
+}
+
+func callBody(id, tool, args string) []byte {
+	return jsonrpc.Request(json.RawMessage(id), "tools/call", json.RawMessage(`{"name":"`+tool+`","arguments":`+args+`}`))
+}
+
+// call sends tools/call and returns the reply (text of the first content item, or the error).
+func (f *fixture) call(s *upstream.Session, id, tool, args string, onOther func(*jsonrpc.Message)) (*upstream.Reply, string) {
+	f.t.Helper()
+	rep, err := f.up.Call(ctx(f.t), s.Header(), callBody(id, tool, args), onOther)
+	if err != nil {
+		f.t.Fatalf("%s: %v", tool, err)
+	}
+	if rep.Msg.Error != nil {
+		return rep, ""
+	}
+	var r struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(rep.Msg.Result, &r); err != nil || len(r.Content) == 0 {
+		f.t.Fatalf("%s: result %s", tool, rep.Msg.Result)
+	}
+	return rep, r.Content[0].Text
+}
+
+func (f *fixture) awaitExit() {
+	f.t.Helper()
+	select {
+	case <-f.exit:
+	case <-ctx(f.t).Done():
+		f.t.Fatal("no process exit")
+	}
+}
+
+func TestReplyKeepsTheRequestID(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	for _, id := range []string{`7`, `"abc"`, `9007199254740993`} {
+		rep, text := f.call(s, id, "echo", `{"text":"hi"}`, nil)
+		if text != "hi" || string(rep.Msg.ID) != id {
+			t.Fatalf("id %s: got id %s text %q", id, rep.Msg.ID, text)
+		}
+		if !upstream.IsJSON(rep.Header) {
+			t.Fatalf("a plain reply should be application/json, got %q", rep.Header.Get("Content-Type"))
+		}
+	}
+}
+
+func TestSessionsHaveTheirOwnProcess(t *testing.T) {
+	f := start(t, Options{})
+	a, b := f.open(), f.open()
+	_, pa := f.call(a, "1", "pid", `{}`, nil)
+	_, pb := f.call(b, "1", "pid", `{}`, nil)
+	if pa == pb {
+		t.Fatalf("two sessions share process %s", pa)
+	}
+	f.call(a, "2", "set", `{"text":"only-a"}`, nil)
+	if _, got := f.call(b, "3", "get", `{}`, nil); got != "" {
+		t.Fatalf("session b sees a's state %q", got)
+	}
+	if _, got := f.call(a, "3", "get", `{}`, nil); got != "only-a" {
+		t.Fatalf("session a lost its state: %q", got)
+	}
+	if n := f.tr.Processes(); n != 2 {
+		t.Fatalf("processes = %d, want 2", n)
+	}
+}
+
+func TestDeleteStopsTheProcessAndForgetsTheSession(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	f.up.EndSession(s)
+	if n := f.tr.Processes(); n != 0 {
+		t.Fatalf("processes after DELETE = %d", n)
+	}
+	rep, err := f.up.Call(ctx(t), s.Header(), callBody("1", "echo", `{}`), nil)
+	if st := upstream.StatusOf(rep, err); st != http.StatusNotFound {
+		t.Fatalf("request on an ended session: status %d (%v), want 404", st, err)
+	}
+	// A GET and a DELETE of an unknown session are 404 too.
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		resp, err := f.up.Send(ctx(t), m, s.Header(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s unknown session: %d", m, resp.StatusCode)
+		}
+	}
+}
+
+func TestRequestWithoutSession(t *testing.T) {
+	f := start(t, Options{})
+	rep, err := f.up.Call(ctx(t), nil, callBody("1", "echo", `{}`), nil)
+	if err != nil || rep.Status != http.StatusBadRequest || rep.Msg.Error == nil {
+		t.Fatalf("got %+v, %v; want 400 with a JSON-RPC error", rep, err)
+	}
+	if f.tr.Processes() != 0 {
+		t.Fatal("a request without a session started a process")
+	}
+}
+
+func TestProgressGoesOnThePOSTStream(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	var got []*jsonrpc.Message
+	body := jsonrpc.Request(json.RawMessage(`5`), "tools/call", json.RawMessage(`{"name":"progress","arguments":{},"_meta":{"progressToken":"tok-1"}}`))
+	rep, err := f.up.Call(ctx(t), s.Header(), body, func(m *jsonrpc.Message) { got = append(got, m) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !upstream.IsEventStream(rep.Header) {
+		t.Fatalf("content type %q, want an event stream", rep.Header.Get("Content-Type"))
+	}
+	if len(got) != 1 || got[0].Method != "notifications/progress" || !strings.Contains(string(got[0].Params), `"tok-1"`) {
+		t.Fatalf("related messages: %v", got)
+	}
+	if string(rep.Msg.ID) != "5" {
+		t.Fatalf("reply id %s", rep.Msg.ID)
+	}
+}
+
+func TestServerRequestAnsweredOnlyByItsSession(t *testing.T) {
+	f := start(t, Options{})
+	a, b := f.open(), f.open()
+	done := make(chan string, 1)
+	go func() {
+		_, text := f.call(a, `"q"`, "ask", `{}`, func(m *jsonrpc.Message) {
+			if m.Kind != jsonrpc.KindRequest || m.Method != "roots/list" {
+				return
+			}
+			// Session b answers first: it must not reach a's process.
+			answer := func(s *upstream.Session, roots string) {
+				resp, err := f.up.Send(ctx(t), http.MethodPost, s.Header(),
+					[]byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":"`+roots+`"}}`))
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+			answer(b, "from-b")
+			answer(a, "from-a")
+		})
+		done <- text
+	}()
+	select {
+	case text := <-done:
+		if text != `answered {"roots":"from-a"}` {
+			t.Fatalf("got %q", text)
+		}
+	case <-ctx(t).Done():
+		t.Fatal("no answer")
+	}
+}
+
+func TestUnrelatedMessagesGoToTheGETStream(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	st, err := f.up.Listen(ctx(t), s.Header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// Second GET on the same session is refused.
+	resp, err := f.up.Send(ctx(t), http.MethodGet, s.Header(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("second GET: %d", resp.StatusCode)
+	}
+	// A message sent when none of the session's requests is in flight belongs to none.
+	if _, text := f.call(s, "1", "later", `{}`, nil); text != "ok" {
+		t.Fatalf("later: %q", text)
+	}
+	m, err := st.Next()
+	if err != nil || m.Method != "notifications/tools/list_changed" {
+		t.Fatalf("GET stream: %v %v", m, err)
+	}
+	// Ending the session ends its GET stream.
+	f.up.EndSession(s)
+	if _, err := st.Next(); err == nil {
+		t.Fatal("GET stream still open after DELETE")
+	}
+}
+
+func TestExitFailsInflightRequests(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	rep, _ := f.call(s, "9", "die", `{}`, nil)
+	e := jsonrpc.DecodeError(rep.Msg.Error)
+	if e.Code != jsonrpc.CodeUpstreamUnreachable || e.Name() != "UpstreamExited" || e.Data["exit"] != "exit status 3" {
+		t.Fatalf("error %s", rep.Msg.Error)
+	}
+	if string(rep.Msg.ID) != "9" {
+		t.Fatalf("error for id %s", rep.Msg.ID)
+	}
+	f.awaitExit()
+	// The process's state is gone with it: the session is gone (404), a new one starts a new
+	// process.
+	rep2, err := f.up.Call(ctx(t), s.Header(), callBody("1", "echo", `{}`), nil)
+	if st := upstream.StatusOf(rep2, err); st != http.StatusNotFound {
+		t.Fatalf("after the exit: status %d, want 404", st)
+	}
+	s2 := f.open()
+	if _, text := f.call(s2, "1", "echo", `{"text":"back"}`, nil); text != "back" {
+		t.Fatalf("new session: %q", text)
+	}
+	if !strings.Contains(f.logs.String(), "stdio server exited") {
+		t.Fatal("the exit was not logged")
+	}
+}
+
+func TestInvalidLineSkippedAndNotLogged(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	if _, text := f.call(s, "1", "garbage", `{"text":"hunter2"}`, nil); text != "after garbage" {
+		t.Fatalf("got %q", text)
+	}
+	logs := f.logs.String()
+	if !strings.Contains(logs, "not a JSON-RPC message") || !strings.Contains(logs, "bytes=") {
+		t.Fatalf("skipped line not logged:\n%s", logs)
+	}
+	if strings.Contains(logs, "hunter2") {
+		t.Fatalf("the skipped line's content reached the log:\n%s", logs)
+	}
+}
+
+func TestLargeMessages(t *testing.T) {
+	f := start(t, Options{MaxMessageBytes: 8 << 20})
+	s := f.open()
+	if _, text := f.call(s, "1", "big", `{"n":3000000}`, nil); len(text) != 3000000 {
+		t.Fatalf("got %d bytes", len(text))
+	}
+}
+
+func TestMaxProcesses(t *testing.T) {
+	f := start(t, Options{MaxProcesses: 2})
+	a, b := f.open(), f.open()
+	f.call(b, "1", "pid", `{}`, nil) // b used last: a is the least recently used
+	// At the bound a new session ends the least recently used idle one.
+	c := f.open()
+	f.awaitExit()
+	rep, err := f.up.Call(ctx(t), a.Header(), callBody("1", "echo", `{}`), nil)
+	if st := upstream.StatusOf(rep, err); st != http.StatusNotFound {
+		t.Fatalf("the evicted session: status %d, want 404", st)
+	}
+	if _, text := f.call(b, "2", "echo", `{"text":"still here"}`, nil); text != "still here" {
+		t.Fatalf("b: %q", text)
+	}
+	// With every process busy, a new session is refused, naming the bound.
+	var wg sync.WaitGroup
+	for _, s := range []*upstream.Session{b, c} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.call(s, `"busy"`, "sleep", `{"n":1500}`, nil)
+		}()
+	}
+	f.waitLogCount("line=sleeping", 2)
+	_, err = f.up.Handshake(ctx(t), json.RawMessage(`{}`), "2025-11-25")
+	if err == nil || !strings.Contains(err.Error(), "UpstreamBusy") || !strings.Contains(err.Error(), "max_processes") {
+		t.Fatalf("a session beyond max_processes with every process busy: %v", err)
+	}
+	wg.Wait()
+}
+
+func TestIdleSessionEnds(t *testing.T) {
+	f := start(t, Options{IdleTimeout: 100 * time.Millisecond})
+	s := f.open()
+	f.awaitExit()
+	if f.tr.Processes() != 0 {
+		t.Fatal("idle process still counted")
+	}
+	rep, err := f.up.Call(ctx(t), s.Header(), callBody("1", "echo", `{}`), nil)
+	if st := upstream.StatusOf(rep, err); st != http.StatusNotFound {
+		t.Fatalf("idle-ended session: %d", st)
+	}
+}
+
+func TestCloseEscalatesToSIGKILL(t *testing.T) {
+	f := start(t, Options{Args: []string{"-stubborn"}, StopGrace: 50 * time.Millisecond})
+	s := f.open()
+	_, pid := f.call(s, "1", "pid", `{}`, nil)
+	if err := f.tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	logs := f.logs.String()
+	if !strings.Contains(logs, "SIGTERM") || !strings.Contains(logs, "SIGKILL") {
+		t.Fatalf("no escalation logged:\n%s", logs)
+	}
+	if !strings.Contains(logs, "signal: killed") {
+		t.Fatalf("process %s not killed:\n%s", pid, logs)
+	}
+}
+
+func TestShareRemapsIDs(t *testing.T) {
+	f := start(t, Options{Share: true})
+	a, b := f.open(), f.open()
+	_, pa := f.call(a, "1", "pid", `{}`, nil)
+	_, pb := f.call(b, "1", "pid", `{}`, nil)
+	if pa != pb || f.tr.Processes() != 1 {
+		t.Fatalf("share: pids %s %s, processes %d", pa, pb, f.tr.Processes())
+	}
+	// Both sessions use id 1 at once; each gets its own answer.
+	var wg sync.WaitGroup
+	got := make([]string, 2)
+	for i, s := range []*upstream.Session{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, got[i] = f.call(s, "1", "echo", fmt.Sprintf(`{"text":"s%d"}`, i), nil)
+		}()
+	}
+	wg.Wait()
+	if got[0] != "s0" || got[1] != "s1" {
+		t.Fatalf("answers crossed: %v", got)
+	}
+}
+
+func TestShareRestartsAfterExit(t *testing.T) {
+	f := start(t, Options{Share: true})
+	s := f.open()
+	_, p1 := f.call(s, "1", "pid", `{}`, nil)
+	rep, _ := f.call(s, "2", "die", `{}`, nil)
+	if e := jsonrpc.DecodeError(rep.Msg.Error); e.Name() != "UpstreamExited" {
+		t.Fatalf("got %s", rep.Msg.Error)
+	}
+	f.awaitExit()
+	_, p2 := f.call(s, "3", "pid", `{}`, nil)
+	if p2 == p1 || p2 == "" {
+		t.Fatalf("not restarted: %s → %s", p1, p2)
+	}
+}
+
+func TestStderrLoggedWithSession(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	f.call(s, "1", "stderr", `{"n":3,"text":"`+strings.Repeat("z", 2000)+`"}`, nil)
+	f.up.EndSession(s) // stderr is drained before the process is reaped
+	logs := f.logs.String()
+	if n := strings.Count(logs, "stdio server stderr"); n != 3 {
+		t.Fatalf("%d stderr lines logged:\n%s", n, logs)
+	}
+	if strings.Contains(logs, strings.Repeat("z", 600)) {
+		t.Fatal("stderr line not clipped")
+	}
+	if !strings.Contains(logs, "session="+label(s.ID)) || strings.Contains(logs, s.ID) {
+		t.Fatal("stderr lines must name the session by its label, never its id")
+	}
+}
+
+func TestEnvAndDir(t *testing.T) {
+	dir := t.TempDir()
+	f := start(t, Options{Env: []string{"GREETING=hello"}, Dir: dir})
+	s := f.open()
+	if _, v := f.call(s, "1", "env", `{"text":"GREETING"}`, nil); v != "hello" {
+		t.Fatalf("env: %q", v)
+	}
+	if _, v := f.call(s, "2", "env", `{"text":"HOME"}`, nil); v != "" {
+		t.Fatalf("an unlisted variable reached the process: HOME=%q", v)
+	}
+	if _, v := f.call(s, "3", "cwd", `{}`, nil); v != dir {
+		t.Fatalf("cwd %q, want %q", v, dir)
+	}
+}
+
+func TestCrashingServerBacksOff(t *testing.T) {
+	f := start(t, Options{Args: []string{"-initfail"}})
+	for range 2 {
+		_, err := f.up.Handshake(ctx(t), json.RawMessage(`{}`), "2025-11-25")
+		if err == nil || !strings.Contains(err.Error(), "UpstreamExited") {
+			t.Fatalf("initialize on a crashing server: %v", err)
+		}
+		f.awaitExit()
+	}
+	f.tr.mu.Lock()
+	failures, wait := f.tr.failures, time.Until(f.tr.notUntil)
+	f.tr.mu.Unlock()
+	if failures != 2 || wait <= 0 {
+		t.Fatalf("failures %d, next start in %v: want 2 and a pending backoff", failures, wait)
+	}
+	if !strings.Contains(f.logs.String(), "refusing to start") {
+		t.Fatal("the server's stderr was not logged")
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	f := start(t, Options{Command: filepath.Join(t.TempDir(), "missing")})
+	_, err := f.up.Handshake(ctx(t), json.RawMessage(`{}`), "2025-11-25")
+	if err == nil || !strings.Contains(err.Error(), "could not be started") {
+		t.Fatalf("got %v", err)
+	}
+	if f.tr.Processes() != 0 {
+		t.Fatal("a failed start is still counted")
+	}
+}
+
+// waitLogCount waits (bounded) until the log holds sub n times.
+func (f *fixture) waitLogCount(sub string, n int) {
+	f.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(f.logs.String(), sub) < n; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("log never had %q %d times:\n%s", sub, n, f.logs.String())
+		}
+	}
+}
+
+// waitLog waits (bounded) until the log holds sub.
+func (f *fixture) waitLog(sub string) {
+	f.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(f.logs.String(), sub); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("log never had %q:\n%s", sub, f.logs.String())
+		}
+	}
+}
+
+// A client's notifications/cancelled names its own request id; the process gets the id
+// Tollgate wrote for that request. One naming no request in flight is not passed on.
+func TestCancelledRemapped(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	cctx, cancel := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = f.up.Call(cctx, s.Header(), callBody(`"c1"`, "sleep", `{"n":20000}`), nil)
+	}()
+	defer func() { cancel(); <-done }()
+	f.waitLog("line=sleeping")
+	for _, id := range []string{`"nope"`, `"c1"`} {
+		resp, err := f.up.Send(ctx(t), http.MethodPost, s.Header(),
+			jsonrpc.Notification("notifications/cancelled", json.RawMessage(`{"requestId":`+id+`,"reason":"user"}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("notification: HTTP %d", resp.StatusCode)
+		}
+	}
+	f.waitLog(`cancelled {\"requestId\":\"tg-`)
+	if strings.Contains(f.logs.String(), `nope`) || strings.Contains(f.logs.String(), `\"c1\"`) {
+		t.Fatalf("the process saw a client's own id:\n%s", f.logs.String())
+	}
+}
+
+// A server whose helper keeps stdout open after the server itself exited: the exit is still
+// noticed (the group is ended after the grace) and the request in flight fails.
+func TestExitNoticedWhenAHelperHoldsStdout(t *testing.T) {
+	// The helper (sleep) inherits stdout; the shell runs the child and exits after it.
+	f := start(t, Options{Command: "/bin/sh", Args: []string{"-c", "sleep 60 & " + childBin + "; exit 0"}, StopGrace: 100 * time.Millisecond})
+	s := f.open()
+	rep, _ := f.call(s, "1", "die", `{}`, nil)
+	if e := jsonrpc.DecodeError(rep.Msg.Error); e.Name() != "UpstreamExited" {
+		t.Fatalf("got %s", rep.Msg.Error)
+	}
+}
+
+// Sessions on the shared process are bounded; at the bound the least recently used idle one
+// gives way (404 afterwards), the others keep working on the one process.
+func TestShareSessionsBounded(t *testing.T) {
+	f := start(t, Options{Share: true})
+	f.tr.maxShared = 2
+	a, b := f.open(), f.open()
+	f.call(b, "1", "echo", `{"text":"b"}`, nil) // a is now the least recently used
+	c := f.open()
+	rep, err := f.up.Call(ctx(t), a.Header(), callBody("1", "echo", `{}`), nil)
+	if st := upstream.StatusOf(rep, err); st != http.StatusNotFound {
+		t.Fatalf("the session that gave way: status %d, want 404", st)
+	}
+	for i, s := range []*upstream.Session{b, c} {
+		if _, text := f.call(s, "2", "echo", fmt.Sprintf(`{"text":"s%d"}`, i), nil); text != fmt.Sprintf("s%d", i) {
+			t.Fatalf("session %d: %q", i, text)
+		}
+	}
+	if n := f.tr.Processes(); n != 1 {
+		t.Fatalf("processes %d, want 1", n)
+	}
+}
+
+// A reader that stops reading an event stream does not keep its writer (and Close) waiting:
+// cancelling the request, or closing the transport, releases it.
+func TestStalledStreamReleased(t *testing.T) {
+	f := start(t, Options{})
+	s := f.open()
+	rctx, cancel := context.WithCancel(ctx(t))
+	body := jsonrpc.Request(json.RawMessage(`5`), "tools/call", json.RawMessage(`{"name":"progress","arguments":{},"_meta":{"progressToken":"t"}}`))
+	h := s.Header()
+	h.Set("Accept", "application/json, text/event-stream")
+	resp, err := f.up.Send(rctx, http.MethodPost, h, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !upstream.IsEventStream(resp.Header) {
+		t.Fatalf("want an event stream, got %q", resp.Header.Get("Content-Type"))
+	}
+	// Never read the body; cancel the request instead. Close must not hang on the writer.
+	cancel()
+	done := make(chan struct{})
+	go func() { f.tr.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx(t).Done():
+		t.Fatal("Close hung on a stream nobody reads")
+	}
+	resp.Body.Close()
+}
+
+// A shared process's own request with no request in flight belongs to no client: it is
+// answered at once with a JSON-RPC error, so the server does not wait for nobody.
+func TestShareRequestWithNobodyToAsk(t *testing.T) {
+	f := start(t, Options{Share: true})
+	s := f.open()
+	if _, text := f.call(s, "1", "ask-later", `{}`, nil); text != "ok" {
+		t.Fatalf("ask-later: %q", text)
+	}
+	f.waitLog(`late answer {\"error\":`)
+	if !strings.Contains(f.logs.String(), "NotBridged") {
+		t.Fatalf("the refusal does not name NotBridged:\n%s", f.logs.String())
+	}
+}
