@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
@@ -83,13 +82,11 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 	return rep.Msg.Result, nil
 }
 
-// Answer posts a JSON-RPC response to one of the upstream's server→client requests.
+// Answer posts a JSON-RPC response to one of the upstream's server→client requests, with the
+// transport's headers (upstream.Client.Post). A refused answer leaves the tool waiting until
+// its call times out; nothing more can be done for it here.
 func Answer(up *upstream.Client, hdr http.Header, msg []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if resp, err := up.Send(ctx, http.MethodPost, hdr, msg); err == nil {
-		resp.Body.Close()
-	}
+	_ = up.Post(hdr, msg)
 }
 
 // noClientToAsk answers a server→client request sent during an approved call Tollgate
