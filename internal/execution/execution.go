@@ -60,13 +60,12 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 	}
 	hdr := CallerHeaders(t.Headers, t.SessionID)
 	id, _ := jsonrpc.Marshal("tollgate-exec-" + t.ID)
+	// No client is connected to an execution Tollgate runs itself: the upstream's
+	// elicitation/sampling/roots requests go to the task's owner through the task (Relay).
+	relay := NewRelay(ctx, r.o.Upstream)
+	defer relay.Close()
 	rep, err := r.o.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), func(m *jsonrpc.Message) {
-		if m.Kind == jsonrpc.KindRequest {
-			// No client is connected to an execution Tollgate runs itself: refuse the
-			// upstream's elicitation/sampling/roots request at once, so the tool decides
-			// instead of waiting for an answer nobody sends.
-			Answer(r.o.Upstream, hdr, jsonrpc.ErrorResponse(m.ID, noClientToAsk(m.Method)))
-		}
+		relay.Handle(hdr, m, nil)
 	})
 	if upstream.StatusOf(rep, err) == http.StatusNotFound {
 		// Spec 2025-11-25 transports (session management): a server answers 404 for an ended
@@ -90,10 +89,10 @@ func Answer(up *upstream.Client, hdr http.Header, msg []byte) {
 }
 
 // noClientToAsk answers a server→client request sent during an approved call Tollgate
-// executes on the caller's behalf (the same refusal a bridged 2026-07-28 execution gets).
+// executes on the caller's behalf that it does not relay to the task's owner.
 func noClientToAsk(method string) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
-		"Tollgate executes this approved call on the caller's behalf with no client connected to answer "+method)
+		"Tollgate executes this approved call on the caller's behalf and does not relay "+method+" to its owner")
 }
 
 func sessionGone(t *tasks.Task) *jsonrpc.Error {

@@ -230,7 +230,10 @@ func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMess
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 		}
-		msg, e := b.bridgeCall(ctx, taskBridgeOwner(t.Owner), t.Headers, legacyBody(m), nil)
+		// The upstream's questions during the call go to the task's owner (execution.Relay).
+		relay := execution.NewRelay(ctx, b.up)
+		defer relay.Close()
+		msg, e := b.bridgeCall(ctx, taskBridgeOwner(t.Owner), t.Headers, legacyBody(m), relay.Handle)
 		return callOutcome(msg, e)
 	}
 	hdr := execution.CallerHeaders(t.Headers, "")

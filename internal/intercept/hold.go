@@ -38,7 +38,11 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		hctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
 		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget, progressMeta(id, g.d.ConsoleURL))
-		answer := g.outcomeResponse(hctx, x, own, id)
+		// The upstream's questions during the approved call go to the caller on this stream,
+		// as a direct proxy would relay them.
+		answer := g.whileRelayingQuestions(hctx, own, id, emit, func(ctx context.Context) []byte {
+			return g.outcomeResponse(ctx, x, own, id)
+		})
 		stop()
 		switch {
 		case answer != nil:

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,5 +116,86 @@ tasks:
 	}
 	if st.Posts["400"] != 0 {
 		t.Errorf("the upstream refused %d POSTs with HTTP 400 (%v): a message Tollgate sent lacks a transport header", st.Posts["400"], st.Posts)
+	}
+}
+
+// owner answers the upstream's questions as a task's owner would: elicitations with accept
+// {ok: true} numbered by arrival, sampling with a fixed text; it records how often it was asked.
+type owner struct {
+	mu      sync.Mutex
+	elicits int
+	samples int
+}
+
+func (o *owner) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.elicits++
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{
+		Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"ok": true, "n": o.elicits},
+	}}, nil
+}
+
+func (o *owner) CreateMessage(_ context.Context, req mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.samples++
+	return &mcp.CreateMessageResult{SamplingMessage: mcp.SamplingMessage{Role: mcp.RoleAssistant, Content: mcp.TextContent{Type: "text", Text: "short"}}, Model: "owner-model"}, nil
+}
+
+// TestGoSDKQuestionsDuringApprovedTask: a stateful go-sdk upstream's tools that elicit once,
+// elicit twice and sample during an approved 2025-11-25 task: each question reaches the
+// owner (mcp-go client) on its tasks/result stream, each answer reaches the upstream, the
+// task completes with the tool's result, and each tool ran once.
+func TestGoSDKQuestionsDuringApprovedTask(t *testing.T) {
+	up := startGoSDK(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, `governance:
+  defaults: {action: approve}
+approval:
+  default: {timeout: 10m, on_timeout: deny}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+`), approverEnv, nil)
+	g.WaitReady(t)
+	o := &owner{}
+	c := startTaskClient(t, g.MCP, client.WithElicitationHandler(o), client.WithSamplingHandler(o))
+
+	for _, tc := range []struct {
+		tool, arg, want  string
+		elicits, samples int
+	}{
+		{"confirm", "what", "answer accept map[n:1 ok:true]", 1, 0},
+		{"confirm_twice", "what", "answers accept map[n:2 ok:true] / accept map[n:3 ok:true]", 2, 0},
+		{"summarize", "text", "summary short", 0, 1},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			o.mu.Lock()
+			e0, s0 := o.elicits, o.samples
+			o.mu.Unlock()
+			res, rpcErr := callWithTask(t, c, tc.tool, map[string]any{tc.arg: "drop the table"}, 600000)
+			if rpcErr != nil {
+				t.Fatal(rpcErr)
+			}
+			tid := taskIDOf(t, res)
+			decide(t, g, tid, "approve")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			result, err := c.TaskResult(ctx, mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: tid}})
+			if err != nil {
+				t.Fatalf("tasks/result: %v", err)
+			}
+			if text := resultText(&mcp.CallToolResult{Content: result.Content}); result.IsError || text != tc.want {
+				t.Fatalf("result isError=%v %q, want %q", result.IsError, text, tc.want)
+			}
+			o.mu.Lock()
+			asked := fmt.Sprintf("%d/%d", o.elicits-e0, o.samples-s0)
+			o.mu.Unlock()
+			if want := fmt.Sprintf("%d/%d", tc.elicits, tc.samples); asked != want {
+				t.Errorf("owner asked %s elicitations/samplings, want %s", asked, want)
+			}
+			if n := up.stats(t).Calls[tc.tool]; n != 1 {
+				t.Errorf("%s ran %d times, want 1", tc.tool, n)
+			}
+		})
 	}
 }

@@ -1,0 +1,94 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// questionIDPrefix starts the ids of the requests that carry a task's pending question (the
+// upstream's, kept on the task: tasks.Manager.NextQuestion) to its owner; the id names the
+// task and the question, so the answer may reach any replica sharing the store.
+const questionIDPrefix = ElicitIDPrefix + "q-"
+
+func questionRequestID(taskID, qid string) string { return questionIDPrefix + qid + "-" + taskID }
+
+func parseQuestionRequestID(id string) (taskID, qid string, ok bool) {
+	rest, ok := strings.CutPrefix(id, questionIDPrefix)
+	if !ok {
+		return "", "", false
+	}
+	qid, taskID, ok = strings.Cut(rest, "-")
+	return taskID, qid, ok && qid != "" && taskID != ""
+}
+
+// questionRequest is the JSON-RPC request that puts q of task id to its owner, with the
+// related-task _meta (spec 2025-11-25 tasks: requests about a task carry it).
+func questionRequest(id string, q *tasks.Question) []byte {
+	params := q.Params
+	if len(params) == 0 || params[0] != '{' {
+		params = json.RawMessage(`{}`)
+	}
+	meta := jsonrpc.Member(params, "_meta")
+	if meta == nil || string(meta) == "null" || meta[0] != '{' {
+		meta = []byte(`{}`)
+	}
+	rel := []byte(`{"taskId":` + string(rawString(id)) + `}`)
+	if nm, err := jsonrpc.Replace(meta, tasks.RelatedTaskKey, rel); err == nil {
+		if np, err := jsonrpc.Replace(params, "_meta", nm); err == nil {
+			params = np
+		}
+	}
+	return jsonrpc.Request(rawString(questionRequestID(id, q.ID)), q.Method, params)
+}
+
+// whileRelayingQuestions runs wait while every question of task id that becomes pending is
+// sent to its owner on this stream (emit): the tasks/result stream of a task, a held plain
+// call's own stream (spec 2025-11-25 tasks: input_required → the question travels on
+// tasks/result). It stops when emit fails (a JSON answer, the client went away): the question
+// stays on the task for the tollgate_* tools and tasks/get.
+func (g *Gateway) whileRelayingQuestions(ctx context.Context, own, id string, emit func([]byte) bool, wait func(context.Context) []byte) []byte {
+	qctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seen := ""
+		for {
+			q, err := g.d.Tasks.NextQuestion(qctx, own, id, seen)
+			if err != nil || q == nil {
+				return
+			}
+			seen = q.ID
+			if !emit(questionRequest(id, q)) {
+				return
+			}
+		}
+	}()
+	out := wait(ctx)
+	cancel()
+	<-done
+	return out
+}
+
+// questionResponse takes a client's answer to a question sent by whileRelayingQuestions. The
+// owner check is the task's: anyone else's answer is ignored like an unknown id.
+func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) Result {
+	taskID, qid, ok := parseQuestionRequestID(id)
+	if !ok {
+		return Result{Accepted: true}
+	}
+	var rpcErr *jsonrpc.Error
+	if x.Msg.Error != nil {
+		rpcErr = jsonrpc.DecodeError(x.Msg.Error)
+	}
+	_, err := g.d.Tasks.Answer(ctx, owner(x), taskID, qid, x.Msg.Result, rpcErr)
+	if err != nil && !errors.Is(err, tasks.ErrNotFound) && !errors.Is(err, tasks.ErrNoQuestion) {
+		// an invalid or oversized answer: the question stays pending until answered or timed out
+		g.log.Info("a task's owner answered a question unusably", "task_id", taskID, "question", qid, "error", err.Error())
+	}
+	return Result{Accepted: true}
+}
