@@ -3,7 +3,9 @@ package execution
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -70,4 +72,32 @@ func (r *Relay) Handle(hdr http.Header, m *jsonrpc.Message, answered func()) {
 func (r *Relay) Close() {
 	r.cancel()
 	r.wg.Wait()
+}
+
+// AskAll puts each entry of a 2026-07-28 InputRequiredResult's inputRequests (key → {method,
+// params}) to the task's owner in turn (tasks.AskerFrom) and returns the answers by key: the
+// inputResponses of the retry (spec 2026-07-28 basic/patterns/mrtr). An owner's error answer,
+// a question Tollgate does not relay, or no asker in ctx end the call with that error.
+func AskAll(ctx context.Context, inputRequests json.RawMessage) (map[string]json.RawMessage, *jsonrpc.Error) {
+	var reqs map[string]struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(inputRequests, &reqs); err != nil || len(reqs) == 0 {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "UnsupportedResult", "The upstream asked for input without usable inputRequests")
+	}
+	ask := tasks.AskerFrom(ctx)
+	if ask == nil {
+		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "UnsupportedResult", "The upstream asked for input, and this call has no owner to ask")
+	}
+	keys := slices.Sorted(maps.Keys(reqs))
+	answers := make(map[string]json.RawMessage, len(reqs))
+	for _, k := range keys {
+		res, rpcErr := ask(ctx, reqs[k].Method, reqs[k].Params)
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		answers[k] = res
+	}
+	return answers, nil
 }
