@@ -98,8 +98,13 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	}
 
 	res, rpcErr := m.call(execCtx, t)
-	if rpcErr != nil && byLimit && errors.Is(execCtx.Err(), context.DeadlineExceeded) {
+	switch {
+	case rpcErr != nil && byLimit && errors.Is(execCtx.Err(), context.DeadlineExceeded):
 		rpcErr = executionTimeoutError(t, limit) // ctx's end cancelled the upstream request
+	case (rpcErr != nil || isErrorResult(res)) && ctx.Err() != nil:
+		// This replica is stopping (Close): the call was cut off, e.g. while its question
+		// waited for the owner. Say so; it is never run again (at most once).
+		res, rpcErr = nil, interruptedError(t)
 	}
 	outcome := "completed"
 	if rpcErr != nil || isErrorResult(res) {

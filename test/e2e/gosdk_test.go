@@ -199,3 +199,46 @@ approvers:
 		})
 	}
 }
+
+// TestGoSDKQuestionsDuringHeldPlainCall: a plain call (mcp-go client without tasks) held for
+// approval (tasks.sync_approval: hold) whose go-sdk tools ask after the approval: each question
+// reaches the caller on the held call's own stream, as a direct proxy would relay it, and the
+// answers reach the upstream; the call ends with the tool's result and the tool ran once.
+func TestGoSDKQuestionsDuringHeldPlainCall(t *testing.T) {
+	up := startGoSDK(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, `governance:
+  defaults: {action: approve}
+approval:
+  default: {timeout: 10m, on_timeout: deny}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+`), approverEnv, nil)
+	g.WaitReady(t)
+	o := &owner{}
+	c := startTaskClient(t, g.MCP, client.WithElicitationHandler(o), client.WithSamplingHandler(o))
+	for _, tc := range []struct{ tool, arg, want string }{
+		{"confirm_twice", "what", "answers accept map[n:1 ok:true] / accept map[n:2 ok:true]"},
+		{"summarize", "text", "summary short"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			type answer struct {
+				r   *mcp.CallToolResult
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				r, err := callTool(c, tc.tool, map[string]any{tc.arg: "drop the table"})
+				done <- answer{r, err}
+			}()
+			waitFor(t, "the held call's approval", func() bool { return len(pendingApprovals(t, g)) == 1 })
+			decide(t, g, pendingApprovals(t, g)[0], "approve")
+			a := <-done
+			if a.err != nil || a.r.IsError || resultText(a.r) != tc.want {
+				t.Fatalf("held call: %+v %v, want %q", a.r, a.err, tc.want)
+			}
+			if n := up.stats(t).Calls[tc.tool]; n != 1 {
+				t.Errorf("%s ran %d times, want 1", tc.tool, n)
+			}
+		})
+	}
+}
