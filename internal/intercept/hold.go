@@ -38,16 +38,8 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		hctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
 		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget, progressMeta(id, g.d.ConsoleURL))
-		// The upstream's questions during the approved call go to a 2025-11-25 caller on this
-		// stream, as a direct proxy would relay them (a 2026-07-28 caller takes no requests on
-		// a stream: the question waits on the task for the tollgate_* tools).
-		relay := emit
-		if x.Modern != nil {
-			relay = func([]byte) bool { return false }
-		}
-		answer := g.whileRelayingQuestions(hctx, own, id, relay, func(ctx context.Context) []byte {
-			return g.outcomeResponse(ctx, x, own, id)
-		})
+		// The upstream's questions during the approved call go to the caller (outcomeOrQuestion).
+		answer := g.outcomeOrQuestion(hctx, x, own, id, emit)
 		stop()
 		switch {
 		case answer != nil:

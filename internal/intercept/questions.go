@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -91,4 +92,87 @@ func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) 
 		g.log.Info("a task's owner answered a question unusably", "task_id", taskID, "question", qid, "error", err.Error())
 	}
 	return Result{Accepted: true}
+}
+
+// outcomeOrQuestion waits for the outcome of a plain call's task (a held or blocked call) and
+// puts the upstream's questions during its call to the caller: a 2025-11-25 caller gets them
+// on the call's own stream, as a direct proxy would relay them; a 2026-07-28 caller, which
+// takes no requests on a stream, gets an InputRequiredResult naming the question, and its retry
+// with inputResponses (answerFromRetry) continues the call (spec 2026-07-28
+// basic/patterns/mrtr). nil: the client went away.
+func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool) []byte {
+	if x.Modern == nil {
+		return g.whileRelayingQuestions(ctx, own, id, emit, func(ctx context.Context) []byte {
+			return g.outcomeResponse(ctx, x, own, id)
+		})
+	}
+	if own == tasks.Anonymous {
+		// An anonymous caller's retry makes a task of its own (no one to attach it to), so it
+		// could not continue this one: its question waits for the tollgate_* tools.
+		return g.outcomeResponse(ctx, x, own, id)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	outcome := make(chan []byte, 1)
+	go func() { outcome <- g.outcomeResponse(wctx, x, own, id) }()
+	asked := make(chan *tasks.Task, 1)
+	askDone := make(chan struct{})
+	go func() {
+		defer close(askDone)
+		seen := ""
+		for {
+			q, err := g.d.Tasks.NextQuestion(wctx, own, id, seen)
+			if err != nil || q == nil {
+				return
+			}
+			seen = q.ID
+			// Only what the request's clientCapabilities declare may be asked (the others
+			// wait for the tollgate_* tools or time out).
+			if c, known := inputCapability[q.Method]; !known || jsonrpc.Member(x.Modern.Capabilities, c) == nil {
+				continue
+			}
+			if t, err := g.d.Tasks.Get(wctx, own, id); err == nil {
+				asked <- t
+			}
+			return
+		}
+	}()
+	defer func() {
+		cancel()
+		<-askDone
+	}()
+	select {
+	case out := <-outcome:
+		return out
+	case t := <-asked:
+		cancel()
+		<-outcome
+		reqs := g.inputRequests(t)
+		if reqs == nil { // answered meanwhile: the outcome is still to come
+			return g.outcomeResponse(ctx, x, own, id)
+		}
+		b, _ := jsonrpc.Marshal(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": id})
+		return jsonrpc.ResultResponse(x.Msg.ID, b)
+	}
+}
+
+// answerFromRetry gives the inputResponses of a 2026-07-28 retry of a held call to the question
+// of its task they answer (keys from inputRequests); other keys are ignored, an answer the
+// manager refuses (malformed, too large) is -32602. The owner check is the task's.
+func (g *Gateway) answerFromRetry(ctx context.Context, x *Exchange, own, id string) *jsonrpc.Error {
+	var p struct {
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	}
+	if json.Unmarshal(x.Msg.Params, &p) != nil {
+		return nil
+	}
+	for key, ans := range p.InputResponses {
+		qid, ok := strings.CutPrefix(key, questionKeyPrefix)
+		if !ok {
+			continue
+		}
+		if _, err := g.d.Tasks.Answer(ctx, own, id, qid, ans, nil); err != nil && !errors.Is(err, tasks.ErrNoQuestion) && !errors.Is(err, tasks.ErrNotFound) {
+			return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: inputResponses["+strconv.Quote(key)+"]: "+err.Error())
+		}
+	}
+	return nil
 }
