@@ -331,3 +331,47 @@ func TestOpenRedisConfig(t *testing.T) {
 		t.Errorf("Usage after Close err = %v, want ErrClosed", err)
 	}
 }
+
+// TestRedisWatch: an update through one replica's store is announced to another replica's
+// Watch (same key prefix), and not to a store under another prefix; Watch ends with its ctx.
+func TestRedisWatch(t *testing.T) {
+	base := redisURL(t)
+	u, _ := withPrefix(t, base, nil)
+	a, b := openRedis(t, u), openRedis(t, u)
+	other, _ := withPrefix(t, base, nil)
+	c := openRedis(t, other)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, strays := make(chan string, 4), make(chan string, 4)
+	var wg sync.WaitGroup
+	wctx, stop := context.WithCancel(ctx)
+	wg.Go(func() { _ = b.Watch(wctx, func(id string) { got <- id }) })
+	wg.Go(func() { _ = c.Watch(wctx, func(id string) { strays <- id }) })
+	rec, err := a.Create(ctx, rrec("w1", "alice", true, 1, "x"), store.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // the subscription is in place once PUBLISH reaches a subscriber
+		rec.Data = []byte("y")
+		if rec, err = a.Update(ctx, rec, rec.Version); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id := <-got:
+			if id != "w1" {
+				t.Fatalf("announced %q, want w1", id)
+			}
+			stop()
+			wg.Wait()
+			select {
+			case id := <-strays:
+				t.Fatalf("a store under another prefix was told about %q", id)
+			default:
+			}
+			return
+		case <-time.After(50 * time.Millisecond): // not yet subscribed: update again
+		case <-ctx.Done():
+			t.Fatal("no announcement")
+		}
+	}
+}
