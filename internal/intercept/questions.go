@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -53,6 +54,8 @@ func questionRequest(id string, q *tasks.Question) []byte {
 // tasks/result). It stops when emit fails (a JSON answer, the client went away): the question
 // stays on the task for the tollgate_* tools and tasks/get.
 func (g *Gateway) whileRelayingQuestions(ctx context.Context, own, id string, emit func([]byte) bool, wait func(context.Context) []byte) []byte {
+	g.asking.add(id, 1)
+	defer g.asking.add(id, -1)
 	qctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -175,4 +178,48 @@ func (g *Gateway) answerFromRetry(ctx context.Context, x *Exchange, own, id stri
 		}
 	}
 	return nil
+}
+
+// asking counts, per task, the streams of this replica that carry its questions to the owner
+// (an open tasks/result, a held call's own stream).
+type asking struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *asking) add(id string, d int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == nil {
+		a.n = map[string]int{}
+	}
+	if a.n[id] += d; a.n[id] <= 0 {
+		delete(a.n, id)
+	}
+}
+
+func (a *asking) open(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[id] > 0
+}
+
+// OnTaskQuestion is a tasks.Manager subscriber: a question of the upstream's that becomes
+// pending on a 2025-11-25 task while no tasks/result (or held call) of this replica carries
+// its questions goes to the owning session's GET stream (spec 2025-11-25 tasks: a request
+// about a task goes on the tasks/result stream, else on the session's stream), with the
+// related-task _meta. A tasks/result opened right after may ask it again; the first answer
+// counts. It never blocks (session.Push drops the message when the stream is full).
+func (g *Gateway) OnTaskQuestion(tr tasks.Transition) {
+	t := tr.Task
+	if tr.Event() != tasks.EventInput || t.Era == tasks.EraModern || t.SessionID == "" || g.asking.open(t.ID) {
+		return
+	}
+	q := t.PendingQuestion()
+	if q == nil || g.d.Sessions == nil {
+		return
+	}
+	if ss := g.d.Sessions.Get(t.SessionID); ss != nil {
+		ss.Push(questionRequest(t.ID, q))
+	}
 }

@@ -217,6 +217,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
+	s.tasks.Subscribe(s.gw.OnTaskQuestion)
 	s.tasks.Subscribe(s.tools.PublishTaskChange)
 	s.tasks.Subscribe(s.audit.OnTaskChange)
 	s.tasks.Subscribe(s.holdSessions)

@@ -242,3 +242,57 @@ approvers:
 		})
 	}
 }
+
+// TestGoSDKQuestionOnSessionStream: with no tasks/result open, the question of an approved
+// 2025-11-25 task goes to the owner's session GET stream (mcp-go client listening
+// continuously) with the related-task _meta; the answer reaches the upstream and the task
+// completes.
+func TestGoSDKQuestionOnSessionStream(t *testing.T) {
+	up := startGoSDK(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, `governance:
+  defaults: {action: approve}
+approval:
+  default: {timeout: 10m, on_timeout: deny}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+`), approverEnv, nil)
+	g.WaitReady(t)
+	o := &owner{}
+	tr, err := transport.NewStreamableHTTP(g.MCP, transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr, client.WithElicitationHandler(o), client.WithSamplingHandler(o))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "e2e-gosdk-get", Version: "1"},
+		Capabilities: mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}, Sampling: &mcp.SamplingCapability{}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	res, rpcErr := callWithTask(t, c, "confirm", map[string]any{"what": "drop the table"}, 600000)
+	if rpcErr != nil {
+		t.Fatal(rpcErr)
+	}
+	tid := taskIDOf(t, res)
+	decide(t, g, tid, "approve")
+	waitFor(t, "the task to complete without tasks/result", func() bool {
+		got, err := c.GetTask(ctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: tid}})
+		return err == nil && got.Status == mcp.TaskStatusCompleted
+	})
+	result, err := c.TaskResult(ctx, mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: tid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := resultText(&mcp.CallToolResult{Content: result.Content}); text != "answer accept map[n:1 ok:true]" {
+		t.Fatalf("result %q", text)
+	}
+	if n := up.stats(t).Calls["confirm"]; n != 1 {
+		t.Errorf("confirm ran %d times, want 1", n)
+	}
+}
