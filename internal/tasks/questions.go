@@ -120,7 +120,8 @@ func ParseAnswer(method string, raw []byte) (json.RawMessage, error) {
 		switch r.Action {
 		case "accept", "decline", "cancel":
 		default:
-			return nil, fmt.Errorf("%w: action must be accept, decline or cancel, got %q", ErrInvalidAnswer, clip(r.Action))
+			// the value itself is the owner's and is never echoed or logged
+			return nil, fmt.Errorf("%w: action must be accept, decline or cancel", ErrInvalidAnswer)
 		}
 		if c := bytes.TrimSpace(r.Content); len(c) > 0 && string(c) != "null" && c[0] != '{' {
 			return nil, fmt.Errorf("%w: content must be an object", ErrInvalidAnswer)
@@ -243,7 +244,7 @@ func (m *Manager) ask(ctx context.Context, id, method string, params json.RawMes
 		if t.State != Executing {
 			return errNoop
 		}
-		if t.PendingQuestion() != nil {
+		if t.Question != nil { // pending, or answered and not yet taken by its asker
 			return ErrQuestionPending
 		}
 		t.Asked++

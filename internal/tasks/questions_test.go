@@ -262,3 +262,58 @@ func FuzzParseAnswer(f *testing.F) {
 		}
 	})
 }
+
+// concurrentExec asks a second question while its first is pending (pending is signalled by
+// the test once the first shows on the task), as a tool with parallel requests would.
+type concurrentExec struct{ pending, secondDone chan struct{} }
+
+func (c concurrentExec) Execute(ctx context.Context, t *Task) (json.RawMessage, *jsonrpc.Error) {
+	ask := AskerFrom(ctx)
+	text := func(res json.RawMessage, rpcErr *jsonrpc.Error) string {
+		if rpcErr != nil {
+			return "error " + rpcErr.Name()
+		}
+		return string(res)
+	}
+	first := make(chan string, 1)
+	go func() { first <- text(ask(ctx, MethodElicit, json.RawMessage(`{"message":"sure?"}`))) }()
+	<-c.pending
+	second := text(ask(ctx, MethodElicit, json.RawMessage(`{"message":"really?"}`)))
+	close(c.secondDone)
+	raw, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": <-first + " | " + second}}})
+	return raw, nil
+}
+
+// TestQuestionOneAtATime: a task has one pending question; a second asked meanwhile is
+// refused with NotBridged (the tool decides), the first is answered as usual.
+func TestQuestionOneAtATime(t *testing.T) {
+	e := newEnv(t, nil)
+	exec := concurrentExec{pending: make(chan struct{}), secondDone: make(chan struct{})}
+	m := NewManager(e.st, exec, nil, e.m.opts)
+	t.Cleanup(func() { _ = m.Close() })
+	asked := make(chan *Task, 4)
+	m.Subscribe(func(tr Transition) {
+		if tr.Event() == EventInput && tr.Task.PendingQuestion() != nil {
+			asked <- tr.Task
+		}
+	})
+	e.m = m
+	tk := e.create(t, "alice")
+	ctx := context.Background()
+	if _, err := m.Approve(ctx, tk.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	q := waitAsked(t, asked).PendingQuestion()
+	close(exec.pending) // the second question is asked now, and refused at once
+	<-exec.secondDone
+	if _, err := m.Answer(ctx, "alice", tk.ID, q.ID, json.RawMessage(`{"action":"decline"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	res, rpcErr := e.result(t, "alice", tk.ID)
+	if rpcErr != nil {
+		t.Fatal(rpcErr)
+	}
+	if got := resultText(t, res); got != `{"action":"decline"} | error NotBridged` {
+		t.Fatalf("the call got %q", got)
+	}
+}
