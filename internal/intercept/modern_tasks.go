@@ -175,7 +175,7 @@ func (g *Gateway) modernTaskID(ctx context.Context, x *Exchange, own string) (st
 		r := modernError(x, e)
 		return "", &r
 	}
-	if boundTo, ok := g.modern.upTasks.lookup(id); ok {
+	if boundTo, ok := g.upstreamTaskOwner(ctx, id); ok {
 		// An upstream task (even one whose id happens to start with tg_).
 		if boundTo != own {
 			r := modernError(x, notFound(id))

@@ -210,10 +210,14 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	undo = append(undo, func() { _ = s.tasks.Close() })
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})
+	var upTasks intercept.UpstreamTaskStore
+	if ut, ok := s.store.(store.UpstreamTasks); ok && store.IsShared(s.store) {
+		upTasks = ut // replicas share upstream task bindings (docs/operations.md)
+	}
 	s.gw = intercept.NewGateway(intercept.Deps{
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
 		OwnerKey: ownKey, Promotions: proms, Tasks: s.tasks, Tools: s.tools,
-		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL,
+		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL, UpstreamTasks: upTasks,
 	})
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)

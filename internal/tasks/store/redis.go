@@ -38,6 +38,7 @@ const (
 //	P pbytes_total  string: sum of P pbytes
 //	P k:<key>       string: id of the record created last with that idempotency key
 //	P changed       pub/sub channel: Update publishes the id it changed (Watch)
+//	P ut:<id>       string: owner an upstream task id is bound to (upstream_tasks_redis.go)
 //
 // A record is a hash rather than a JSON blob so the Lua scripts read and bump the version and
 // read the owner with HGET/HINCRBY instead of decoding JSON (Redis's Lua numbers are doubles,

@@ -375,3 +375,25 @@ func TestRedisWatch(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisUpstreamTasks: a binding made through one replica's store is seen through
+// another's; the first owner keeps the id; an unbound id is not found.
+func TestRedisUpstreamTasks(t *testing.T) {
+	u, _ := withPrefix(t, redisURL(t), nil)
+	a, b := openRedis(t, u), openRedis(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	exp := time.Now().Add(time.Hour)
+	if got, err := a.BindUpstreamTask(ctx, "up-1", "alice", exp); err != nil || got != "alice" {
+		t.Fatalf("bind: %q %v", got, err)
+	}
+	if got, err := b.BindUpstreamTask(ctx, "up-1", "mallory", exp); err != nil || got != "alice" {
+		t.Fatalf("second bind: %q %v, want alice kept", got, err)
+	}
+	if owner, ok, err := b.UpstreamTaskOwner(ctx, "up-1"); err != nil || !ok || owner != "alice" {
+		t.Fatalf("owner through b: %q %v %v", owner, ok, err)
+	}
+	if _, ok, err := a.UpstreamTaskOwner(ctx, "up-2"); err != nil || ok {
+		t.Fatalf("unbound id: %v %v", ok, err)
+	}
+}
