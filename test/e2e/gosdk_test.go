@@ -296,3 +296,37 @@ approvers:
 		t.Errorf("confirm ran %d times, want 1", n)
 	}
 }
+
+// TestGoSDKQuestionTimeout: nobody answers the tool's question (the owner's client declares
+// elicitation but never reads its streams): after tasks.input_timeout the upstream gets a
+// decline, the tool finishes with it, the task completes, and the timeout is counted.
+func TestGoSDKQuestionTimeout(t *testing.T) {
+	up := startGoSDK(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, `governance:
+  defaults: {action: approve}
+approval:
+  default: {timeout: 10m, on_timeout: deny}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+tasks:
+  input_timeout: 300ms
+`), approverEnv, nil)
+	g.WaitReady(t)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	r := c.Post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"e2e-silent","version":"1"}}}`)
+	c.Session = r.Header.Get("Mcp-Session-Id")
+	c.Post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	tid := c.CallTask(1, "confirm", `{"what":"drop the table"}`)
+	decide(t, g, tid, "approve")
+	m := c.TaskRPC(2, "tasks/result", tid).Message(t) // on its stream: a question nobody answers, then the result
+	content, _ := testkit.Dig(m, "result", "content").([]any)
+	if len(content) == 0 || testkit.Dig(content[0], "text") != "answer decline map[]" {
+		t.Fatalf("tasks/result: %v, want the tool's result of a declined question", m)
+	}
+	if n := metricValue(t, g, `tollgate_task_questions_total{outcome="timed_out"}`); n != 1 {
+		t.Errorf("timed-out questions counted %v, want 1", n)
+	}
+	if n := up.stats(t).Calls["confirm"]; n != 1 {
+		t.Errorf("confirm ran %d times, want 1", n)
+	}
+}
