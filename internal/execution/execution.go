@@ -41,7 +41,12 @@ func New(o Options) *Runner {
 // promoted task waits for the call already in flight instead (tasks.promote_after).
 func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
 	if t.Promoted {
-		return r.o.Promotions.await(ctx, t.ID)
+		// The call is the client's, already in flight; the upstream's questions on its stream
+		// after the promotion go to the task's owner like an approved call's.
+		relay := NewRelay(ctx, r.o.Upstream)
+		defer relay.Close()
+		hdr := CallerHeaders(t.Headers, t.SessionID)
+		return r.o.Promotions.await(ctx, t.ID, func(m *jsonrpc.Message) { relay.Handle(hdr, m, nil) })
 	}
 	if r.o.Modern != nil {
 		if res, rpcErr, ok := r.o.Modern(ctx, t); ok {

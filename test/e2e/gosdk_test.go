@@ -330,3 +330,41 @@ tasks:
 		t.Errorf("confirm ran %d times, want 1", n)
 	}
 }
+
+// TestGoSDKQuestionAfterPromotion: a forwarded plain call promoted to a task
+// (tasks.promote_after) whose tool asks only after the promotion, when the caller's own
+// stream has already been answered: the question goes to the task's owner, who sees it in
+// tollgate_get_task and answers it with tollgate_answer_question; the upstream gets the
+// answer on the call still in flight and the task's result carries it. It used to be kept
+// for display only, the tool waiting until the call timed out.
+func TestGoSDKQuestionAfterPromotion(t *testing.T) {
+	up := startGoSDK(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, `governance:
+  defaults: {action: forward}
+tasks:
+  promote_after: 200ms
+`), nil, nil)
+	g.WaitReady(t)
+	c := &testkit.RPC{T: t, URL: g.MCP}
+	r := c.Post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"e2e-promoted","version":"1"}}}`)
+	c.Session = r.Header.Get("Mcp-Session-Id")
+	c.Post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	m := c.Call(1, "slow_confirm", map[string]any{"what": "drop the table"}, 0)
+	tid := taskIDRe.FindString(fmt.Sprint(testkit.Dig(m, "result", "content")))
+	if tid == "" {
+		t.Fatalf("not promoted: %v", m)
+	}
+	var qid string
+	waitFor(t, "the question on the promoted task", func() bool { qid = pendingQuestion(t, c, tid); return qid != "" })
+	if _, isErr := ownTool(t, c, 3, "tollgate_answer_question", map[string]any{"task_id": tid, "question_id": qid,
+		"answer": map[string]any{"action": "accept", "content": map[string]any{"ok": true}}}); isErr {
+		t.Fatal("the owner's answer was refused")
+	}
+	m = c.Call(4, "tollgate_get_task_result", map[string]any{"task_id": tid, "timeout_ms": 15000}, 0)
+	if got := fmt.Sprint(testkit.Dig(m, "result", "content")); !strings.Contains(got, "answer accept map[ok:true]") {
+		t.Fatalf("result: %v", m)
+	}
+	if n := up.stats(t).Calls["slow_confirm"]; n != 1 {
+		t.Errorf("slow_confirm ran %d times, want 1", n)
+	}
+}
