@@ -78,6 +78,11 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 		return nil, sessionGone(t)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			// Tollgate gave up on the call (execution_timeout, the task cancelled or expired,
+			// shutdown): spec 2025-11-25 utilities/cancellation, the sender SHOULD say so.
+			cancelled(r.o.Upstream, hdr, id)
+		}
 		return nil, upstream.AsError(err).RPCError()
 	}
 	if rep.Msg.Error != nil {
@@ -91,6 +96,13 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 // its call times out; nothing more can be done for it here.
 func Answer(up *upstream.Client, hdr http.Header, msg []byte) {
 	_ = up.Post(hdr, msg)
+}
+
+// cancelled tells the upstream that Tollgate no longer waits for request id (a disconnect
+// alone may not stop the tool), with the transport's headers (upstream.Client.Post).
+func cancelled(up *upstream.Client, hdr http.Header, id json.RawMessage) {
+	params, _ := jsonrpc.Marshal(map[string]any{"requestId": id, "reason": "Tollgate stopped waiting for the task's call"})
+	_ = up.Post(hdr, jsonrpc.Notification("notifications/cancelled", params))
 }
 
 // noClientToAsk answers a server→client request sent during an approved call Tollgate
