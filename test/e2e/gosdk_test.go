@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -366,5 +367,63 @@ tasks:
 	}
 	if n := up.stats(t).Calls["slow_confirm"]; n != 1 {
 		t.Errorf("slow_confirm ran %d times, want 1", n)
+	}
+}
+
+// TestGoSDKQuestionsModernTask: the tasks-extension requester (2026-07-28) in front of the
+// go-sdk upstream: after the approval each question of the tool (one, then two in turn) shows
+// in tasks/get inputRequests with input_required; tasks/update answers it; the task completes
+// with the tool's result and the tool ran once.
+func TestGoSDKQuestionsModernTask(t *testing.T) {
+	up := startGoSDK(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, `governance:
+  defaults: {action: approve}
+approval:
+  default: {timeout: 10m, on_timeout: deny}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN}
+`), approverEnv, nil)
+	g.WaitReady(t)
+	c := &modernClient{t: t, url: g.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer owner"}}, caps: map[string]any{"elicitation": map[string]any{}}}
+	for _, tc := range []struct {
+		tool, want string
+		questions  int
+	}{
+		{"confirm", "answer accept map[n:1 ok:true]", 1},
+		{"confirm_twice", "answers accept map[n:1 ok:true] / accept map[n:2 ok:true]", 2},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			c.t = t
+			m := c.call(1, "tools/call", map[string]any{"name": tc.tool, "arguments": map[string]any{"what": "drop the table"}})
+			tid, _ := testkit.Dig(m, "result", "taskId").(string)
+			if !strings.HasPrefix(tid, "tg_") {
+				t.Fatalf("tools/call: %v", m)
+			}
+			decide(t, g, tid, "approve")
+			for n := 1; n <= tc.questions; n++ {
+				var reqs map[string]any
+				waitFor(t, fmt.Sprintf("question %d", n), func() bool {
+					got := c.call(2, "tasks/get", map[string]any{"taskId": tid})
+					reqs, _ = testkit.Dig(got, "result", "inputRequests").(map[string]any)
+					return testkit.Dig(got, "result", "status") == "input_required" && len(reqs) == 1 && reqs[fmt.Sprintf("tollgate-question-q%d", n)] != nil
+				})
+				answer := map[string]any{fmt.Sprintf("tollgate-question-q%d", n): map[string]any{"action": "accept", "content": map[string]any{"ok": true, "n": n}}}
+				if r := c.call(3, "tasks/update", map[string]any{"taskId": tid, "inputResponses": answer}); testkit.Dig(r, "error") != nil {
+					t.Fatalf("tasks/update: %v", r)
+				}
+			}
+			var done map[string]any
+			waitFor(t, "the task to complete", func() bool {
+				done = c.call(4, "tasks/get", map[string]any{"taskId": tid})
+				return testkit.Dig(done, "result", "status") == "completed"
+			})
+			content, _ := testkit.Dig(done, "result", "result", "content").([]any)
+			if len(content) == 0 || testkit.Dig(content[0], "text") != tc.want {
+				t.Fatalf("completed task: %v, want %q", done, tc.want)
+			}
+			if n := up.stats(t).Calls[tc.tool]; n != 1 {
+				t.Errorf("%s ran %d times, want 1", tc.tool, n)
+			}
+		})
 	}
 }
