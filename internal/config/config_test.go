@@ -172,6 +172,7 @@ func TestDefaults(t *testing.T) {
 		Tasks: Tasks{
 			DefaultTTL: Duration(10 * time.Minute), MaxTTL: Duration(24 * time.Hour), PollInterval: Duration(2 * time.Second),
 			ExecutionTimeout: Duration(5 * time.Minute),
+			InputTimeout:     Duration(2 * time.Minute),
 			SyncApproval:     "hold", HoldBudget: Duration(50 * time.Second), ReplayWindow: Duration(10 * time.Minute),
 			Store:  Store{Type: "auto"},
 			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingPerSource: 1000, MaxPendingTotal: 10000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
@@ -349,6 +350,8 @@ func TestEnvOverrides(t *testing.T) {
 				"sources[0].url: must be an absolute http:// or https:// URL (set by $TOLLGATE_UPSTREAM_URL)"}},
 		{name: "execution timeout default clamped to a short max ttl", yaml: minimal + "tasks: {max_ttl: 1m, default_ttl: 30s}\n",
 			check: func(c *Config) bool { return c.Tasks.ExecutionTimeout.D() == time.Minute }},
+		{name: "input timeout default clamped to a short execution timeout", yaml: minimal + "tasks: {execution_timeout: 45s}\n",
+			check: func(c *Config) bool { return c.Tasks.InputTimeout.D() == 45*time.Second }},
 		{name: "execution timeout default clamped to max ttl from env", env: map[string]string{EnvTaskMaxTTLMS: "120000", EnvTaskDefaultTTLMS: "60000"},
 			check: func(c *Config) bool { return c.Tasks.ExecutionTimeout.D() == 2*time.Minute }},
 		{name: "ttl env below file max", yaml: minimal + "tasks: {max_ttl: 1m}\n", env: map[string]string{EnvTaskDefaultTTLMS: "120000"},

@@ -46,7 +46,10 @@ const (
 	// DefaultExecutionTimeout bounds a task's upstream call so a hung upstream cannot hold it
 	// for the whole TTL (clamped to tasks.max_ttl when that is shorter).
 	DefaultExecutionTimeout = 5 * time.Minute
-	DefaultSyncApproval     = SyncApprovalHold
+	// DefaultInputTimeout bounds the wait for a task owner's answer to the upstream's
+	// question during the call (tasks.input_timeout); never above execution_timeout.
+	DefaultInputTimeout = 2 * time.Minute
+	DefaultSyncApproval = SyncApprovalHold
 	// DefaultHoldBudget stays below the ~60 s request timeout of common MCP clients (the
 	// TypeScript SDK's default), so a held call is answered before the client gives up.
 	DefaultHoldBudget   = 50 * time.Second
@@ -174,6 +177,11 @@ func (c *Config) applyDefaults(present map[string]int) {
 		dur(&t.ExecutionTimeout, "tasks.execution_timeout", min(DefaultExecutionTimeout, t.MaxTTL.D()))
 	} else {
 		dur(&t.ExecutionTimeout, "tasks.execution_timeout", DefaultExecutionTimeout)
+	}
+	if t.ExecutionTimeout > 0 {
+		dur(&t.InputTimeout, "tasks.input_timeout", min(DefaultInputTimeout, t.ExecutionTimeout.D()))
+	} else {
+		dur(&t.InputTimeout, "tasks.input_timeout", DefaultInputTimeout)
 	}
 	str(&t.SyncApproval, "tasks.sync_approval", DefaultSyncApproval)
 	dur(&t.HoldBudget, "tasks.hold_budget", DefaultHoldBudget)

@@ -193,9 +193,13 @@ type Tasks struct {
 	// ExecutionTimeout bounds how long a task's call (approved, accelerated or promoted) may
 	// run upstream; default 5m, at most max_ttl.
 	ExecutionTimeout Duration `yaml:"execution_timeout"`
-	Retention        Duration `yaml:"retention"` // keep finished tasks at least this long past TTL end; default 0
-	Store            Store    `yaml:"store"`
-	Quotas           Quotas   `yaml:"quotas"`
+	// InputTimeout bounds how long a question the upstream asks during a task's call
+	// (elicitation, sampling, roots) waits for the task owner's answer; then the upstream is
+	// answered as declined. Default 2m, at most execution_timeout.
+	InputTimeout Duration `yaml:"input_timeout"`
+	Retention    Duration `yaml:"retention"` // keep finished tasks at least this long past TTL end; default 0
+	Store        Store    `yaml:"store"`
+	Quotas       Quotas   `yaml:"quotas"`
 }
 
 // Store selects the task store backend.

@@ -521,6 +521,11 @@ func (v *validator) tasks() {
 	} else if t.MaxTTL > 0 && t.ExecutionTimeout > t.MaxTTL {
 		v.add("tasks.execution_timeout", "must not exceed tasks.max_ttl (%s > %s)", t.ExecutionTimeout, t.MaxTTL)
 	}
+	if t.InputTimeout <= 0 {
+		v.add("tasks.input_timeout", "must be > 0")
+	} else if t.ExecutionTimeout > 0 && t.InputTimeout > t.ExecutionTimeout {
+		v.add("tasks.input_timeout", "must not exceed tasks.execution_timeout (%s > %s)", t.InputTimeout, t.ExecutionTimeout)
+	}
 	switch t.SyncApproval {
 	case SyncApprovalError, SyncApprovalPromote, SyncApprovalBlock, SyncApprovalHold:
 	default:

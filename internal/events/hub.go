@@ -32,7 +32,9 @@ const (
 	TypeTaskFailed    = "task_failed"
 	TypeTaskCancelled = "task_cancelled"
 	TypeTaskExpired   = "task_expired"
-	TypeNotification  = "notification"
+	// TypeTaskInputRequired: the upstream asks the task's owner something during its call.
+	TypeTaskInputRequired = "task_input_required"
+	TypeNotification      = "notification"
 )
 
 // Defaults for Options.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
@@ -42,7 +41,12 @@ func New(o Options) *Runner {
 // promoted task waits for the call already in flight instead (tasks.promote_after).
 func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
 	if t.Promoted {
-		return r.o.Promotions.await(ctx, t.ID)
+		// The call is the client's, already in flight; the upstream's questions on its stream
+		// after the promotion go to the task's owner like an approved call's.
+		relay := NewRelay(ctx, r.o.Upstream)
+		defer relay.Close()
+		hdr := CallerHeaders(t.Headers, t.SessionID)
+		return r.o.Promotions.await(ctx, t.ID, func(m *jsonrpc.Message) { relay.Handle(hdr, m, nil) })
 	}
 	if r.o.Modern != nil {
 		if res, rpcErr, ok := r.o.Modern(ctx, t); ok {
@@ -61,13 +65,12 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 	}
 	hdr := CallerHeaders(t.Headers, t.SessionID)
 	id, _ := jsonrpc.Marshal("tollgate-exec-" + t.ID)
+	// No client is connected to an execution Tollgate runs itself: the upstream's
+	// elicitation/sampling/roots requests go to the task's owner through the task (Relay).
+	relay := NewRelay(ctx, r.o.Upstream)
+	defer relay.Close()
 	rep, err := r.o.Upstream.Call(ctx, hdr, jsonrpc.Request(id, "tools/call", params), func(m *jsonrpc.Message) {
-		if m.Kind == jsonrpc.KindRequest {
-			// No client is connected to an execution Tollgate runs itself: refuse the
-			// upstream's elicitation/sampling/roots request at once, so the tool decides
-			// instead of waiting for an answer nobody sends.
-			Answer(r.o.Upstream, hdr, jsonrpc.ErrorResponse(m.ID, noClientToAsk(m.Method)))
-		}
+		relay.Handle(hdr, m, nil)
 	})
 	if upstream.StatusOf(rep, err) == http.StatusNotFound {
 		// Spec 2025-11-25 transports (session management): a server answers 404 for an ended
@@ -75,6 +78,11 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 		return nil, sessionGone(t)
 	}
 	if err != nil {
+		if ctx.Err() != nil {
+			// Tollgate gave up on the call (execution_timeout, the task cancelled or expired,
+			// shutdown): spec 2025-11-25 utilities/cancellation, the sender SHOULD say so.
+			cancelled(r.o.Upstream, hdr, id)
+		}
 		return nil, upstream.AsError(err).RPCError()
 	}
 	if rep.Msg.Error != nil {
@@ -83,20 +91,25 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 	return rep.Msg.Result, nil
 }
 
-// Answer posts a JSON-RPC response to one of the upstream's server→client requests.
+// Answer posts a JSON-RPC response to one of the upstream's server→client requests, with the
+// transport's headers (upstream.Client.Post). A refused answer leaves the tool waiting until
+// its call times out; nothing more can be done for it here.
 func Answer(up *upstream.Client, hdr http.Header, msg []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if resp, err := up.Send(ctx, http.MethodPost, hdr, msg); err == nil {
-		resp.Body.Close()
-	}
+	_ = up.Post(hdr, msg)
+}
+
+// cancelled tells the upstream that Tollgate no longer waits for request id (a disconnect
+// alone may not stop the tool), with the transport's headers (upstream.Client.Post).
+func cancelled(up *upstream.Client, hdr http.Header, id json.RawMessage) {
+	params, _ := jsonrpc.Marshal(map[string]any{"requestId": id, "reason": "Tollgate stopped waiting for the task's call"})
+	_ = up.Post(hdr, jsonrpc.Notification("notifications/cancelled", params))
 }
 
 // noClientToAsk answers a server→client request sent during an approved call Tollgate
-// executes on the caller's behalf (the same refusal a bridged 2026-07-28 execution gets).
+// executes on the caller's behalf that it does not relay to the task's owner.
 func noClientToAsk(method string) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
-		"Tollgate executes this approved call on the caller's behalf with no client connected to answer "+method)
+		"Tollgate executes this approved call on the caller's behalf and does not relay "+method+" to its owner")
 }
 
 func sessionGone(t *tasks.Task) *jsonrpc.Error {

@@ -18,8 +18,9 @@ type outcome struct {
 
 type promoted struct {
 	session string
-	ch      chan outcome      // the in-flight call's answer (buffered, one)
-	pending []json.RawMessage // server→client requests that arrived after promotion
+	ch      chan outcome          // the in-flight call's answer (buffered, one)
+	asks    chan *jsonrpc.Message // server→client requests for the task's execution to relay (bounded)
+	pending []json.RawMessage     // requests that found asks full: shown, never answered
 }
 
 // Promotions is the registry of plain calls handed over to tasks while in flight
@@ -37,7 +38,7 @@ func NewPromotions() *Promotions { return &Promotions{calls: map[string]*promote
 // Begin registers the promoted call of task id (created with Promoted, not yet started) and
 // returns the sink the relay feeds with the rest of the exchange.
 func (p *Promotions) Begin(taskID, session string) *Sink {
-	c := &promoted{session: session, ch: make(chan outcome, 1)}
+	c := &promoted{session: session, ch: make(chan outcome, 1), asks: make(chan *jsonrpc.Message, maxPendingPerTask)}
 	p.mu.Lock()
 	p.calls[taskID] = c
 	p.mu.Unlock()
@@ -52,8 +53,9 @@ func (p *Promotions) Drop(taskID string) {
 }
 
 // await is the execution of a promoted task: the in-flight call's answer, or PromotionLost
-// when this process never saw the call (it restarted).
-func (p *Promotions) await(ctx context.Context, taskID string) (json.RawMessage, *jsonrpc.Error) {
+// when this process never saw the call (it restarted). The upstream's requests on the call's
+// stream after the promotion go to ask (the task's Relay: its owner answers them).
+func (p *Promotions) await(ctx context.Context, taskID string, ask func(*jsonrpc.Message)) (json.RawMessage, *jsonrpc.Error) {
 	p.mu.Lock()
 	c, ok := p.calls[taskID]
 	p.mu.Unlock()
@@ -62,12 +64,16 @@ func (p *Promotions) await(ctx context.Context, taskID string) (json.RawMessage,
 			"The promoted call's connection to the upstream is gone (Tollgate restarted?)")
 	}
 	defer p.Drop(taskID)
-	select {
-	case o := <-c.ch:
-		return o.result, o.err
-	case <-ctx.Done():
-		return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
-			"The promoted call did not finish within the task's TTL or tasks.execution_timeout")
+	for {
+		select {
+		case o := <-c.ch:
+			return o.result, o.err
+		case m := <-c.asks:
+			ask(m)
+		case <-ctx.Done():
+			return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "UpstreamTimeout",
+				"The promoted call did not finish within the task's TTL or tasks.execution_timeout")
+		}
 	}
 }
 
@@ -97,10 +103,20 @@ type Sink struct {
 	call   *promoted
 }
 
-// Other keeps a server→client request the upstream sent for the call after promotion.
+// Other hands a server→client request the upstream sent for the call after promotion to the
+// task's execution, which relays it to the task's owner; beyond maxPendingPerTask waiting it
+// is only kept for display.
 func (s *Sink) Other(m *jsonrpc.Message) {
 	if m.Kind != jsonrpc.KindRequest {
 		return
+	}
+	// The event's bytes may be reused by the reader: the execution gets a copy.
+	if cp, err := jsonrpc.Parse(append(json.RawMessage(nil), m.Raw...)); err == nil {
+		select {
+		case s.call.asks <- cp:
+			return
+		default:
+		}
 	}
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()

@@ -2,6 +2,8 @@ package execution
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -18,27 +20,41 @@ func msg(t *testing.T, raw string) *jsonrpc.Message {
 }
 
 // TestPromotions: a promoted task's execution gets the in-flight call's answer, never calls
-// upstream (the Runner has none here); server→client requests that arrived meanwhile are
-// pending for the task's session only, and are gone once the call answered.
+// upstream (the Runner has none here); server→client requests that arrive after the promotion
+// go to the execution (which relays them to the task's owner), beyond a bound they are only
+// shown pending for the task's session; all is gone once the call answered.
 func TestPromotions(t *testing.T) {
 	p := NewPromotions()
 	r := New(Options{Promotions: p})
 	sink := p.Begin("tg_a", "s1")
-	p.Begin("tg_b", "s2").Other(msg(t, `{"jsonrpc":"2.0","id":"x","method":"roots/list"}`))
 	sink.Other(msg(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}`)) // not a request: not kept
 	sink.Other(msg(t, `{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{}}`))
-
-	_, got := p.PendingFor("s1", "")
-	if len(got) != 1 || jsonrpc.Member(got[0], "method") == nil || string(jsonrpc.Member(got[0], "id")) != `"q1"` {
-		t.Fatalf("pending for s1 = %s, want the one elicitation", got)
+	asked := make(chan string, 1)
+	answer := make(chan json.RawMessage, 1)
+	go func() {
+		res, _ := p.await(context.Background(), "tg_a", func(m *jsonrpc.Message) { asked <- m.Method + " " + string(m.ID) })
+		answer <- res
+	}()
+	if got := <-asked; got != `elicitation/create "q1"` {
+		t.Fatalf("the execution was handed %q, want the elicitation", got)
 	}
-	if _, got := p.PendingFor("s1", "tg_b"); len(got) != 1 {
-		t.Errorf("pending for task tg_b = %s, want its roots/list", got)
+	sink.Done(msg(t, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil)
+	if res := <-answer; string(res) != `{"content":[]}` {
+		t.Fatalf("await = %s, want the in-flight call's result", res)
+	}
+
+	sink = p.Begin("tg_b", "s2")
+	for i := range maxPendingPerTask + 1 { // nobody takes them: the last one is only shown
+		sink.Other(msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"roots/list"}`, i)))
+	}
+	if _, got := p.PendingFor("s2", "tg_b"); len(got) != 1 || string(jsonrpc.Member(got[0], "id")) != fmt.Sprint(maxPendingPerTask) {
+		t.Errorf("pending for task tg_b = %s, want the one beyond the bound", got)
 	}
 	if _, got := p.PendingFor("s3", ""); len(got) != 0 {
 		t.Errorf("another session sees %s", got)
 	}
 
+	sink = p.Begin("tg_a", "s1")
 	sink.Done(msg(t, `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`), nil)
 	if _, got := p.PendingFor("s1", "tg_a"); len(got) != 0 {
 		t.Errorf("pending after the answer: %s", got)

@@ -37,6 +37,7 @@ var approvalFlow = []edge{
 	{"approved", "rechecked", "args hash and rule or policy re-checked"},
 	{"rechecked", "executing", "still allowed: runs once, at once"},
 	{"rechecked", "failed", "policy changed (-32011 PolicyChanged) or now denied (-32003)"},
+	{"executing", "executing", "the tool asks (elicitation, sampling, roots): input_required, the owner answers on tasks/result, tasks/update or tollgate_answer_question, else declined after tasks.input_timeout"},
 	{"executing", "completed", "upstream result stored until TTL"},
 	{"executing", "failed", "upstream error"},
 	{"completed", "", ""},
@@ -148,6 +149,9 @@ func TaskLifecycleMermaid() string {
 	notes := map[string]string{}
 	for _, s := range tasks.States() {
 		notes[string(s)] = "wire status " + s.Wire()
+		if s == tasks.Executing {
+			notes[string(s)] += ", input_required while a question of the tool waits for the owner"
+		}
 		if s.Terminal() {
 			edges = append(edges, edge{string(s), "", "removed when its TTL ends"})
 		}

@@ -164,3 +164,14 @@ func (p *fakePending) PendingFor(session, taskID string) ([]json.RawMessage, []j
 	p.gotSession, p.gotTask = session, taskID
 	return p.server, p.client
 }
+
+// Answer: the fake's tasks never ask questions; the owner check is the manager's.
+func (f *fakeTasks) Answer(_ context.Context, owner, id, _ string, _ json.RawMessage, _ *jsonrpc.Error) (*tasks.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, err := f.owned(owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return t, tasks.ErrNoQuestion
+}

@@ -152,6 +152,7 @@ func (g *Tools) getTask(ctx context.Context, c Caller, a args) result {
 		return g.internalError(ToolGetTask, id, err)
 	}
 	server, client := g.pendingFor(c, id)
+	client.addQuestion(t)
 	return okResult(describe(t), map[string]any{
 		"task":           viewOf(t),
 		"pending_server": server,
@@ -321,6 +322,7 @@ func (g *Tools) awaitActivity(ctx context.Context, c Caller, a args) result {
 	if len(working) > 0 {
 		wt := make([]pendingTask, 0, len(working))
 		for _, t := range working {
+			client.addQuestion(t)
 			wt = append(wt, pendingTask{TaskID: t.ID, ToolName: t.Tool, Status: t.WireStatus(), State: string(t.State), StatusMessage: t.StatusMessage})
 		}
 		server = append([]pendingServer{{Server: "tollgate", WorkingTasks: wt}}, server...)
@@ -420,4 +422,72 @@ func (g *Tools) pendingFor(c Caller, taskID string) ([]pendingServer, pendingCli
 		}
 	}
 	return server, client
+}
+
+// taskQuestion is a pending_client entry for the upstream's question during a task's call:
+// what is asked (method, params: the message and, for an elicitation, requestedSchema) and
+// how to answer it (tollgate_answer_question with taskId and questionId).
+type taskQuestion struct {
+	TaskID     string          `json:"taskId"`
+	QuestionID string          `json:"questionId"`
+	Method     string          `json:"method"`
+	Params     json.RawMessage `json:"params,omitempty"`
+	Deadline   time.Time       `json:"deadline"`
+}
+
+// addQuestion adds t's pending question, if any, to the category of its kind.
+func (c *pendingClient) addQuestion(t *tasks.Task) {
+	q := t.PendingQuestion()
+	if q == nil {
+		return
+	}
+	item, err := json.Marshal(taskQuestion{TaskID: t.ID, QuestionID: q.ID, Method: q.Method, Params: q.Params, Deadline: q.Deadline.UTC()})
+	if err != nil {
+		return
+	}
+	switch q.Method {
+	case tasks.MethodElicit:
+		c.Elicitations = append(c.Elicitations, item)
+	case tasks.MethodSample:
+		c.SamplingRequests = append(c.SamplingRequests, item)
+	default:
+		c.Other = append(c.Other, item)
+	}
+}
+
+// --- tollgate_answer_question ---
+
+func (g *Tools) answerQuestion(ctx context.Context, c Caller, a args) result {
+	if err := a.only("task_id", "question_id", "answer"); err != nil {
+		return errorResult(err.Error())
+	}
+	id, err := a.requiredStr("task_id")
+	if err != nil {
+		return errorResult(err.Error())
+	}
+	qid, err := a.requiredStr("question_id")
+	if err != nil {
+		return errorResult(err.Error())
+	}
+	answer := a["answer"]
+	var asText string
+	if json.Unmarshal(answer, &asText) == nil {
+		answer = json.RawMessage(asText) // a client that sent the object as a JSON string
+	}
+	if len(answer) == 0 {
+		return errorResult("answer is required: an object, the result of the question's kind")
+	}
+	t, err := g.tasks.Answer(ctx, c.Owner, id, qid, answer, nil)
+	var tooLarge *tasks.AnswerTooLargeError
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return notFound(id)
+	case errors.Is(err, tasks.ErrNoQuestion):
+		return errorResult(fmt.Sprintf("Task %s has no pending question %s (answered already, timed out, or never asked).", id, qid))
+	case errors.Is(err, tasks.ErrInvalidAnswer), errors.As(err, &tooLarge):
+		return errorResult(err.Error())
+	case err != nil:
+		return g.internalError(ToolAnswerQuestion, id, err)
+	}
+	return okResult(fmt.Sprintf("Answer to question %s of task %s delivered to the tool.", qid, id), map[string]any{"task": viewOf(t)})
 }

@@ -25,6 +25,11 @@ func TaskEvent(tr tasks.Transition) (typ string, data map[string]any, ok bool) {
 		typ = events.TypeTaskCancelled
 	case tasks.EventExpired:
 		typ = events.TypeTaskExpired
+	case tasks.EventInput:
+		if t.PendingQuestion() == nil {
+			return "", nil, false // the answer was taken: nothing new for the client
+		}
+		typ = events.TypeTaskInputRequired
 	default: // EventStarted
 		return "", nil, false
 	}

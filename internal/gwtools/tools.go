@@ -29,6 +29,9 @@ const (
 	ToolGetTaskResult = "tollgate_get_task_result"
 	ToolCancelTask    = "tollgate_cancel_task"
 	ToolAwaitActivity = "tollgate_await_activity"
+	// ToolAnswerQuestion answers the upstream's question during a task's call (seed 000
+	// respond_to_elicitation, under Tollgate's prefix; elicitation, sampling and roots).
+	ToolAnswerQuestion = "tollgate_answer_question"
 )
 
 // Defaults for Options.
@@ -55,6 +58,7 @@ type Tasks interface {
 	List(ctx context.Context, owner string, f tasks.Filter) ([]*tasks.Task, error)
 	Cancel(ctx context.Context, owner, id string) (*tasks.Task, error)
 	Result(ctx context.Context, owner, id string) (json.RawMessage, *jsonrpc.Error, error)
+	Answer(ctx context.Context, owner, id, questionID string, result json.RawMessage, rpcErr *jsonrpc.Error) (*tasks.Task, error)
 }
 
 var _ Tasks = (*tasks.Manager)(nil)
@@ -106,11 +110,12 @@ func New(t Tasks, hub *events.Hub, pending Pending, opts Options) *Tools {
 	}
 	g := &Tools{tasks: t, hub: hub, pending: pending, opts: opts, log: opts.Logger}
 	g.calls = map[string]func(context.Context, Caller, args) result{
-		ToolListTasks:     g.listTasks,
-		ToolGetTask:       g.getTask,
-		ToolGetTaskResult: g.getTaskResult,
-		ToolCancelTask:    g.cancelTask,
-		ToolAwaitActivity: g.awaitActivity,
+		ToolListTasks:      g.listTasks,
+		ToolGetTask:        g.getTask,
+		ToolGetTaskResult:  g.getTaskResult,
+		ToolCancelTask:     g.cancelTask,
+		ToolAwaitActivity:  g.awaitActivity,
+		ToolAnswerQuestion: g.answerQuestion,
 	}
 	for _, def := range definitions(opts.DefaultAwait) {
 		raw, err := json.Marshal(def)
@@ -250,6 +255,17 @@ func definitions(defaultAwait time.Duration) []mcp.Tool {
 			mcp.WithDescription("Wait until something happens in this session (a task is approved, rejected, finishes or fails; a notification arrives) or timeout_ms passes. Returns at once if there are undelivered events. Reports what woke it (triggers), the new events (each delivered once), tasks still pending and requests waiting for you."),
 			// Not idempotent: each call consumes the events it returns.
 			timeout("activity"), withAnn(consuming, "Await Tollgate activity"), forbidden),
+		mcp.NewTool(ToolAnswerQuestion,
+			mcp.WithDescription("Answer a question a tool asks you while Tollgate runs your task (shown as pending_client by tollgate_get_task and tollgate_await_activity, with its task_id and question_id). For an elicitation the answer is {\"action\":\"accept\",\"content\":{...}} (content as the requestedSchema says), {\"action\":\"decline\"} or {\"action\":\"cancel\"}; for sampling it is a CreateMessageResult {\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":...},\"model\":...}; for roots {\"roots\":[{\"uri\":...}]}. A question is answered once."),
+			taskID,
+			mcp.WithString("question_id", mcp.Required(), mcp.Description("The question's id (q1, q2, ...) as shown with the pending question.")),
+			mcp.WithObject("answer", mcp.Required(), mcp.Description("The answer, a result of the question's kind (see the description).")),
+			withAnn(mcp.ToolAnnotation{
+				ReadOnlyHint:    mcp.ToBoolPtr(false),
+				DestructiveHint: mcp.ToBoolPtr(false),
+				IdempotentHint:  mcp.ToBoolPtr(false),
+				OpenWorldHint:   mcp.ToBoolPtr(false),
+			}, "Answer a tool's question"), forbidden),
 	}
 }
 

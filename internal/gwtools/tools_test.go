@@ -524,7 +524,7 @@ func TestDefinitions(t *testing.T) {
 	_, _, _, g := setup()
 	defs := g.Definitions()
 	names := g.Names()
-	want := []string{ToolListTasks, ToolGetTask, ToolGetTaskResult, ToolCancelTask, ToolAwaitActivity}
+	want := []string{ToolListTasks, ToolGetTask, ToolGetTaskResult, ToolCancelTask, ToolAwaitActivity, ToolAnswerQuestion}
 	if fmt.Sprint(names) != fmt.Sprint(want) || len(defs) != len(want) {
 		t.Fatalf("names = %v, %d definitions", names, len(defs))
 	}
@@ -549,8 +549,12 @@ func TestDefinitions(t *testing.T) {
 			t.Fatalf("Has(%s) = false", def.Name)
 		}
 		_, hasTaskID := def.InputSchema.Properties["task_id"]
-		needsTaskID := def.Name == ToolGetTask || def.Name == ToolGetTaskResult || def.Name == ToolCancelTask
-		if hasTaskID != needsTaskID || (needsTaskID && fmt.Sprint(def.InputSchema.Required) != "[task_id]") {
+		needsTaskID := def.Name == ToolGetTask || def.Name == ToolGetTaskResult || def.Name == ToolCancelTask || def.Name == ToolAnswerQuestion
+		required := "[task_id]"
+		if def.Name == ToolAnswerQuestion {
+			required = "[task_id question_id answer]"
+		}
+		if hasTaskID != needsTaskID || (needsTaskID && fmt.Sprint(def.InputSchema.Required) != required) {
 			t.Fatalf("task_id schema wrong in %s", raw)
 		}
 	}

@@ -230,14 +230,31 @@ func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMess
 		if err != nil {
 			return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 		}
-		msg, e := b.bridgeCall(ctx, taskBridgeOwner(t.Owner), t.Headers, legacyBody(m), nil)
+		// The upstream's questions during the call go to the task's owner (execution.Relay).
+		relay := execution.NewRelay(ctx, b.up)
+		defer relay.Close()
+		msg, e := b.bridgeCall(ctx, taskBridgeOwner(t.Owner), t.Headers, legacyBody(m), relay.Handle)
 		return callOutcome(msg, e)
 	}
 	hdr := execution.CallerHeaders(t.Headers, "")
 	hdr = modernHeaders(hdr, "tools/call", t.Tool)
-	rep, err := b.up.Call(ctx, hdr, body, nil)
-	if err != nil {
-		return nil, upstream.AsError(err).RPCError()
+	for round := 0; ; round++ {
+		rep, err := b.up.Call(ctx, hdr, body, nil)
+		if err != nil {
+			return nil, upstream.AsError(err).RPCError()
+		}
+		if rep.Msg.Error == nil && round < maxInputRounds && isInputRequired(rep.Msg.Result) {
+			// MRTR: the upstream's questions go to the task's owner (execution.AskAll), the
+			// answers come back as the retry's inputResponses.
+			answers, e := execution.AskAll(ctx, jsonrpc.Member(rep.Msg.Result, "inputRequests"))
+			if e != nil {
+				return nil, e
+			}
+			if body, err = retryBody(body, answers, jsonrpc.Member(rep.Msg.Result, "requestState")); err != nil {
+				return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "UpstreamInvalid", "Could not build the retry: "+err.Error())
+			}
+			continue
+		}
+		return callOutcome(rep.Msg, nil)
 	}
-	return callOutcome(rep.Msg, nil)
 }

@@ -105,6 +105,9 @@ func (g *Gateway) elicitResponse(ctx context.Context, x *Exchange) Result {
 		g.modern.asks.deliver(id, owner(x), x.Msg) // an answer for a modern-only upstream (MRTR)
 		return Result{Accepted: true}
 	}
+	if strings.HasPrefix(id, questionIDPrefix) {
+		return g.questionResponse(ctx, x, id) // an answer to the upstream's question during a task
+	}
 	q, ok := g.questions.take(id)
 	if !ok || q.owner != owner(x) {
 		return Result{Accepted: true} // unknown, answered already, or not the requester's: ignore

@@ -36,6 +36,9 @@ type Deps struct {
 	// through. Both are built first and shared; nil = the Gateway's own.
 	Annotations *Annotations
 	Bridge      *Bridge
+	// UpstreamTasks, with a store several replicas share, keeps upstream task ids bound to
+	// their creators there too, so another replica serves them (nil = this process only).
+	UpstreamTasks UpstreamTaskStore
 	// Promotions registers slow calls handed over to tasks (tasks.promote_after); the
 	// execution.Runner awaits their answers.
 	Promotions *execution.Promotions
@@ -64,6 +67,7 @@ type Gateway struct {
 	rates limiters  // server.rate_limit per caller
 
 	questions questions // approval questions asked of requesters (elicitation)
+	asking    asking    // streams carrying a task's questions now (whileRelayingQuestions)
 
 	// Warnings any client can trigger at will are sampled (logcap).
 	warnOnDemand, warnTTL *logcap.Sampler

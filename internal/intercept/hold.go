@@ -40,7 +40,8 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		hctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
 		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget, progressMeta(id, g.d.ConsoleURL))
-		answer := g.outcomeResponse(hctx, x, own, id)
+		// The upstream's questions during the approved call go to the caller (outcomeOrQuestion).
+		answer := g.outcomeOrQuestion(hctx, x, own, id, emit)
 		stop()
 		switch {
 		case answer != nil:

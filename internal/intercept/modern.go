@@ -470,7 +470,7 @@ func (g *Gateway) bindUpstreamTask(owner string) func(*Exchange, *jsonrpc.Messag
 			TaskID     string `json:"taskId"`
 		}
 		if json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "task" && r.TaskID != "" {
-			g.modern.upTasks.bind(r.TaskID, owner)
+			g.bindUpstreamTaskID(r.TaskID, owner, resp.Result)
 		}
 		return nil
 	}

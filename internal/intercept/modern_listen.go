@@ -125,7 +125,7 @@ func (g *Gateway) modernListen(ctx context.Context, x *Exchange) Result {
 	ls := &listener{owner: own, tools: f.ToolsListChanged, tasks: map[string]bool{}}
 	var upIDs []string
 	for _, id := range f.TaskIDs {
-		if _, bound := g.modern.upTasks.lookup(id); !bound && strings.HasPrefix(id, tasks.IDPrefix) {
+		if _, bound := g.upstreamTaskOwner(ctx, id); !bound && strings.HasPrefix(id, tasks.IDPrefix) {
 			if _, err := g.d.Tasks.Get(ctx, own, id); err == nil {
 				ls.tasks[id] = true
 			}

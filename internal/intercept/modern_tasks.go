@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,7 +175,7 @@ func (g *Gateway) modernTaskID(ctx context.Context, x *Exchange, own string) (st
 		r := modernError(x, e)
 		return "", &r
 	}
-	if boundTo, ok := g.modern.upTasks.lookup(id); ok {
+	if boundTo, ok := g.upstreamTaskOwner(ctx, id); ok {
 		// An upstream task (even one whose id happens to start with tg_).
 		if boundTo != own {
 			r := modernError(x, notFound(id))
@@ -211,8 +212,24 @@ func (g *Gateway) modernTasksGet(ctx context.Context, x *Exchange) Result {
 	return ReplyResult(x, t.DetailedJSON(g.inputRequests(t)))
 }
 
-// inputRequests are the outstanding requests of a task awaiting its requester's approval.
+// questionKeyPrefix starts the inputRequests key of the upstream's question during a task's
+// call; the rest is the question's id.
+const questionKeyPrefix = "tollgate-question-"
+
+// inputRequests are the outstanding requests of a task: the approval question while it awaits
+// its requester's approval, the upstream's question while one waits for the owner.
 func (g *Gateway) inputRequests(t *tasks.Task) json.RawMessage {
+	if q := t.PendingQuestion(); q != nil {
+		params := q.Params
+		if len(params) == 0 {
+			params = json.RawMessage(`{}`)
+		}
+		b, err := jsonrpc.Marshal(map[string]any{questionKeyPrefix + q.ID: map[string]any{"method": q.Method, "params": params}})
+		if err != nil {
+			return nil
+		}
+		return b
+	}
 	if !t.AskRequester || t.State != tasks.AwaitingApproval {
 		return nil
 	}
@@ -245,6 +262,14 @@ func (g *Gateway) modernTasksUpdate(ctx context.Context, x *Exchange) Result {
 	}
 	if ans, ok := p.InputResponses[approvalKey]; ok && t.AskRequester && t.State == tasks.AwaitingApproval {
 		g.recordAnswer(ctx, id, ans, true)
+	}
+	for key, ans := range p.InputResponses {
+		if qid, ok := strings.CutPrefix(key, questionKeyPrefix); ok {
+			// the owner's answer to the upstream's question: taken once, checked by the manager
+			if _, err := g.d.Tasks.Answer(ctx, own, id, qid, ans, nil); err != nil && !errors.Is(err, tasks.ErrNoQuestion) && !errors.Is(err, tasks.ErrNotFound) {
+				return modernError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: inputResponses["+strconv.Quote(key)+"]: "+err.Error()))
+			}
+		}
 	}
 	return modernReply(x, []byte(`{}`))
 }

@@ -107,7 +107,10 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 		if t.AskRequester && t.State == tasks.AwaitingApproval {
 			g.askRequester(t, own, emit) // input_required: the question travels on this stream
 		}
-		return g.outcomeResponse(ctx, x, own, id)
+		// and so do the upstream's questions during the call
+		return g.whileRelayingQuestions(ctx, own, id, emit, func(ctx context.Context) []byte {
+			return g.outcomeResponse(ctx, x, own, id)
+		})
 	}}
 }
 

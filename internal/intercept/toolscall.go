@@ -292,6 +292,12 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 		return ReplyError(x, err)
 	}
 	id, own := t.ID, owner(x)
+	if attached && x.Modern != nil {
+		// MRTR: a retry carries the answers to the question its InputRequiredResult asked.
+		if e := g.answerFromRetry(ctx, x, own, id); e != nil {
+			return ReplyError(x, e)
+		}
+	}
 	if attached && t.State.Terminal() {
 		g.m.holdReplayed()
 		return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
@@ -300,8 +306,8 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 	}
 	switch s.Config.Tasks.SyncApproval {
 	case config.SyncApprovalBlock:
-		return Result{Wait: func(ctx context.Context, _ func([]byte) bool) []byte {
-			return g.outcomeResponse(ctx, x, own, id)
+		return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
+			return g.outcomeOrQuestion(ctx, x, own, id, emit)
 		}}
 	case config.SyncApprovalHold:
 		return g.hold(s, x, p, t, attached)

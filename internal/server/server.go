@@ -215,20 +215,25 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	t := cfg.Tasks
 	s.tasks = tasks.NewManager(s.store, runner, s.ann.Recheck, tasks.Options{
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
-		ExecutionTimeout: t.ExecutionTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
+		ExecutionTimeout: t.ExecutionTimeout.D(), InputTimeout: t.InputTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 		ConsoleURL:      consoleURL,
 	})
 	undo = append(undo, func() { _ = s.tasks.Close() })
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})
+	var upTasks intercept.UpstreamTaskStore
+	if ut, ok := s.store.(store.UpstreamTasks); ok && store.IsShared(s.store) {
+		upTasks = ut // replicas share upstream task bindings (docs/operations.md)
+	}
 	s.gw = intercept.NewGateway(intercept.Deps{
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
 		OwnerKey: ownKey, Promotions: proms, Tasks: s.tasks, Tools: s.tools,
-		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL,
+		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL, UpstreamTasks: upTasks,
 	})
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
+	s.tasks.Subscribe(s.gw.OnTaskQuestion)
 	s.tasks.Subscribe(s.tools.PublishTaskChange)
 	s.tasks.Subscribe(s.audit.OnTaskChange)
 	s.tasks.Subscribe(s.holdSessions)

@@ -98,8 +98,13 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	}
 
 	res, rpcErr := m.call(execCtx, t)
-	if rpcErr != nil && byLimit && errors.Is(execCtx.Err(), context.DeadlineExceeded) {
+	switch {
+	case rpcErr != nil && byLimit && errors.Is(execCtx.Err(), context.DeadlineExceeded):
 		rpcErr = executionTimeoutError(t, limit) // ctx's end cancelled the upstream request
+	case (rpcErr != nil || isErrorResult(res)) && ctx.Err() != nil:
+		// This replica is stopping (Close): the call was cut off, e.g. while its question
+		// waited for the owner. Say so; it is never run again (at most once).
+		res, rpcErr = nil, interruptedError(t)
 	}
 	outcome := "completed"
 	if rpcErr != nil || isErrorResult(res) {
@@ -145,7 +150,7 @@ func (m *Manager) call(ctx context.Context, t *Task) (res json.RawMessage, rpcEr
 				"internal error while executing the task", "taskId", t.ID)
 		}
 	}()
-	res, rpcErr = m.exec.Execute(ctx, t.Clone())
+	res, rpcErr = m.exec.Execute(m.withAsker(ctx, t.ID), t.Clone())
 	if rpcErr == nil && len(res) == 0 {
 		rpcErr = jsonrpc.NewError(jsonrpc.CodeInternalError, "InternalError",
 			"the upstream returned neither a result nor an error", "taskId", t.ID)

@@ -43,11 +43,14 @@ type Options struct {
 	// ExecutionTimeout bounds one execution's upstream call (tasks.execution_timeout);
 	// 0 = only the task's TTL bounds it.
 	ExecutionTimeout time.Duration
-	Quotas           config.Quotas
-	Workflow         func(name string) (config.Workflow, bool) // current snapshot's workflows (reload-safe)
-	Now              func() time.Time                          // nil = time.Now
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer // nil = no metrics
+	// InputTimeout bounds the wait for the owner's answer to a question of the upstream's
+	// during the call (tasks.input_timeout); 0 = DefaultInputTimeout.
+	InputTimeout time.Duration
+	Quotas       config.Quotas
+	Workflow     func(name string) (config.Workflow, bool) // current snapshot's workflows (reload-safe)
+	Now          func() time.Time                          // nil = time.Now
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer // nil = no metrics
 	// Replica names this instance among several sharing a store ("" = a random id).
 	Replica string
 	// ArgumentHashKey keys each task's arguments hash (CanonicalHash). Empty means a random

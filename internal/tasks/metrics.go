@@ -11,6 +11,7 @@ type metrics struct {
 	tasks      *prometheus.GaugeVec     // tollgate_tasks{state}
 	wait       *prometheus.HistogramVec // tollgate_approval_wait_seconds{outcome}
 	executions *prometheus.CounterVec   // tollgate_task_executions_total{result}
+	questions  *prometheus.CounterVec   // tollgate_task_questions_total{outcome}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,8 +32,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tollgate_task_executions_total",
 			Help: "Approved task executions against the upstream, by result.",
 		}, []string{"result"}),
+		questions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tollgate_task_questions_total",
+			Help: "Questions the upstream asked a task's owner during its call (asked), and those nobody answered within tasks.input_timeout (timed_out).",
+		}, []string{"outcome"}),
 	}
 	m.tasks = register(reg, m.tasks)
+	m.questions = register(reg, m.questions)
 	m.wait = register(reg, m.wait)
 	m.executions = register(reg, m.executions)
 	// bounded label sets, present from the start so dashboards see zeros
@@ -41,6 +47,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	for _, r := range []string{"completed", "failed"} {
 		m.executions.WithLabelValues(r)
+	}
+	for _, o := range []string{"asked", "timed_out"} {
+		m.questions.WithLabelValues(o)
 	}
 	return m
 }
@@ -82,4 +91,16 @@ func (m *metrics) executed(result string) {
 		return
 	}
 	m.executions.WithLabelValues(result).Inc()
+}
+
+func (m *metrics) asked() {
+	if m != nil {
+		m.questions.WithLabelValues("asked").Inc()
+	}
+}
+
+func (m *metrics) inputTimedOut() {
+	if m != nil {
+		m.questions.WithLabelValues("timed_out").Inc()
+	}
 }

@@ -62,6 +62,7 @@ var transitions = []Edge{
 	{Approved, Cancelled, "requester cancels", EventCancelled},
 	{Approved, Expired, "task TTL ends", EventExpired},
 	{Approved, Failed, "re-check at execution denies the call", EventFailed},
+	{Executing, Executing, "the upstream asks the owner a question, or the answer is taken", EventInput},
 	{Executing, Completed, "upstream returns a result", EventCompleted},
 	{Executing, Failed, "upstream returns an error or isError, or Tollgate restarted mid-call", EventFailed},
 	{Executing, Cancelled, "requester cancels", EventCancelled},
@@ -94,8 +95,25 @@ type eventKey struct {
 
 var eventOf = func() map[eventKey]Event {
 	m := make(map[eventKey]Event, len(transitions)+len(creations))
-	for _, t := range append(Creations(), transitions...) {
-		m[eventKey{t.From == "", t.To}] = t.Event
+	// An edge that stays in its state (a vote, a question) names that state's event only when
+	// no edge enters the state from elsewhere; stayEvent names it for the stay itself.
+	for _, stay := range []bool{true, false} {
+		for _, t := range append(Creations(), transitions...) {
+			if (t.From == t.To) == stay {
+				m[eventKey{t.From == "", t.To}] = t.Event
+			}
+		}
+	}
+	return m
+}()
+
+// stayEvent is the event of an edge from a state to itself.
+var stayEvent = func() map[State]Event {
+	m := map[State]Event{}
+	for _, t := range transitions {
+		if t.From == t.To {
+			m[t.To] = t.Event
+		}
 	}
 	return m
 }()
@@ -123,6 +141,7 @@ const (
 	EventRejected    Event = "rejected"
 	EventTimedOut    Event = "timed_out" // the approval wait ended with on_timeout: deny
 	EventStarted     Event = "started"   // execution began right after the approval
+	EventInput       Event = "input"     // the upstream asks the owner something during the call, or the answer is taken
 	EventCompleted   Event = "completed"
 	EventFailed      Event = "failed"
 	EventCancelled   Event = "cancelled"
@@ -131,4 +150,11 @@ const (
 
 // Event is what tr announces: Edge.Event of its edge. It is "" for a creation in a state no
 // task is created in, which the Manager never commits. Staying in AwaitingApproval is a vote.
-func (tr Transition) Event() Event { return eventOf[eventKey{tr.From == "", tr.To}] }
+func (tr Transition) Event() Event {
+	if tr.From != "" && tr.From == tr.To {
+		if ev, ok := stayEvent[tr.To]; ok {
+			return ev
+		}
+	}
+	return eventOf[eventKey{tr.From == "", tr.To}]
+}

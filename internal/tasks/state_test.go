@@ -15,7 +15,7 @@ func TestTransitionTable(t *testing.T) {
 	want := map[State][]State{
 		AwaitingApproval: {AwaitingApproval, Approved, Rejected, TimedOut, Cancelled, Expired}, // itself: a vote
 		Approved:         {Executing, Cancelled, Expired, Failed},
-		Executing:        {Completed, Failed, Cancelled, Expired},
+		Executing:        {Executing, Completed, Failed, Cancelled, Expired}, // itself: a question of the upstream's
 	}
 	for _, from := range States() {
 		for _, to := range States() {
@@ -191,6 +191,7 @@ func TestTransitionEvent(t *testing.T) {
 		{Approved, Cancelled}:                EventCancelled,
 		{Approved, Expired}:                  EventExpired,
 		{Approved, Failed}:                   EventFailed,
+		{Executing, Executing}:               EventInput,
 		{Executing, Completed}:               EventCompleted,
 		{Executing, Failed}:                  EventFailed,
 		{Executing, Cancelled}:               EventCancelled,
@@ -211,10 +212,13 @@ func TestTransitionEvent(t *testing.T) {
 	for _, from := range append([]State{""}, States()...) {
 		for _, to := range append([]State{""}, States()...) {
 			w, edge := want[pair{from, to}]
-			if !edge && from != "" { // not an edge: the event of an edge into the same state
-				for p, ev := range want {
-					if p.from != "" && p.to == to {
-						w = ev
+			if !edge && from != "" { // not an edge: the event of an edge into the same state,
+				// one from elsewhere when there is one (a stay — a vote, a question — is no entry)
+				for _, stay := range []bool{true, false} {
+					for p, ev := range want {
+						if p.from != "" && p.to == to && (p.from == p.to) == stay {
+							w = ev
+						}
 					}
 				}
 			}

@@ -120,6 +120,15 @@ func (m *Manager) Run(ctx context.Context) error {
 	}()
 	m.load(m.ctx)
 	close(m.loaded)
+	if w, ok := m.st.(store.Watcher); ok && m.shared {
+		// Another replica's change (an answer to a question this replica's call waits for, a
+		// decision) wakes this replica's waiters at once; their poll is the fallback.
+		m.wg.Go(func() {
+			if err := w.Watch(m.ctx, func(id string) { m.notify(id, nil) }); err != nil {
+				m.log.Warn("task store: watching other replicas' changes failed; polling only", "error", err.Error())
+			}
+		})
+	}
 
 	timer := time.NewTimer(idleWait)
 	defer timer.Stop()

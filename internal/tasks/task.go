@@ -98,6 +98,10 @@ type Task struct {
 	// Meta as the request _meta), "" for the legacy era.
 	Era  string          `json:"era,omitempty"`
 	Meta json.RawMessage `json:"meta,omitempty"`
+	// Question is the upstream's request to the owner during the call (questions.go), kept
+	// until its answer is taken or its wait ends; Asked counts the task's questions.
+	Question *Question `json:"question,omitempty"`
+	Asked    int       `json:"asked,omitempty"`
 }
 
 // ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).
@@ -111,6 +115,7 @@ func (t *Task) Clone() *Task {
 	c.Meta = slices.Clone(t.Meta)
 	c.Headers = t.Headers.Clone()
 	c.Approvals = slices.Clone(t.Approvals)
+	c.Question = t.Question.clone()
 	if t.Decision != nil {
 		d := *t.Decision
 		c.Decision = &d
@@ -157,10 +162,11 @@ func (t *Task) WireJSON() json.RawMessage {
 	return b
 }
 
-// WireStatus is the spec status: input_required while an approval asked of the requester is
-// pending, else the state's status.
+// WireStatus is the spec status: input_required while an approval asked of the requester, or
+// a question of the upstream's to the owner (PendingQuestion), is pending, else the state's
+// status.
 func (t *Task) WireStatus() string {
-	if t.AskRequester && t.State == AwaitingApproval {
+	if (t.AskRequester && t.State == AwaitingApproval) || t.PendingQuestion() != nil {
 		return "input_required"
 	}
 	return t.State.Wire()

@@ -381,8 +381,7 @@ func (p *Pool) dispatch(ps *PooledSession, hdr http.Header, m *jsonrpc.Message) 
 	if m.Kind != jsonrpc.KindRequest {
 		return // the upstream's notifications have no bridged listener
 	}
-	answerHdr := hdr.Clone()
-	answerHdr.Set("Content-Type", "application/json")
+	answerHdr := PostHeader(hdr)
 	if m.Method == "ping" {
 		p.answer(answerHdr, jsonrpc.ResultResponse(m.ID, []byte(`{}`)))
 		return

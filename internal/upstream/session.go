@@ -62,9 +62,7 @@ func (c *Client) HandshakeWith(ctx context.Context, extra http.Header, params js
 	if json.Unmarshal(rep.Msg.Result, &r) == nil && r.ProtocolVersion != "" {
 		s.Version = r.ProtocolVersion
 	}
-	hdr := s.Header()
-	hdr.Set("Accept", "application/json, text/event-stream")
-	if resp, err := c.Send(ctx, http.MethodPost, hdr, jsonrpc.Notification("notifications/initialized", nil)); err == nil {
+	if resp, err := c.Send(ctx, http.MethodPost, PostHeader(s.Header()), jsonrpc.Notification("notifications/initialized", nil)); err == nil {
 		resp.Body.Close()
 	}
 	return s, nil

@@ -296,6 +296,47 @@ func IsJSON(h http.Header) bool {
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
+// acceptBoth is the Accept header a POST to a streamable HTTP endpoint must carry (spec
+// 2025-11-25 transports: "The client MUST include an Accept header, listing both
+// application/json and text/event-stream"); strict servers (go-sdk) answer 400 without it.
+const acceptBoth = "application/json, text/event-stream"
+
+// PostHeader is hdr (the session's Mcp-Session-Id and MCP-Protocol-Version, end-to-end
+// headers) plus what every POST of the streamable HTTP transport carries: Accept and
+// Content-Type.
+func PostHeader(hdr http.Header) http.Header {
+	h := hdr.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Accept", acceptBoth)
+	h.Set("Content-Type", "application/json")
+	return h
+}
+
+// answerWithin bounds one Post: an answer or a notification is acknowledged with 202 at once.
+const answerWithin = 5 * time.Second
+
+// Post sends a message that expects no JSON-RPC reply — a response to one of the upstream's
+// server→client requests, a notification such as notifications/cancelled — with the
+// transport's headers (PostHeader; hdr names the session and protocol version). Every such
+// message Tollgate sends goes through here. The error says the upstream did not accept it
+// (unreachable, or an HTTP status other than 2xx).
+func (c *Client) Post(hdr http.Header, msg []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), answerWithin)
+	defer cancel()
+	resp, err := c.Send(ctx, http.MethodPost, PostHeader(hdr), msg)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxNonReply))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return HTTPFault(resp.StatusCode)
+	}
+	return nil
+}
+
 // Reply is the answer to one request Tollgate itself sent (Call).
 type Reply struct {
 	Msg    *jsonrpc.Message
@@ -313,12 +354,7 @@ func (c *Client) Call(ctx context.Context, hdr http.Header, body []byte, onOther
 	if m, err := jsonrpc.Parse(body); err == nil {
 		reqID = m.ID
 	}
-	h := hdr.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
-	h.Set("Accept", "application/json, text/event-stream")
-	resp, err := c.Send(ctx, http.MethodPost, h, body)
+	resp, err := c.Send(ctx, http.MethodPost, PostHeader(hdr), body)
 	if err != nil {
 		return nil, err
 	}

@@ -441,6 +441,40 @@ func TestCallHeaders(t *testing.T) {
 	}
 }
 
+// TestPost: a message Tollgate sends that expects no reply (an answer to the upstream's
+// request, a notification) carries every header the streamable HTTP transport requires,
+// whatever the caller's headers lacked; a refusal (HTTP 400) is reported, 202 is not.
+func TestPost(t *testing.T) {
+	var got atomic.Value
+	status := atomic.Int32{}
+	srv := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Clone())
+		w.WriteHeader(int(status.Load()))
+	})
+	c := newClient(t, srv.URL, Options{})
+	hdr := http.Header{HeaderSessionID: {"s1"}, HeaderProtocolVersion: {"2025-11-25"}}
+	for _, tc := range []struct {
+		status int32
+		ok     bool
+	}{{202, true}, {400, false}} {
+		status.Store(tc.status)
+		err := c.Post(hdr, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+		if (err == nil) != tc.ok {
+			t.Errorf("HTTP %d: err %v", tc.status, err)
+		}
+		h := got.Load().(http.Header)
+		for k, want := range map[string]string{"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+			HeaderSessionID: "s1", HeaderProtocolVersion: "2025-11-25"} {
+			if h.Get(k) != want {
+				t.Errorf("%s: %q, want %q", k, h.Get(k), want)
+			}
+		}
+	}
+	if len(hdr) != 2 {
+		t.Errorf("caller's headers modified: %v", hdr)
+	}
+}
+
 // A stream that stalls before the response ends with a timeout once ctx expires.
 func TestCallStreamTimeout(t *testing.T) {
 	release := make(chan struct{})

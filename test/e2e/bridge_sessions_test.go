@@ -26,18 +26,27 @@ type legacy044 struct {
 // runs it; it skips only when no go command is available.
 func startLegacy044(t *testing.T) *legacy044 {
 	t.Helper()
+	return &legacy044{url: startFixtureModule(t, "legacy044", "mcp-go v0.44.0")}
+}
+
+// startFixtureModule builds the fixture module test/fixture/<name> (a module of its own) with
+// `go build` into a temporary directory (bounded), runs it on loopback and returns the MCP
+// URL it prints; it skips only when no go command is available. Closing its stdin (at the
+// test's end) stops it.
+func startFixtureModule(t *testing.T, name, what string) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command to build test/fixture/legacy044 (mcp-go v0.44.0): " + err.Error())
+		t.Skip("no go command to build test/fixture/" + name + " (" + what + "): " + err.Error())
 	}
-	bin := filepath.Join(t.TempDir(), "legacy044")
+	bin := filepath.Join(t.TempDir(), name)
 	bctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(bctx, goBin, "build", "-o", bin, ".")
-	build.Dir = "../fixture/legacy044"
+	build.Dir = "../fixture/" + name
 	build.Env = append(build.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the mcp-go v0.44.0 fixture: %v\n%s", err, out)
+		t.Fatalf("building the %s fixture: %v\n%s", what, err, out)
 	}
 	cmd := exec.Command(bin, "-addr", "127.0.0.1:0")
 	stdin, err := cmd.StdinPipe() // closing it stops the fixture
@@ -74,15 +83,15 @@ func startLegacy044(t *testing.T) *legacy044 {
 	case l := <-lines:
 		u, ok := strings.CutPrefix(l, "listening on ")
 		if !ok {
-			t.Fatalf("legacy044: %q", l)
+			t.Fatalf("%s: %q", name, l)
 		}
-		return &legacy044{url: u}
+		return u
 	case <-exited:
-		t.Fatal("legacy044 exited before listening")
+		t.Fatal(name + " exited before listening")
 	case <-time.After(20 * time.Second):
-		t.Fatal("legacy044 did not start listening")
+		t.Fatal(name + " did not start listening")
 	}
-	return nil
+	return ""
 }
 
 // stats are the fixture's counts of sessions opened (initialize), ended (DELETE) and GET

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,11 +15,26 @@ import (
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
+// confirmer answers every elicitation with accept {confirm: true} and records what it was asked.
+type confirmer struct {
+	mu    sync.Mutex
+	asked []mcp.ElicitationRequest
+}
+
+func (c *confirmer) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = append(c.asked, req)
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{
+		Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"confirm": true, "comment": "asked the user"},
+	}}, nil
+}
+
 // TestApprovedCallUpstreamElicits: an approved 2025-11-25 task whose tool asks the client
-// something (elicitation/create) while Tollgate executes it. Nobody is connected to that
-// execution, so Tollgate answers the upstream's request at once with -32601 NotBridged; the
-// tool gets the error and the task ends with the tool's own answer. It used to stay
-// Executing until tasks.execution_timeout, the tool waiting for an answer nobody would send.
+// something (elicitation/create) while Tollgate executes it. The question belongs to the
+// task: it goes to the owner on its tasks/result stream with the related-task _meta (spec
+// 2025-11-25 tasks), the owner's answer goes back to the upstream, and the task ends with
+// the tool's result. It used to be refused at once with -32601 NotBridged (the tool failed).
 func TestApprovedCallUpstreamElicits(t *testing.T) {
 	d, upURL := testkit.StartDemo(t)
 	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, `governance:
@@ -32,7 +48,7 @@ approvers:
 `), approverEnv, nil)
 	g.WaitReady(t)
 
-	ans := &answerApproval{approve: true}
+	ans := &confirmer{}
 	tr, err := transport.NewStreamableHTTP(g.MCP)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +75,7 @@ approvers:
 
 	result, err := c.TaskResult(ctx, mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: tid}})
 	if err != nil {
-		t.Fatalf("tasks/result: %v (the task must end, not wait for an answer nobody sends)", err)
+		t.Fatalf("tasks/result: %v", err)
 	}
 	var text string
 	for _, ct := range result.Content {
@@ -67,19 +83,22 @@ approvers:
 			text += tc.Text
 		}
 	}
-	if !result.IsError || !strings.Contains(text, "elicitation failed") || !strings.Contains(text, "elicitation/create") {
-		t.Fatalf("result: isError=%v %q, want the tool's error about the unanswered elicitation/create", result.IsError, text)
+	if result.IsError || !strings.Contains(text, `"confirmed":true`) || !strings.Contains(text, "asked the user") {
+		t.Fatalf("result: isError=%v %q, want the tool's result with the owner's answer", result.IsError, text)
 	}
 	got, err := c.GetTask(ctx, mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: tid}})
-	if err != nil || got.Status != mcp.TaskStatusFailed {
-		t.Fatalf("tasks/get: %+v %v, want failed", got, err)
+	if err != nil || got.Status != mcp.TaskStatusCompleted {
+		t.Fatalf("tasks/get: %+v %v, want completed", got, err)
 	}
 	if n := d.Calls(demo.ToolConfirmAction); n != 1 {
 		t.Errorf("confirm_action ran %d times, want 1", n)
 	}
 	ans.mu.Lock()
 	defer ans.mu.Unlock()
-	if len(ans.asked) != 0 {
-		t.Errorf("the client was asked %d questions; the execution has no client", len(ans.asked))
+	if len(ans.asked) != 1 || !strings.Contains(ans.asked[0].Params.Message, "drop the table") {
+		t.Fatalf("the owner was asked %+v, want the tool's one question", ans.asked)
+	}
+	if rel, _ := ans.asked[0].Params.Meta.AdditionalFields["io.modelcontextprotocol/related-task"].(map[string]any); rel["taskId"] != tid {
+		t.Errorf("the question's _meta: %+v, want related-task %s", ans.asked[0].Params.Meta, tid)
 	}
 }

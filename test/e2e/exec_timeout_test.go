@@ -49,4 +49,23 @@ func TestExecutionTimeout(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the upstream received the call %d times, want 1", n)
 	}
+	// Spec 2025-11-25 utilities/cancellation: Tollgate says it gave up, with the headers the
+	// transport requires.
+	bodies, heads := up.Requests()
+	found := false
+	for i, b := range bodies {
+		if !strings.Contains(b, `"notifications/cancelled"`) {
+			continue
+		}
+		found = true
+		if !strings.Contains(b, `"requestId":"tollgate-exec-`+tid+`"`) {
+			t.Errorf("cancellation %s does not name the call", b)
+		}
+		if h := heads[i]; h.Get("Accept") != "application/json, text/event-stream" || h.Get("Content-Type") != "application/json" || h.Get("Mcp-Session-Id") == "" {
+			t.Errorf("cancellation headers %v", h)
+		}
+	}
+	if !found {
+		t.Error("the upstream was not told of the cancellation")
+	}
 }

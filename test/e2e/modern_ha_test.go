@@ -45,3 +45,32 @@ func TestModernTaskAnyReplica(t *testing.T) {
 		t.Errorf("executions: A's upstream %d (want 0), B's %d (want 1)", dA.Calls("delete_user"), dB.Calls("delete_user"))
 	}
 }
+
+// TestModernUpstreamTaskAnyReplica: an upstream task (SEP-2663 CreateTaskResult) created
+// through replica A is bound to its creator in the shared store: replica B serves tasks/get
+// for that owner and answers "not found" to another caller, as A does. It used to live in A's
+// memory only (B answered "not found" to the owner too).
+func TestModernUpstreamTaskAnyReplica(t *testing.T) {
+	url := storetest.RedisURL(t) // skips loudly without redis-server
+	up := startFixture(t)        // the modern fixture, in front of both replicas
+	cfg := testkit.BasicConfig(up, "governance:\n  defaults: {action: forward}\ntasks:\n  store: {type: redis, url: \""+url+"?key_prefix=ha-uptask-"+strings.ReplaceAll(t.Name(), "/", "-")+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	ownerA := &modernClient{t: t, url: a.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer one"}}}
+	ownerB := &modernClient{t: t, url: b.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer one"}}}
+	otherB := &modernClient{t: t, url: b.MCP, tasks: true, hdr: http.Header{"Authorization": {"Bearer two"}}}
+	m := ownerA.call(1, "tools/call", map[string]any{"name": "slow_compute", "arguments": map[string]any{"seconds": 0, "label": "ha"}})
+	tid, _ := testkit.Dig(m, "result", "taskId").(string)
+	if testkit.Dig(m, "result", "resultType") != "task" || tid == "" || strings.HasPrefix(tid, "tg_") {
+		t.Fatalf("upstream CreateTaskResult: %v", m)
+	}
+	if code, _ := testkit.ErrorOf(otherB.call(2, "tasks/get", map[string]any{"taskId": tid})); code != -32602 {
+		t.Fatalf("another caller reached the upstream task through B: %v", code)
+	}
+	done := ownerB.waitTask(tid)
+	if testkit.Dig(done, "result", "status") != "completed" {
+		t.Fatalf("the owner through B: %v", done)
+	}
+}

@@ -45,6 +45,23 @@ func (c *modernClient) meta() map[string]any {
 // replaces or (with "") removes headers after they are set.
 func (c *modernClient) do(id int, method string, params map[string]any, override map[string]string) testkit.Reply {
 	c.t.Helper()
+	r, body := c.build(id, method, params, override)
+	return r.Post(body)
+}
+
+// tryDo is do for goroutines other than the test's own: a failed POST is a Reply with
+// status 0, for the test goroutine to report.
+func (c *modernClient) tryDo(id int, method string, params map[string]any) testkit.Reply {
+	r, body := c.build(id, method, params, nil)
+	rep, err := r.TryPost(body)
+	if err != nil {
+		return testkit.Reply{Body: []byte(err.Error())}
+	}
+	return rep
+}
+
+// build makes the client and the body of do.
+func (c *modernClient) build(id int, method string, params map[string]any, override map[string]string) (*testkit.RPC, string) {
 	if params == nil {
 		params = map[string]any{}
 	}
@@ -70,8 +87,7 @@ func (c *modernClient) do(id int, method string, params map[string]any, override
 			h.Set(k, v)
 		}
 	}
-	r := &testkit.RPC{T: c.t, URL: c.url, Header: h, Client: c.http}
-	return r.Post(string(b))
+	return &testkit.RPC{T: c.t, URL: c.url, Header: h, Client: c.http}, string(b)
 }
 
 func (c *modernClient) call(id int, method string, params map[string]any) map[string]any {

@@ -182,7 +182,7 @@ func TestServerEverythingThroughTollgate(t *testing.T) {
 				t.Errorf("taskSupport[%s] = %q, want %q", k, sup[k], v)
 			}
 		}
-		for _, tg := range []string{"tollgate_list_tasks", "tollgate_get_task", "tollgate_get_task_result", "tollgate_cancel_task", "tollgate_await_activity"} {
+		for _, tg := range []string{"tollgate_list_tasks", "tollgate_get_task", "tollgate_get_task_result", "tollgate_cancel_task", "tollgate_await_activity", "tollgate_answer_question"} {
 			if _, ok := sup[tg]; !ok {
 				t.Errorf("%s not appended (tools: %v)", tg, order)
 			}

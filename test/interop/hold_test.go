@@ -175,3 +175,38 @@ func TestTSClientHold(t *testing.T) {
 		}
 	})
 }
+
+// TestTSClientHoldAsked: the TypeScript SDK client without task support (plain callTool) and
+// a tool behind an approval that asks its user (elicitation) once approved: the question
+// reaches the client on the held call's own stream, its answer reaches the upstream, and the
+// call ends with the tool's result; the tool ran once.
+func TestTSClientHoldAsked(t *testing.T) {
+	tc := needNode(t)
+	d, upURL := testkit.StartDemo(t)
+	g := startGateway(t, basicConfig(upURL, `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "confirm_*", action: approve}
+approval:
+  default: {timeout: 10m, on_timeout: deny}
+`), nil)
+	run := runTS(t, tc, g.MCP, "holdAsked", func(e event) string {
+		if e.name() != "awaitApproval" {
+			return ""
+		}
+		return "approved " + http.StatusText(approve(t, g, pendingTask(t, g, "confirm_action")))
+	}, "confirm_action", `{"action":"drop the table"}`)
+	res := run.find("result")
+	asked := run.find("asked")
+	if res == nil || dig(res, "result", "isError") == true || !strings.Contains(textOf(res["result"]), `"confirmed":true`) {
+		run.dump(t)
+		t.Fatalf("held call result: %v", res)
+	}
+	if asked == nil || asked["method"] != "elicitation/create" || !strings.Contains(asked["message"].(string), "drop the table") {
+		run.dump(t)
+		t.Errorf("the client was asked %v, want the tool's elicitation", asked)
+	}
+	if n := d.Calls("confirm_action"); n != 1 {
+		t.Errorf("confirm_action ran %d times, want 1", n)
+	}
+}

@@ -20,7 +20,7 @@ if (!url || !scenario || !sdkDir) {
 const sdk = (p) => import(pathToFileURL(path.join(sdkDir, 'dist', 'esm', p)).href);
 const { Client } = await sdk('client/index.js');
 const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
-const { CallToolResultSchema } = await sdk('types.js');
+const { CallToolResultSchema, ElicitRequestSchema, CreateMessageRequestSchema } = await sdk('types.js');
 
 const emit = (event, fields = {}) => process.stdout.write(JSON.stringify({ event, ...fields }) + '\n');
 const errFields = (e) => ({ code: e?.code, message: e?.message, data: e?.data });
@@ -46,7 +46,24 @@ process.stdin.on('data', (chunk) => {
 const nextStdinLine = () =>
     stdinLines.length ? Promise.resolve(stdinLines.shift()) : new Promise((r) => (stdinWaiter = r));
 
-const client = new Client({ name: 'tollgate-interop-ts', version: '1.0.0' }, { capabilities: {} });
+// Scenario holdAsked answers the tool's questions: it declares elicitation and sampling and
+// records what it was asked (elicitations accepted with {ok: true, confirm: true}, sampling with "short").
+const answers = scenario === 'holdAsked';
+const client = new Client({ name: 'tollgate-interop-ts', version: '1.0.0' },
+    { capabilities: answers ? { elicitation: {}, sampling: {} } : {} });
+const asked = [];
+if (answers) {
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+        asked.push(req.method);
+        emit('asked', { method: req.method, message: req.params.message, meta: req.params._meta });
+        return { action: 'accept', content: { ok: true, confirm: true } };
+    });
+    client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+        asked.push(req.method);
+        emit('asked', { method: req.method });
+        return { role: 'assistant', content: { type: 'text', text: 'short' }, model: 'ts-owner' };
+    });
+}
 const notifications = [];
 client.fallbackNotificationHandler = async (n) => {
     notifications.push(n.method);
@@ -209,6 +226,14 @@ const scenarios = {
         emit('awaitApproval', {});
         const started = Date.now();
         emit('result', { result: await call, progressCount: progress.length, waitedMs: Date.now() - started });
+    },
+
+    // hold, decided while held, and the tool asks its user after the approval: the questions
+    // arrive on the held call's own stream and are answered there (as through a direct proxy).
+    async holdAsked() {
+        const call = client.callTool({ name: toolArg, arguments: JSON.parse(argsArg) }, CallToolResultSchema);
+        emit('awaitApproval', {});
+        emit('result', { result: await call, asked });
     },
 
     // hold, undecided within the budget: the call settles with a tool result naming the task;

@@ -37,6 +37,8 @@ const (
 //	P pbytes        hash: pending id -> ArgBytes
 //	P pbytes_total  string: sum of P pbytes
 //	P k:<key>       string: id of the record created last with that idempotency key
+//	P changed       pub/sub channel: Update publishes the id it changed (Watch)
+//	P ut:<id>       string: owner an upstream task id is bound to (upstream_tasks_redis.go)
 //
 // A record is a hash rather than a JSON blob so the Lua scripts read and bump the version and
 // read the owner with HGET/HINCRBY instead of decoding JSON (Redis's Lua numbers are doubles,
@@ -233,6 +235,7 @@ unpend(id, owner)
 redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'data', ARGV[10])
 local v = redis.call('HINCRBY', key, 'version', 1)
 index(id, owner, cur[5], ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), cur[4])
+redis.call('PUBLISH', P .. 'changed', id)
 return {'ok', owner, cur[3], v, cur[4] or '', cur[5] or ''}
 `)
 
@@ -484,6 +487,35 @@ func (r *Redis) Usage(ctx context.Context, owner string) (Usage, error) {
 		return Usage{}, fmt.Errorf("redis task store: usage: unexpected script reply %v", res)
 	}
 	return Usage{PendingOwner: int(redisInt(res[0])), PendingTotal: int(redisInt(res[1])), PendingBytes: redisInt(res[2])}, nil
+}
+
+// Watch calls fn with the id of each task any replica updates (Update publishes it on the
+// channel P+"changed", in the same script), until ctx ends or the store is closed. Redis
+// pub/sub delivers at most once and not while disconnected: callers keep a slower poll.
+func (r *Redis) Watch(ctx context.Context, fn func(id string)) error {
+	if r.closed.Load() {
+		return ErrClosed
+	}
+	ps := r.client.Subscribe(ctx, r.prefix+"changed")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // the subscription is confirmed
+		if ctx.Err() != nil {
+			return nil
+		}
+		return r.wrap("watch", "", err)
+	}
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case msg, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			fn(msg.Payload)
+		}
+	}
 }
 
 // Close closes the client; the tasks stay in Redis for the other replicas.

@@ -331,3 +331,69 @@ func TestOpenRedisConfig(t *testing.T) {
 		t.Errorf("Usage after Close err = %v, want ErrClosed", err)
 	}
 }
+
+// TestRedisWatch: an update through one replica's store is announced to another replica's
+// Watch (same key prefix), and not to a store under another prefix; Watch ends with its ctx.
+func TestRedisWatch(t *testing.T) {
+	base := redisURL(t)
+	u, _ := withPrefix(t, base, nil)
+	a, b := openRedis(t, u), openRedis(t, u)
+	other, _ := withPrefix(t, base, nil)
+	c := openRedis(t, other)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, strays := make(chan string, 4), make(chan string, 4)
+	var wg sync.WaitGroup
+	wctx, stop := context.WithCancel(ctx)
+	wg.Go(func() { _ = b.Watch(wctx, func(id string) { got <- id }) })
+	wg.Go(func() { _ = c.Watch(wctx, func(id string) { strays <- id }) })
+	rec, err := a.Create(ctx, rrec("w1", "alice", true, 1, "x"), store.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // the subscription is in place once PUBLISH reaches a subscriber
+		rec.Data = []byte("y")
+		if rec, err = a.Update(ctx, rec, rec.Version); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case id := <-got:
+			if id != "w1" {
+				t.Fatalf("announced %q, want w1", id)
+			}
+			stop()
+			wg.Wait()
+			select {
+			case id := <-strays:
+				t.Fatalf("a store under another prefix was told about %q", id)
+			default:
+			}
+			return
+		case <-time.After(50 * time.Millisecond): // not yet subscribed: update again
+		case <-ctx.Done():
+			t.Fatal("no announcement")
+		}
+	}
+}
+
+// TestRedisUpstreamTasks: a binding made through one replica's store is seen through
+// another's; the first owner keeps the id; an unbound id is not found.
+func TestRedisUpstreamTasks(t *testing.T) {
+	u, _ := withPrefix(t, redisURL(t), nil)
+	a, b := openRedis(t, u), openRedis(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	exp := time.Now().Add(time.Hour)
+	if got, err := a.BindUpstreamTask(ctx, "up-1", "alice", exp); err != nil || got != "alice" {
+		t.Fatalf("bind: %q %v", got, err)
+	}
+	if got, err := b.BindUpstreamTask(ctx, "up-1", "mallory", exp); err != nil || got != "alice" {
+		t.Fatalf("second bind: %q %v, want alice kept", got, err)
+	}
+	if owner, ok, err := b.UpstreamTaskOwner(ctx, "up-1"); err != nil || !ok || owner != "alice" {
+		t.Fatalf("owner through b: %q %v %v", owner, ok, err)
+	}
+	if _, ok, err := a.UpstreamTaskOwner(ctx, "up-2"); err != nil || ok {
+		t.Fatalf("unbound id: %v %v", ok, err)
+	}
+}

@@ -120,3 +120,11 @@ func IsShared(st Store) bool {
 	s, ok := st.(Shared)
 	return ok && s.Shared()
 }
+
+// Watcher is implemented by shared backends that announce committed updates (Redis pub/sub),
+// so a replica waiting on a task (its call waiting for the owner's answer, a tasks/result) is
+// woken when another replica changes it. Watch blocks, calling fn with each updated id, until
+// ctx ends; announcements may be lost, so waiters still poll, more slowly.
+type Watcher interface {
+	Watch(ctx context.Context, fn func(id string)) error
+}

@@ -1,0 +1,225 @@
+package intercept
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// questionIDPrefix starts the ids of the requests that carry a task's pending question (the
+// upstream's, kept on the task: tasks.Manager.NextQuestion) to its owner; the id names the
+// task and the question, so the answer may reach any replica sharing the store.
+const questionIDPrefix = ElicitIDPrefix + "q-"
+
+func questionRequestID(taskID, qid string) string { return questionIDPrefix + qid + "-" + taskID }
+
+func parseQuestionRequestID(id string) (taskID, qid string, ok bool) {
+	rest, ok := strings.CutPrefix(id, questionIDPrefix)
+	if !ok {
+		return "", "", false
+	}
+	qid, taskID, ok = strings.Cut(rest, "-")
+	return taskID, qid, ok && qid != "" && taskID != ""
+}
+
+// questionRequest is the JSON-RPC request that puts q of task id to its owner, with the
+// related-task _meta (spec 2025-11-25 tasks: requests about a task carry it).
+func questionRequest(id string, q *tasks.Question) []byte {
+	params := q.Params
+	if len(params) == 0 || params[0] != '{' {
+		params = json.RawMessage(`{}`)
+	}
+	meta := jsonrpc.Member(params, "_meta")
+	if meta == nil || string(meta) == "null" || meta[0] != '{' {
+		meta = []byte(`{}`)
+	}
+	rel := []byte(`{"taskId":` + string(rawString(id)) + `}`)
+	if nm, err := jsonrpc.Replace(meta, tasks.RelatedTaskKey, rel); err == nil {
+		if np, err := jsonrpc.Replace(params, "_meta", nm); err == nil {
+			params = np
+		}
+	}
+	return jsonrpc.Request(rawString(questionRequestID(id, q.ID)), q.Method, params)
+}
+
+// whileRelayingQuestions runs wait while every question of task id that becomes pending is
+// sent to its owner on this stream (emit): the tasks/result stream of a task, a held plain
+// call's own stream (spec 2025-11-25 tasks: input_required → the question travels on
+// tasks/result). It stops when emit fails (a JSON answer, the client went away): the question
+// stays on the task for the tollgate_* tools and tasks/get.
+func (g *Gateway) whileRelayingQuestions(ctx context.Context, own, id string, emit func([]byte) bool, wait func(context.Context) []byte) []byte {
+	g.asking.add(id, 1)
+	defer g.asking.add(id, -1)
+	qctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		seen := ""
+		for {
+			q, err := g.d.Tasks.NextQuestion(qctx, own, id, seen)
+			if err != nil || q == nil {
+				return
+			}
+			seen = q.ID
+			if !emit(questionRequest(id, q)) {
+				return
+			}
+		}
+	}()
+	out := wait(ctx)
+	cancel()
+	<-done
+	return out
+}
+
+// questionResponse takes a client's answer to a question sent by whileRelayingQuestions. The
+// owner check is the task's: anyone else's answer is ignored like an unknown id.
+func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) Result {
+	taskID, qid, ok := parseQuestionRequestID(id)
+	if !ok {
+		return Result{Accepted: true}
+	}
+	var rpcErr *jsonrpc.Error
+	if x.Msg.Error != nil {
+		rpcErr = jsonrpc.DecodeError(x.Msg.Error)
+	}
+	_, err := g.d.Tasks.Answer(ctx, owner(x), taskID, qid, x.Msg.Result, rpcErr)
+	if err != nil && !errors.Is(err, tasks.ErrNotFound) && !errors.Is(err, tasks.ErrNoQuestion) {
+		// an invalid or oversized answer: the question stays pending until answered or timed out
+		g.log.Info("a task's owner answered a question unusably", "task_id", taskID, "question", qid, "error", err.Error())
+	}
+	return Result{Accepted: true}
+}
+
+// outcomeOrQuestion waits for the outcome of a plain call's task (a held or blocked call) and
+// puts the upstream's questions during its call to the caller: a 2025-11-25 caller gets them
+// on the call's own stream, as a direct proxy would relay them; a 2026-07-28 caller, which
+// takes no requests on a stream, gets an InputRequiredResult naming the question, and its retry
+// with inputResponses (answerFromRetry) continues the call (spec 2026-07-28
+// basic/patterns/mrtr). nil: the client went away.
+func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool) []byte {
+	if x.Modern == nil {
+		return g.whileRelayingQuestions(ctx, own, id, emit, func(ctx context.Context) []byte {
+			return g.outcomeResponse(ctx, x, own, id)
+		})
+	}
+	if own == tasks.Anonymous {
+		// An anonymous caller's retry makes a task of its own (no one to attach it to), so it
+		// could not continue this one: its question waits for the tollgate_* tools.
+		return g.outcomeResponse(ctx, x, own, id)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	outcome := make(chan []byte, 1)
+	go func() { outcome <- g.outcomeResponse(wctx, x, own, id) }()
+	asked := make(chan *tasks.Task, 1)
+	askDone := make(chan struct{})
+	go func() {
+		defer close(askDone)
+		seen := ""
+		for {
+			q, err := g.d.Tasks.NextQuestion(wctx, own, id, seen)
+			if err != nil || q == nil {
+				return
+			}
+			seen = q.ID
+			// Only what the request's clientCapabilities declare may be asked (the others
+			// wait for the tollgate_* tools or time out).
+			if c, known := inputCapability[q.Method]; !known || jsonrpc.Member(x.Modern.Capabilities, c) == nil {
+				continue
+			}
+			if t, err := g.d.Tasks.Get(wctx, own, id); err == nil {
+				asked <- t
+			}
+			return
+		}
+	}()
+	defer func() {
+		cancel()
+		<-askDone
+	}()
+	select {
+	case out := <-outcome:
+		return out
+	case t := <-asked:
+		cancel()
+		<-outcome
+		reqs := g.inputRequests(t)
+		if reqs == nil { // answered meanwhile: the outcome is still to come
+			return g.outcomeResponse(ctx, x, own, id)
+		}
+		b, _ := jsonrpc.Marshal(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": id})
+		return jsonrpc.ResultResponse(x.Msg.ID, b)
+	}
+}
+
+// answerFromRetry gives the inputResponses of a 2026-07-28 retry of a held call to the question
+// of its task they answer (keys from inputRequests); other keys are ignored, an answer the
+// manager refuses (malformed, too large) is -32602. The owner check is the task's.
+func (g *Gateway) answerFromRetry(ctx context.Context, x *Exchange, own, id string) *jsonrpc.Error {
+	var p struct {
+		InputResponses map[string]json.RawMessage `json:"inputResponses"`
+	}
+	if json.Unmarshal(x.Msg.Params, &p) != nil {
+		return nil
+	}
+	for key, ans := range p.InputResponses {
+		qid, ok := strings.CutPrefix(key, questionKeyPrefix)
+		if !ok {
+			continue
+		}
+		if _, err := g.d.Tasks.Answer(ctx, own, id, qid, ans, nil); err != nil && !errors.Is(err, tasks.ErrNoQuestion) && !errors.Is(err, tasks.ErrNotFound) {
+			return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: inputResponses["+strconv.Quote(key)+"]: "+err.Error())
+		}
+	}
+	return nil
+}
+
+// asking counts, per task, the streams of this replica that carry its questions to the owner
+// (an open tasks/result, a held call's own stream).
+type asking struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (a *asking) add(id string, d int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == nil {
+		a.n = map[string]int{}
+	}
+	if a.n[id] += d; a.n[id] <= 0 {
+		delete(a.n, id)
+	}
+}
+
+func (a *asking) open(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[id] > 0
+}
+
+// OnTaskQuestion is a tasks.Manager subscriber: a question of the upstream's that becomes
+// pending on a 2025-11-25 task while no tasks/result (or held call) of this replica carries
+// its questions goes to the owning session's GET stream (spec 2025-11-25 tasks: a request
+// about a task goes on the tasks/result stream, else on the session's stream), with the
+// related-task _meta. A tasks/result opened right after may ask it again; the first answer
+// counts. It never blocks (session.Push drops the message when the stream is full).
+func (g *Gateway) OnTaskQuestion(tr tasks.Transition) {
+	t := tr.Task
+	if tr.Event() != tasks.EventInput || t.Era == tasks.EraModern || t.SessionID == "" || g.asking.open(t.ID) {
+		return
+	}
+	q := t.PendingQuestion()
+	if q == nil || g.d.Sessions == nil {
+		return
+	}
+	if ss := g.d.Sessions.Get(t.SessionID); ss != nil {
+		ss.Push(questionRequest(t.ID, q))
+	}
+}
