@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
@@ -40,6 +41,8 @@ func New(o Options) *Runner {
 // Execute runs an approved task's call upstream with the caller's session and headers; a
 // promoted task waits for the call already in flight instead (tasks.promote_after).
 func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *jsonrpc.Error) {
+	// An upstream session or process opened for the call is charged to the task's creator.
+	ctx = source.NewContext(ctx, t.Source)
 	if t.Promoted {
 		// The call is the client's, already in flight; the upstream's questions on its stream
 		// after the promotion go to the task's owner like an approved call's.

@@ -23,6 +23,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/limits"
 	"github.com/tollgate-mcp/tollgate/internal/origin"
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/telemetry"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
@@ -184,7 +185,11 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	corr := correlationID(r)
 	w.Header().Set("X-Request-Id", corr)
-	share := h.o.BodyBudget.For(h.source(r)) // one source may hold only its share
+	src := h.source(r)
+	// What the request opens further down (an upstream session or stdio process) is charged
+	// to its source.
+	r = r.WithContext(source.NewContext(r.Context(), src))
+	share := h.o.BodyBudget.For(src) // one source may hold only its share
 	body, taken, err := readBody(r.Body, r.ContentLength, h.o.MaxBodyBytes, share)
 	defer share.Release(taken)
 	if err != nil {

@@ -9,6 +9,7 @@
 package source
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strings"
@@ -40,4 +41,40 @@ func Addr(remote string) string {
 		return "ip:" + ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 	}
 	return "ip:" + host
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying key, the source of the request it belongs to, so that a
+// bound further down (an upstream session or process opened for the request) can charge it to
+// that source.
+func NewContext(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, key)
+}
+
+// FromContext is the source key NewContext put in ctx; "" when there is none (Tollgate's own
+// work, such as the annotation cache).
+func FromContext(ctx context.Context) string {
+	k, _ := ctx.Value(ctxKey{}).(string)
+	return k
+}
+
+// Victim chooses which idle holder of a bounded resource gives way to a new one for source
+// req, when the resource is full. sources[i] is the source of candidate i (each candidate is
+// idle, ordered least recently used first) and held counts what every source holds now. It
+// returns the index of the least recently used candidate of the source that holds the most,
+// among req itself and the sources holding more than req: a source can make its own idle
+// holders give way, and a lighter source can take from a heavier one, but a source that
+// opens many never pushes out a source that holds fewer. -1: no candidate qualifies.
+func Victim(req string, sources []string, held map[string]int) int {
+	best, most := -1, -1
+	for i, s := range sources {
+		if s != req && held[s] <= held[req] {
+			continue
+		}
+		if n := held[s]; n > most {
+			best, most = i, n
+		}
+	}
+	return best
 }

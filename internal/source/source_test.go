@@ -24,3 +24,23 @@ func TestOf(t *testing.T) {
 		}
 	}
 }
+
+func TestVictim(t *testing.T) {
+	held := map[string]int{"ip:A": 3, "ip:B": 1, "ip:C": 2}
+	for _, tc := range []struct {
+		req     string
+		sources []string // idle candidates, least recently used first
+		want    int
+	}{
+		{"ip:A", []string{"ip:B", "ip:C", "ip:A", "ip:A"}, 2}, // the heaviest takes only its own
+		{"ip:B", []string{"ip:B", "ip:C", "ip:A", "ip:A"}, 2}, // a light one takes from the heaviest
+		{"ip:C", []string{"ip:B", "ip:C"}, 1},                 // nobody heavier idle: its own
+		{"ip:A", []string{"ip:B", "ip:C"}, -1},                // nothing it may take
+		{"ip:D", []string{"ip:B"}, 0},                         // a new source takes from any holder
+		{"ip:A", nil, -1},
+	} {
+		if got := Victim(tc.req, tc.sources, held); got != tc.want {
+			t.Errorf("Victim(%s, %v) = %d, want %d", tc.req, tc.sources, got, tc.want)
+		}
+	}
+}

@@ -21,12 +21,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // Defaults (docs/configuration.md, sources[].max_processes and idle_timeout).
@@ -93,6 +95,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 type session struct {
 	id    string
 	label string // short hash of id, for logs (ids themselves are never logged)
+	src   string // the source that opened it (package source), for fair eviction
 	c     *child
 	get   chan []byte   // messages for the GET stream
 	ended chan struct{} // closed when the session ends
@@ -258,7 +261,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // initialize starts a session: its own process, or the shared one.
 func (t *Transport) initialize(req *http.Request, m *jsonrpc.Message) *http.Response {
 	sid := newSessionID()
-	s := &session{id: sid, label: label(sid), get: make(chan []byte, sessionQueue), ended: make(chan struct{}), lastUsed: time.Now()}
+	s := &session{id: sid, label: label(sid), src: source.FromContext(req.Context()), get: make(chan []byte, sessionQueue),
+		ended: make(chan struct{}), lastUsed: time.Now()}
 	if t.o.Share {
 		c, err := t.sharedChild(req.Context(), m)
 		if err != nil {
@@ -272,7 +276,7 @@ func (t *Transport) initialize(req *http.Request, m *jsonrpc.Message) *http.Resp
 			// Sessions on the shared process cost no process: the least recently used idle
 			// one gives way, as a process does at max_processes.
 			t.mu.Lock()
-			victim := t.leastRecentIdle()
+			victim := t.leastRecentIdle(s.src)
 			t.mu.Unlock()
 			if victim != nil {
 				t.end(victim, false)
@@ -288,7 +292,7 @@ func (t *Transport) initialize(req *http.Request, m *jsonrpc.Message) *http.Resp
 		resp.Header.Set(headerSessionID, sid)
 		return resp
 	}
-	if err := t.reserve(req.Context()); err != nil {
+	if err := t.reserve(req.Context(), s.src); err != nil {
 		return t.startFailed(req, m, err)
 	}
 	c, err := t.spawn(s.label)
@@ -477,7 +481,8 @@ func (t *Transport) sharedChild(ctx context.Context, init *jsonrpc.Message) (*ch
 		}
 		body = bytes.Clone(init.Raw)
 	}
-	if err := t.reserve(ctx); err != nil {
+	// The shared process belongs to no source (under share, reserve never evicts for it).
+	if err := t.reserve(ctx, ""); err != nil {
 		return nil, err
 	}
 	c, err := t.spawn("shared")
@@ -529,7 +534,7 @@ func (t *Transport) sharedChild(ctx context.Context, init *jsonrpc.Message) (*ch
 // to make room (its client gets 404 and starts over, as after idle_timeout; clients that never
 // send DELETE would otherwise hold every process); when every process is busy the start is
 // refused.
-func (t *Transport) reserve(ctx context.Context) error {
+func (t *Transport) reserve(ctx context.Context, src string) error {
 	var wait time.Duration
 	for attempt := 0; ; attempt++ {
 		t.mu.Lock()
@@ -545,13 +550,13 @@ func (t *Transport) reserve(ctx context.Context) error {
 		}
 		var victim *session
 		if !t.o.Share {
-			victim = t.leastRecentIdle()
+			victim = t.leastRecentIdle(src)
 		}
 		t.mu.Unlock()
 		if victim == nil || attempt >= 3 {
 			return &refusal{"every stdio server process is busy (sources[0].max_processes = " + strconv.Itoa(t.o.MaxProcesses) + ")"}
 		}
-		t.log.Info("stdio: max_processes reached; ending the least recently used idle session", "session", victim.label,
+		t.log.Info("stdio: max_processes reached; ending the least recently used idle session its source may take", "session", victim.label,
 			"max_processes", t.o.MaxProcesses)
 		t.end(victim, true)
 	}
@@ -568,20 +573,34 @@ func (t *Transport) reserve(ctx context.Context) error {
 	return nil
 }
 
-// leastRecentIdle is the session with no request in flight used longest ago (nil: none).
-// t.mu held.
-func (t *Transport) leastRecentIdle() *session {
-	var victim *session
-	var oldest time.Time
-	for _, s := range t.sessions {
-		s.mu.Lock()
-		idle, last := s.inflight == 0, s.lastUsed
-		s.mu.Unlock()
-		if idle && (victim == nil || last.Before(oldest)) {
-			victim, oldest = s, last
-		}
+// leastRecentIdle is the session with no request in flight used longest ago that may give way
+// to a new session of source src (nil: none): src's own, or one of a source holding more
+// sessions than src (source.Victim), so a source that opens many sessions ends its own idle
+// ones rather than other sources'. t.mu held.
+func (t *Transport) leastRecentIdle(src string) *session {
+	type cand struct {
+		s    *session
+		last time.Time
 	}
-	return victim
+	held := make(map[string]int, 4)
+	var idle []cand
+	for _, s := range t.sessions {
+		held[s.src]++
+		s.mu.Lock()
+		if s.inflight == 0 {
+			idle = append(idle, cand{s, s.lastUsed})
+		}
+		s.mu.Unlock()
+	}
+	slices.SortFunc(idle, func(a, b cand) int { return a.last.Compare(b.last) })
+	srcs := make([]string, len(idle))
+	for i, c := range idle {
+		srcs[i] = c.s.src
+	}
+	if i := source.Victim(src, srcs, held); i >= 0 {
+		return idle[i].s
+	}
+	return nil
 }
 
 // release uncounts a process; one that died young (not asked to stop) lengthens the backoff.

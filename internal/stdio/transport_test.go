@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
@@ -632,5 +633,40 @@ func TestShareRequestWithNobodyToAsk(t *testing.T) {
 	f.waitLog(`late answer {\"error\":`)
 	if !strings.Contains(f.logs.String(), "NotBridged") {
 		t.Fatalf("the refusal does not name NotBridged:\n%s", f.logs.String())
+	}
+}
+
+// TestMaxProcessesFairAcrossSources: at max_processes a source that opens many sessions ends
+// its own least recently used idle one, never the idle session of a source holding fewer; a
+// lighter source may take from the heaviest. (In a sidecar without server.identity_header all
+// callers are one source, and this is plain least-recently-used.)
+func TestMaxProcessesFairAcrossSources(t *testing.T) {
+	f := start(t, Options{MaxProcesses: 3})
+	as := func(src string) *upstream.Session {
+		t.Helper()
+		s, err := f.up.Handshake(source.NewContext(ctx(t), src), json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), "2025-11-25")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	alive := func(s *upstream.Session) bool {
+		rep, err := f.up.Call(ctx(t), s.Header(), callBody("1", "echo", `{"text":"x"}`), nil)
+		return upstream.StatusOf(rep, err) != http.StatusNotFound
+	}
+	b := as("ip:B") // the least recently used of all
+	a1, a2 := as("ip:A"), as("ip:A")
+	f.call(a1, "1", "pid", `{}`, nil)
+	f.call(a2, "1", "pid", `{}`, nil)
+
+	a3 := as("ip:A") // A holds 2 of 3: it ends its own a1, not B's older session
+	f.awaitExit()
+	if alive(a1) || !alive(b) {
+		t.Fatalf("at the bound, A's new session ended a1 alive=%v and B's b alive=%v; want A's own a1 ended, b kept", alive(a1), alive(b))
+	}
+	b2 := as("ip:B") // B holds 1 of 3, A 2: B takes A's least recently used idle session
+	f.awaitExit()
+	if alive(a2) || !alive(a3) || !alive(b) || !alive(b2) {
+		t.Fatalf("B's second session: a2 alive=%v a3=%v b=%v b2=%v; want only a2 ended", alive(a2), alive(a3), alive(b), alive(b2))
 	}
 }

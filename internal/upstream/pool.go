@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // Pool holds legacy upstream sessions Tollgate opens on its callers' behalf (the bridge for
@@ -115,6 +116,7 @@ func newPool(end func(*Session), listen func(context.Context, http.Header) (*Str
 // PooledSession is one upstream session of a Pool, shared by its owner's calls.
 type PooledSession struct {
 	owner string        // "" = one request's own session, never pooled
+	src   string        // the source that opened it (package source), for fair eviction
 	ready chan struct{} // closed once sess or err is set
 	sess  *Session
 	err   error
@@ -158,13 +160,14 @@ func (p *Pool) Acquire(ctx context.Context, owner string, hdr http.Header) (*Poo
 	}
 	ps := p.m[owner]
 	if owner == "" || ps == nil {
-		ps = &PooledSession{owner: owner, ready: make(chan struct{}), calls: map[*poolCall]struct{}{}, gone: owner == ""}
-		if owner != "" && !p.makeRoom() {
-			// Every held session has a call in flight: this request gets a session of its
-			// own rather than an error (its owner's state is not there this once).
+		ps = &PooledSession{owner: owner, src: source.FromContext(ctx), ready: make(chan struct{}), calls: map[*poolCall]struct{}{}, gone: owner == ""}
+		if owner != "" && !p.makeRoom(ps.src) {
+			// No held session may give way (each has a call in flight, or belongs to a source
+			// holding fewer): this request gets a session of its own rather than an error (its
+			// owner's state is not there this once).
 			ps.gone = true
 			if ok, held := p.full.Allow(); ok {
-				p.log.Warn("bridged upstream sessions all in use; a request gets a session of its own",
+				p.log.Warn("bridged upstream sessions full (all in use, or held by sources holding fewer); a request gets a session of its own",
 					"limit", p.max, "suppressed", held)
 			}
 		}
@@ -203,20 +206,32 @@ func (p *Pool) Acquire(ctx context.Context, owner string, hdr http.Header) (*Poo
 	return ps, nil
 }
 
-// makeRoom evicts the least recently used idle session when the pool is full; false when
-// every session is in use. p.mu is held.
-func (p *Pool) makeRoom() bool {
+// makeRoom ends an idle session when the pool is full: the least recently used one that may give
+// way to a new session of source src — src's own, or one of a source holding more sessions
+// (source.Victim) — so a source minting owners cannot push out the sessions of sources that
+// hold fewer. false: none may. p.mu is held.
+func (p *Pool) makeRoom(src string) bool {
 	if len(p.m) < p.max {
 		return true
 	}
+	held := make(map[string]int, 4)
+	var idle []*PooledSession // least recently used first
+	var srcs []string
 	for e := p.lru.Back(); e != nil; e = e.Prev() {
-		if old := e.Value.(*PooledSession); old.users == 0 {
-			p.unpool(old)
-			p.endLocked(old)
-			return true
+		ps := e.Value.(*PooledSession)
+		held[ps.src]++
+		if ps.users == 0 {
+			idle = append(idle, ps)
+			srcs = append(srcs, ps.src)
 		}
 	}
-	return false
+	i := source.Victim(src, srcs, held)
+	if i < 0 {
+		return false
+	}
+	p.unpool(idle[i])
+	p.endLocked(idle[i])
+	return true
 }
 
 // unpool takes ps out of the pool; it is ended when its last user leaves. p.mu is held.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // fakeUpstream stands in for the upstream's handshake, DELETE, GET stream and answers.
@@ -168,6 +169,43 @@ func TestPoolBound(t *testing.T) {
 		}
 		p.Release(a)
 		p.Release(c)
+	})
+}
+
+// TestPoolFairAcrossSources: in a full pool, a source minting owners ends its own least
+// recently used idle session, never one of a source holding fewer; a lighter source may take
+// from the heaviest.
+func TestPoolFairAcrossSources(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeUpstream{}
+		p := f.pool(3, time.Hour)
+		defer p.Close()
+		from := func(src, owner string) *PooledSession {
+			t.Helper()
+			ps, err := p.Acquire(source.NewContext(context.Background(), src), owner, nil)
+			if err != nil {
+				t.Fatalf("Acquire %q from %s: %v", owner, src, err)
+			}
+			return ps
+		}
+		p.Release(from("ip:B", "auth:bob"))   // s1, the least recently used of all
+		p.Release(from("ip:A", "auth:mint1")) // s2
+		p.Release(from("ip:A", "auth:mint2")) // s3
+		p.Release(from("ip:A", "auth:mint3")) // s4 ends A's own s2, not bob's s1
+		synctest.Wait()
+		if got := f.endedIDs(); !slices.Equal(got, []string{"s2"}) {
+			t.Fatalf("ended %v, want A's own least recently used s2", got)
+		}
+		p.Release(from("ip:C", "auth:carol")) // s5: C holds none, A two: A's s3 gives way
+		synctest.Wait()
+		if got := f.endedIDs(); !slices.Equal(got, []string{"s2", "s3"}) {
+			t.Fatalf("ended %v, want s2 and A's s3", got)
+		}
+		bob := from("ip:B", "auth:bob")
+		if bob.sess.ID != "s1" {
+			t.Fatalf("bob's session %s, want s1 kept", bob.sess.ID)
+		}
+		p.Release(bob)
 	})
 }
 

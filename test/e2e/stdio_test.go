@@ -396,3 +396,27 @@ func TestStdioElicitationReachesItsClient(t *testing.T) {
 		t.Errorf("elicitations asked: a %d, b %d; want 1 each", wa.calls.Load(), wb.calls.Load())
 	}
 }
+
+// TestStdioProcessesFairPerIdentity: with server.identity_header, a caller that opens session
+// after session at sources[0].max_processes ends its own idle sessions, not another caller's
+// older one (the bound is shared fairly by source, as the other per-source bounds are).
+func TestStdioProcessesFairPerIdentity(t *testing.T) {
+	g, _ := startStdioGateway(t, "    max_processes: 2\n", "server:\n  identity_header: X-Test-User\n"+stdioRules)
+	as := func(user string) *testkit.RPC {
+		c := &testkit.RPC{T: t, URL: g.MCP, Header: http.Header{"X-Test-User": {user}}}
+		c.Initialize()
+		if p := text(t, c.Call(1, "pid", map[string]any{}, 0)); p == "" {
+			t.Fatalf("%s: no process", user)
+		}
+		return c
+	}
+	bob := as("bob") // the least recently used session when mallory reaches the bound
+	m1 := as("mallory")
+	as("mallory") // at the bound: mallory holds one, bob one; mallory's own m1 gives way
+	if r, err := m1.TryPost(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"pid","arguments":{}}}`); err != nil || r.Status != http.StatusNotFound {
+		t.Fatalf("mallory's first session after her second: status %d (%v), want 404 (ended for her own new one)", r.Status, err)
+	}
+	if r, err := bob.TryPost(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"pid","arguments":{}}}`); err != nil || r.Status != http.StatusOK {
+		t.Fatalf("bob's session after mallory's sessions: status %d (%v), want 200 (kept)", r.Status, err)
+	}
+}
