@@ -21,7 +21,6 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/identity"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/source"
-	"github.com/tollgate-mcp/tollgate/internal/telemetry"
 )
 
 // Authenticator maps a bearer token to the approver's name (docs/contract.md §4: "the approver's
@@ -67,9 +66,10 @@ func (s staticTokens) Approver(token string) (string, bool) {
 
 // Failed admin authentications are throttled per source (docs/SECURITY.md "Limits"): a
 // source may fail AuthFailureBurst times at once, then once per AuthFailureEvery. Beyond that
-// every request of the source that carries credentials is answered 429 without being checked —
-// a correct token included, or the 429 would tell a guesser which guess was right. Successful
-// requests give their slot back, so an approver who signs in correctly is never throttled.
+// every request of the source that carries credentials is answered 429 without its outcome —
+// a correct token included, or the 429 would tell a guesser which guess was right. Requests
+// that authenticate take nothing from the budget, however many run at once, so an approver
+// (or a script of approvals) that signs in correctly is never throttled by itself.
 const (
 	AuthFailureBurst = 20
 	AuthFailureEvery = time.Second
@@ -79,6 +79,9 @@ const (
 
 // ThrottleOptions configures Throttle.
 type ThrottleOptions struct {
+	// Auth checks the bearer token, as the approvals API does: each request's check and its
+	// count happen together, so parallel guesses cannot all be answered before any is counted.
+	Auth Authenticator
 	// OnRefuse, if not nil, runs for each request refused with 429 (metrics).
 	OnRefuse func()
 }
@@ -100,9 +103,8 @@ type throttle struct {
 	byKey map[string]*list.Element
 }
 
-// failBucket is a token bucket of failures: each request with credentials takes a token up
-// front (so parallel guesses cannot all pass a check before any is counted), and a request
-// that authenticated gives it back.
+// failBucket is a token bucket of failures: a request whose credentials fail takes a token; an
+// empty bucket refuses every request with credentials.
 type failBucket struct {
 	key    string
 	tokens float64
@@ -116,8 +118,11 @@ func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.next.ServeHTTP(w, r)
 		return
 	}
-	key := source.Of(r, "")
-	if wait := t.take(key, time.Now()); wait > 0 {
+	valid := false
+	if tok, ok := bearerToken(r); ok && t.o.Auth != nil {
+		_, valid = t.o.Auth.Approver(tok)
+	}
+	if wait := t.account(source.Of(r, ""), valid, time.Now()); wait > 0 {
 		if t.o.OnRefuse != nil {
 			t.o.OnRefuse()
 		}
@@ -128,15 +133,12 @@ func (t *throttle) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("too many failed authentication attempts from this address; retry in %d s", secs), nil)
 		return
 	}
-	sw := &telemetry.StatusWriter{ResponseWriter: w}
-	t.next.ServeHTTP(sw, r)
-	if sw.Code != http.StatusUnauthorized {
-		t.refund(key)
-	}
+	t.next.ServeHTTP(w, r)
 }
 
-// take takes one failure token of key's bucket, or returns how long until one is free.
-func (t *throttle) take(key string, now time.Time) time.Duration {
+// account refuses key's request while its bucket is empty (how long until a token is free),
+// and otherwise takes a token when the request's credentials are not valid.
+func (t *throttle) account(key string, valid bool, now time.Time) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var b *failBucket
@@ -148,6 +150,9 @@ func (t *throttle) take(key string, now time.Time) time.Duration {
 		}
 		b.at = now
 	} else {
+		if valid {
+			return 0 // nothing to remember of a source that never failed
+		}
 		if t.lru.Len() >= AuthSources {
 			old := t.lru.Back()
 			t.lru.Remove(old)
@@ -159,18 +164,10 @@ func (t *throttle) take(key string, now time.Time) time.Duration {
 	if b.tokens < 1 {
 		return time.Duration((1 - b.tokens) * float64(AuthFailureEvery))
 	}
-	b.tokens--
-	return 0
-}
-
-// refund gives back the token of a request that authenticated.
-func (t *throttle) refund(key string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := t.byKey[key]; ok {
-		b := e.Value.(*failBucket)
-		b.tokens = min(AuthFailureBurst, b.tokens+1)
+	if !valid {
+		b.tokens--
 	}
+	return 0
 }
 
 // sources is the number of sources remembered (tests).

@@ -16,8 +16,9 @@ func throttled(t *testing.T) (http.Handler, *int) {
 	t.Helper()
 	refused := 0
 	var mu sync.Mutex
-	api := NewHandler(newFake(), StaticTokens(map[string]string{aliceToken: "alice"}), Options{})
-	return Throttle(api, ThrottleOptions{OnRefuse: func() { mu.Lock(); refused++; mu.Unlock() }}), &refused
+	auth := StaticTokens(map[string]string{aliceToken: "alice"})
+	api := NewHandler(newFake(), auth, Options{})
+	return Throttle(api, ThrottleOptions{Auth: auth, OnRefuse: func() { mu.Lock(); refused++; mu.Unlock() }}), &refused
 }
 
 // call sends GET /api/v1/approvals from remote with token ("" = no Authorization header).
@@ -130,6 +131,44 @@ func TestThrottleParallelGuesses(t *testing.T) {
 	// A token may be regained while the guesses run; not more than a few.
 	if n := codes[http.StatusUnauthorized]; n < AuthFailureBurst || n > AuthFailureBurst+2 || codes[http.StatusUnauthorized]+codes[http.StatusTooManyRequests] != 200 {
 		t.Errorf("answers %v, want %d (or a little more) × 401 and the rest 429", codes, AuthFailureBurst)
+	}
+}
+
+// TestThrottleParallelApprovers: many requests with a correct token from one address at once
+// (an approvals script, several approvers behind one NAT, a test) are all served. Each used to
+// reserve a failure token for as long as it ran, so the 21st at once was answered 429.
+func TestThrottleParallelApprovers(t *testing.T) {
+	const n = 3 * AuthFailureBurst
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	slow := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		arrived.Done()
+		select { // hold every request until all n are in (or give up, and fail below)
+		case <-all:
+		case <-time.After(5 * time.Second):
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	h := Throttle(slow, ThrottleOptions{Auth: StaticTokens(map[string]string{aliceToken: "alice"})})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for range n {
+		wg.Go(func() {
+			w := call(h, "192.0.2.9:1", aliceToken)
+			mu.Lock()
+			codes[w.Code]++
+			mu.Unlock()
+			if w.Code != http.StatusOK {
+				arrived.Done() // it never reached the handler
+			}
+		})
+	}
+	wg.Wait()
+	if codes[http.StatusOK] != n {
+		t.Errorf("answers %v to %d parallel requests with a correct token, want all 200", codes, n)
 	}
 }
 

@@ -273,7 +273,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	s.approvers.set(tokens)
 	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log,
 		Config: func() *config.Config { return s.snaps.Load().Config }}),
-		approval.ThrottleOptions{OnRefuse: func() { s.metrics.Limited("admin_auth") }})
+		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	// The login proxy (server.admin_auth) signs approvers in before the token throttle.
 	api = approval.ProxySignIn(api, approval.ProxyOptions{
 		SignIn:      approval.SignInFrom(func() *config.Config { return s.snaps.Load().Config }),
