@@ -32,7 +32,7 @@ func (p *pending) check(ev *sse.Event) (*jsonrpc.Message, error) {
 	if p.answered || p.x.Msg.Kind != jsonrpc.KindRequest || !ev.HasData {
 		return nil, nil
 	}
-	m, err := jsonrpc.Parse(ev.Data)
+	m, err := jsonrpc.ParseChecked(ev.Data) // CheckReply's well-formedness check is this scan
 	if err != nil || m.Kind != jsonrpc.KindResponse {
 		return nil, nil // notifications and server→client requests pass; so do events that are not JSON-RPC
 	}

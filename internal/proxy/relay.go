@@ -333,7 +333,7 @@ func collect(items <-chan upstreamItem, sink intercept.PromotedSink, reqID json.
 			}
 			return
 		case it.ev != nil && it.ev.HasData:
-			m, err := jsonrpc.Parse(it.ev.Data)
+			m, err := jsonrpc.ParseChecked(it.ev.Data)
 			if err != nil {
 				continue
 			}

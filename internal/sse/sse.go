@@ -172,6 +172,10 @@ func (r *Reader) Next() (*Event, error) {
 			if ev.HasData {
 				data = appendGrow(data, []byte{'\n'})
 				data = appendGrow(data, value)
+			} else if cap(r.line) > bigLine {
+				// A large line is dropped after this event anyway (see bigLine): hand it
+				// over as the data instead of copying a megabyte.
+				data, r.line = value, nil
 			} else {
 				data = append(make([]byte, 0, len(value)), value...) // usually the only line
 			}
