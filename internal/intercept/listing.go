@@ -78,7 +78,11 @@ func upstreamDeclaresToolTasks(tasks []byte) bool {
 // toolsList forwards tools/list and sets execution.taskSupport on every tool (REQ-CORE-007
 // F-002); the last page also carries Tollgate's own tools.
 func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
-	return Result{Forward: &Forward{Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
+	tag := "2025-11-25 upstream-tasks=false"
+	if g.ann.upstreamTasks.Load() {
+		tag = "2025-11-25 upstream-tasks=true"
+	}
+	return Result{Forward: &Forward{Memo: g.listSlot(tag), Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
 		if resp.Result == nil {
 			return nil
 		}
@@ -89,6 +93,25 @@ func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
 		}
 		return resp.WithResult(res)
 	}}}
+}
+
+// listSlot is where a tools/list reply is remembered as sent (Forward.Memo). The rewrite
+// depends, besides the upstream's bytes, on the era (tag), the upstream's task capability
+// (tag), the governance snapshot and the annotation cache; a reload or a new upstream session
+// (Recompute) and the upstream's notifications/tools/list_changed (UpstreamNotification)
+// start a new generation. Nothing in it depends on the caller: every caller is shown the same
+// tools with the same annotations (governance decides per call, not per listing), so the
+// memo has no per-caller key; a per-caller listing would have to add one.
+func (g *Gateway) listSlot(tag string) *MemoSlot {
+	return &MemoSlot{Memo: &g.listMemo, Gen: g.listMemo.Gen(), Tag: tag}
+}
+
+// UpstreamNotification sees the method of each notification the upstream sends on a
+// session's stream; tools/list_changed ends the remembered tools/list replies.
+func (g *Gateway) UpstreamNotification(method string) {
+	if method == "notifications/tools/list_changed" {
+		g.listMemo.Invalidate()
+	}
 }
 
 // rewriteTools annotates the tools of one tools/list result. It learns each upstream tool's own
@@ -307,6 +330,7 @@ const maxKnownTools = 100000
 // returns the tools whose annotation changed.
 // Every tool whose annotation is new or changed is logged at INFO (NF-003.1).
 func (g *Gateway) Recompute(s *governance.Snapshot) []string {
+	g.listMemo.Invalidate() // a new snapshot or upstream session: rewrite lists afresh
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.ann.mu.RLock() // lock order: Gateway.mu, then Annotations.mu

@@ -1,0 +1,93 @@
+package intercept
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+)
+
+const memoPage = `{"jsonrpc":"2.0","id":ID,"result":{"tools":[{"name":"delete_x"},{"name":"read_y"}],"nextCursor":"n"}}`
+
+// memoList lists tools as the proxy relays a tools/list (internal/proxy relay.item): from the
+// Forward's memo when it holds the reply, else parse, Transform and remember. hit reports
+// which.
+func (h *gwHarness) memoList(t *testing.T, id string) (out []byte, hit bool) {
+	t.Helper()
+	x := exchange(t, nil, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`)
+	f := h.router.Route(context.Background(), x).Forward
+	if f == nil || f.Memo == nil {
+		t.Fatal("tools/list is not forwarded with a memo")
+	}
+	raw := []byte(strings.Replace(memoPage, "ID", id, 1))
+	if pre, post, ok := f.Memo.Memo.Lookup(f.Memo.Tag, raw, x.Msg.ID); ok {
+		return bytes.Join([][]byte{pre, x.Msg.ID, post}, nil), true
+	}
+	m, err := jsonrpc.ParseChecked(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = f.Transform(x, m)
+	f.Memo.Memo.Store(f.Memo.Gen, f.Memo.Tag, m, out)
+	return out, false
+}
+
+// TestListMemoInvalidation: an unchanged tools/list is answered from the memo, identical to
+// its rewrite; the upstream's list_changed, a reload and a new upstream session (both end in
+// Gateway.Recompute, server.watchUpstream and server.reload) make the next one a rewrite
+// against what is current.
+func TestListMemoInvalidation(t *testing.T) {
+	prime := func(t *testing.T) *gwHarness {
+		h := newHarness(t, unitConfig)
+		first, hit := h.memoList(t, "1")
+		if hit {
+			t.Fatal("first list answered from an empty memo")
+		}
+		again, hit := h.memoList(t, "2")
+		if !hit {
+			t.Fatal("an unchanged list was rewritten again")
+		}
+		if want := bytes.Replace(first, []byte(`"id":1`), []byte(`"id":2`), 1); !bytes.Equal(again, want) {
+			t.Fatalf("memo answer\n%s\ndiffers from the rewrite\n%s", again, want)
+		}
+		return h
+	}
+	t.Run("list_changed", func(t *testing.T) {
+		h := prime(t)
+		h.gw.UpstreamNotification("notifications/progress")
+		if _, hit := h.memoList(t, "3"); !hit {
+			t.Fatal("another notification ended the memo")
+		}
+		h.gw.UpstreamNotification("notifications/tools/list_changed")
+		if _, hit := h.memoList(t, "4"); hit {
+			t.Fatal("answered from the memo after notifications/tools/list_changed")
+		}
+	})
+	t.Run("reload", func(t *testing.T) {
+		h := prime(t)
+		// delete_x goes from approve (taskSupport required under sync_approval: error) to forward.
+		snap, err := governance.Build(parseUnitConfig(t, strings.Replace(unitConfig, `{match: "delete_*", action: approve}`, `{match: "delete_*", action: forward}`, 1)), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.snaps.Store(snap)
+		h.gw.Recompute(snap)
+		out, hit := h.memoList(t, "5")
+		if hit {
+			t.Fatal("answered from the memo after a reload")
+		}
+		if bytes.Contains(out, []byte(`"name":"delete_x","execution":{"taskSupport":"required"}`)) {
+			t.Fatalf("the rewrite after the reload still carries the old annotation: %s", out)
+		}
+	})
+	t.Run("upstream_session", func(t *testing.T) {
+		h := prime(t)
+		h.gw.Recompute(h.snaps.Load()) // what server.watchUpstream runs after each Refresh (a new session)
+		if _, hit := h.memoList(t, "6"); hit {
+			t.Fatal("answered from the memo after a new upstream session")
+		}
+	})
+}
