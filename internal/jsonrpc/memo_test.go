@@ -84,3 +84,36 @@ func TestReplyMemoBounds(t *testing.T) {
 		t.Fatalf("%d replies remembered, bound %d", c.Len(), memoEntries)
 	}
 }
+
+// BenchmarkReplyMemoLookup is what a repeated 1000-tool tools/list costs the relay once its
+// reply is remembered: two byte comparisons and the id check, instead of a parse, a
+// well-formedness scan and the rewrite.
+func BenchmarkReplyMemoLookup(b *testing.B) {
+	var sb bytes.Buffer
+	sb.WriteString(`{"jsonrpc":"2.0","id":7,"result":{"tools":[`)
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"annotations":{"readOnlyHint":false,"destructiveHint":true,"idempotentHint":false,"openWorldHint":true},` +
+			`"description":"Padding tool for the tools/list rewrite benchmark.","inputSchema":{"properties":{"limit":` +
+			`{"description":"maximum results","type":"number"},"query":{"description":"what to look up","type":"string"}},` +
+			`"required":["query"],"type":"object"},"name":"tool_` + string(rune('a'+i%26)) + `"}`)
+	}
+	sb.WriteString(`]}}`)
+	raw := sb.Bytes()
+	var c ReplyMemo
+	m, err := ParseChecked(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.Store(c.Gen(), "t", m, raw)
+	next := bytes.Replace(raw, []byte(`"id":7`), []byte(`"id":8`), 1)
+	b.SetBytes(int64(len(raw)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := c.Lookup("t", next, []byte(`8`)); !ok {
+			b.Fatal("miss")
+		}
+	}
+}

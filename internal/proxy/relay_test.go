@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -292,4 +293,16 @@ func TestRelayHeaderTimeout(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestReadReplyWithoutLength: a JSON reply without Content-Length is read whole and exact at
+// every size around the piece boundary.
+func TestReadReplyWithoutLength(t *testing.T) {
+	for _, n := range []int{0, 1, 32<<10 - 1, 32 << 10, 32<<10 + 1, 400 << 10} {
+		body := strings.Repeat("x", n)
+		got, err := readReply(&http.Response{ContentLength: -1, Body: io.NopCloser(iotest.HalfReader(strings.NewReader(body)))})
+		if err != nil || string(got) != body {
+			t.Fatalf("%d bytes: got %d bytes, %v", n, len(got), err)
+		}
+	}
 }

@@ -64,13 +64,50 @@ func (r *Reader) Close() {
 
 // readLine returns the next line without its terminator (LF, CRLF or lone CR); io.EOF at a
 // clean end. The returned slice is reused by the next call.
+//
+// A line longer than pieceAt is gathered in pooled pieces and copied once into a buffer of its
+// exact size: growing one buffer by doubling allocated and zeroed about four times a 1 MiB line.
 func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
+	var pieces [][]byte
+	size := 0 // bytes held in pieces
+	defer func() {
+		for _, p := range pieces {
+			p = p[:cap(p)]
+			piecePool.Put(&p)
+		}
+	}()
+	take := func(b []byte) {
+		if pieces == nil && len(r.line)+len(b) <= pieceAt {
+			r.line = appendGrow(r.line, b)
+			return
+		}
+		for len(b) > 0 {
+			p := *piecePool.Get().(*[]byte)
+			n := copy(p, b)
+			pieces = append(pieces, p[:n])
+			size += n
+			b = b[n:]
+		}
+	}
+	join := func(last []byte) []byte {
+		if pieces == nil {
+			r.line = appendGrow(r.line, last)
+			return r.line
+		}
+		out := make([]byte, 0, len(r.line)+size+len(last))
+		out = append(out, r.line...)
+		for _, p := range pieces {
+			out = append(out, p...)
+		}
+		r.line = append(out, last...)
+		return r.line
+	}
 	for {
 		if r.r.Buffered() == 0 {
 			if _, err := r.r.Peek(1); err != nil {
-				if err == io.EOF && len(r.line) > 0 {
-					return r.line, nil // last line without terminator
+				if err == io.EOF && len(r.line)+size > 0 {
+					return join(nil), nil // last line without terminator
 				}
 				return nil, err
 			}
@@ -92,22 +129,28 @@ func (r *Reader) readLine() ([]byte, error) {
 			i = j
 		}
 		if i < 0 {
-			r.line = appendGrow(r.line, buf)
+			take(buf)
 			_, _ = r.r.Discard(len(buf))
-			if len(r.line) > r.max {
+			if len(r.line)+size > r.max {
 				return nil, ErrLineTooLong
 			}
 			continue
 		}
-		r.line = appendGrow(r.line, buf[:i])
-		r.skipLF = buf[i] == '\r' // a CR may be the first half of CRLF
-		_, _ = r.r.Discard(i + 1)
-		if len(r.line) > r.max {
+		if len(r.line)+size+i > r.max {
 			return nil, ErrLineTooLong
 		}
-		return r.line, nil
+		line := join(buf[:i])
+		r.skipLF = buf[i] == '\r' // a CR may be the first half of CRLF
+		_, _ = r.r.Discard(i + 1)
+		return line, nil
 	}
 }
+
+// pieceAt is the line length above which readLine gathers a line in pieces.
+const pieceAt = 64 << 10
+
+// piecePool holds the pieces of long lines; a piece is the size of the read buffer.
+var piecePool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // appendGrow is append with capacity doubling: a 1 MiB line arrives in 32 KiB pieces, and
 // append's 1.25× growth for large slices would copy it about five times over.
