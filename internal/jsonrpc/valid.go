@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math/bits"
@@ -152,12 +153,33 @@ func special(x uint64) uint64 {
 func validString(b []byte, i int) (int, error) {
 	j := i + 1
 	for {
-		for j+8 <= len(b) {
+		for n := 0; j+8 <= len(b); n++ {
 			if m := special(binary.LittleEndian.Uint64(b[j:])); m != 0 {
 				j += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			j += 8
+			if n == 8 {
+				// 64 plain bytes: a long string (a tool's text result). Take up to a
+				// window at a time: the vectorised IndexByte finds the next quote or
+				// backslash, and the bytes before it are checked for control characters in
+				// bulk. Every byte searched past the stop is at most a window's worth.
+				w := b[j:min(len(b), j+longWindow)]
+				k := bytes.IndexByte(w, '"')
+				if k < 0 {
+					k = len(w)
+				}
+				if e := bytes.IndexByte(w[:k], '\\'); e >= 0 {
+					k = e
+				}
+				if noControl(w[:k]) {
+					j, n = j+k, 7 // the next word, then the next window
+					if k < len(w) {
+						break // at the quote or backslash
+					}
+				}
+				// else a control character: the lane scan goes on to find it
+			}
 		}
 		if j >= len(b) {
 			return 0, errInvalidJSON
@@ -188,8 +210,36 @@ func validString(b []byte, i int) (int, error) {
 	}
 }
 
+// longWindow is how much of a long string validString takes per step.
+const longWindow = 1 << 10
+
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// noControl reports whether s holds no byte below 0x20. It ORs the lanes of 32 bytes at a
+// time and tests once: a lane's high bit is set only when some byte at or below it is a
+// control character (bytes ≥ 0x80 never set it).
+func noControl(s []byte) bool {
+	var acc uint64
+	i := 0
+	for ; i+32 <= len(s); i += 32 {
+		x0 := binary.LittleEndian.Uint64(s[i:])
+		x1 := binary.LittleEndian.Uint64(s[i+8:])
+		x2 := binary.LittleEndian.Uint64(s[i+16:])
+		x3 := binary.LittleEndian.Uint64(s[i+24:])
+		acc |= (x0-lsb*0x20)&^x0 | (x1-lsb*0x20)&^x1 | (x2-lsb*0x20)&^x2 | (x3-lsb*0x20)&^x3
+	}
+	for ; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		acc |= (x - lsb*0x20) &^ x
+	}
+	for ; i < len(s); i++ {
+		if s[i] < 0x20 {
+			return false
+		}
+	}
+	return acc&msb == 0
 }
 
 // validNumber returns the index just past the number at b[i] (RFC 8259 §6 grammar).

@@ -92,3 +92,24 @@ func FuzzValid(f *testing.F) {
 		checkParseChecked(t, b)
 	})
 }
+
+// TestValidLongStrings: the long-string path (windows, bulk control check) agrees with
+// jsontext around its boundaries: a quote, backslash or control character at every offset
+// from the 64th byte to past the first window.
+func TestValidLongStrings(t *testing.T) {
+	for _, stop := range []string{`"`, `\"`, `\\`, `\n`, `\u00e9`, `\x`, "\x01", "\x1f", "\x7f", "\xff", `\`} {
+		for n := 56; n < 64+longWindow+80; n++ {
+			s := strings.Repeat("a", n) + stop + strings.Repeat("b", 70)
+			for _, msg := range []string{`"` + s + `"`, `{"k":"` + s + `","x":[1]}`, `["` + s} {
+				b := []byte(msg)
+				if got, want := Valid(b), jsontextValid(b); got != want {
+					t.Fatalf("stop %q at %d in %.20q…: Valid %v, jsontext %v", stop, n, msg, got, want)
+				}
+			}
+		}
+	}
+	long := `"` + strings.Repeat(`0123456789abcdef\n\"`, 1<<14) + `"`
+	if !Valid([]byte(long)) {
+		t.Fatal("a long string with escapes throughout is valid")
+	}
+}
