@@ -116,7 +116,7 @@ const maxReply = 256 << 20
 // zeroed about three times the reply and showed as a fifth of Tollgate's CPU per list.
 func readReply(resp *http.Response) ([]byte, error) {
 	if n := resp.ContentLength; n > 0 && n <= maxReply {
-		b := make([]byte, n)
+		b := replyBuffer(int(n))[:n]
 		if _, err := io.ReadFull(resp.Body, b); err != nil {
 			return nil, err
 		}
@@ -145,12 +145,40 @@ func readReply(resp *http.Response) ([]byte, error) {
 			return nil, err
 		}
 	}
-	b := make([]byte, 0, total)
+	b := replyBuffer(total)
 	for _, p := range pieces {
 		b = append(b, p...)
 	}
 	return b, nil
 }
+
+// replyBuffer returns an empty buffer for a reply of n bytes: for a large one, a buffer
+// recycleReply gave back when it fits.
+func replyBuffer(n int) []byte {
+	if n > recycledReply {
+		if p, ok := replyPool.Get().(*[]byte); ok {
+			if cap(*p) >= n && cap(*p) <= 2*n {
+				return (*p)[:0]
+			}
+			replyPool.Put(p)
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+// recycleReply gives back a large reply's buffer once nothing refers to it any more.
+func recycleReply(b []byte) {
+	if c := cap(b); c > recycledReply && c <= 16<<20 {
+		b = b[:0]
+		replyPool.Put(&b)
+	}
+}
+
+// recycledReply is the size above which reply buffers are recycled (a large tools/list, a
+// large tool result); smaller ones are cheap to allocate.
+const recycledReply = 64 << 10
+
+var replyPool sync.Pool
 
 // piecePool holds the pieces readReply reads a reply of unknown length into.
 var piecePool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

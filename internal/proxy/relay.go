@@ -93,6 +93,15 @@ func (rl *relay) plain(r *http.Request, hdr http.Header) string {
 		}
 		var done bool
 		outcome, done = rl.item(it)
+		if rl.f.Transform == nil && rl.f.Memo == nil {
+			// Written and referenced nowhere else (no Transform, no memo, not a promotable
+			// exchange whose task keeps the answer): the buffer serves the next large reply.
+			if it.ev != nil {
+				sse.Recycle(it.ev)
+			} else if it.json != nil {
+				recycleReply(it.json)
+			}
+		}
 		if rl.p.answered && deadline != nil {
 			deadline.Stop()
 		}

@@ -95,7 +95,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			r.line = appendGrow(r.line, last)
 			return r.line
 		}
-		out := make([]byte, 0, len(r.line)+size+len(last))
+		out := lineBuffer(len(r.line) + size + len(last))
 		out = append(out, r.line...)
 		for _, p := range pieces {
 			out = append(out, p...)
@@ -144,6 +144,39 @@ func (r *Reader) readLine() ([]byte, error) {
 		_, _ = r.r.Discard(i + 1)
 		return line, nil
 	}
+}
+
+// lineBuffer returns an empty buffer for a long line of n bytes, one Recycle gave back when it
+// is large enough.
+func lineBuffer(n int) []byte {
+	if p, ok := linePool.Get().(*[]byte); ok {
+		if cap(*p) >= n && cap(*p) <= 2*n {
+			return (*p)[:0]
+		}
+		linePool.Put(p)
+	}
+	// The slack lets the buffer serve the same size again: what comes back through Recycle
+	// is the event's data, which starts after the field name ("data: ").
+	return make([]byte, 0, n+lineSlack)
+}
+
+const lineSlack = 64
+
+// linePool holds the buffers of long lines (large events' data) given back by Recycle, so a
+// proxy relaying one large event after another does not allocate and zero each one anew.
+var linePool sync.Pool
+
+// maxRecycled bounds the buffers Recycle keeps.
+const maxRecycled = 16 << 20
+
+// Recycle gives back the data buffer of an event Next returned, for a later long line. Only for
+// a caller that has finished with ev and kept no reference into ev.Data.
+func Recycle(ev *Event) {
+	if c := cap(ev.Data); c > bigLine && c <= maxRecycled {
+		b := ev.Data[:0]
+		linePool.Put(&b)
+	}
+	ev.Data = nil
 }
 
 // pieceAt is the line length above which readLine gathers a line in pieces.

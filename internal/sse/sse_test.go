@@ -354,3 +354,27 @@ func TestNextLongLinesInPieces(t *testing.T) {
 		t.Fatalf("Next = %v, want ErrLineTooLong", err)
 	}
 }
+
+// TestRecycle: a long event's buffer given back with Recycle carries the next long line, whole
+// and exact, and the recycled event no longer points into it.
+func TestRecycle(t *testing.T) {
+	a := strings.Repeat("a", bigLine+100)
+	b := strings.Repeat("b", bigLine+90)
+	r := NewReader(strings.NewReader("data: "+a+"\n\ndata: "+b+"\n\ndata: "+a+"\n\n"), 0)
+	defer r.Close()
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != a {
+		t.Fatalf("first event: %v", err)
+	}
+	Recycle(ev)
+	if ev.Data != nil {
+		t.Fatal("Recycle left the event's data in place")
+	}
+	for _, want := range []string{b, a} {
+		ev, err := r.Next()
+		if err != nil || string(ev.Data) != want {
+			t.Fatalf("event after Recycle: %d bytes, %v", len(ev.Data), err)
+		}
+		Recycle(ev)
+	}
+}
