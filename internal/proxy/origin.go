@@ -156,12 +156,9 @@ func readReply(resp *http.Response) ([]byte, error) {
 // recycleReply gave back when it fits.
 func replyBuffer(n int) []byte {
 	if n > recycledReply {
-		if p, ok := replyPool.Get().(*[]byte); ok {
-			if cap(*p) >= n && cap(*p) <= 2*n {
-				return (*p)[:0]
-			}
-			replyPool.Put(p)
-		}
+		if p, ok := replyPool.Get().(*[]byte); ok && cap(*p) >= n && cap(*p) <= 2*n {
+			return (*p)[:0]
+		} // one that does not fit is left to the GC: the pool never hoards
 	}
 	return make([]byte, 0, n)
 }

@@ -149,18 +149,16 @@ func (r *Reader) readLine() ([]byte, error) {
 // lineBuffer returns an empty buffer for a long line of n bytes, one Recycle gave back when it
 // is large enough.
 func lineBuffer(n int) []byte {
-	if p, ok := linePool.Get().(*[]byte); ok {
-		if cap(*p) >= n && cap(*p) <= 2*n {
-			return (*p)[:0]
-		}
-		linePool.Put(p)
-	}
-	// The slack lets the buffer serve the same size again: what comes back through Recycle
-	// is the event's data, which starts after the field name ("data: ").
+	if p, ok := linePool.Get().(*[]byte); ok && cap(*p) >= n && cap(*p) <= 2*n+lineSlack {
+		return (*p)[:0]
+	} // one that does not fit is left to the GC: the pool never hoards
+	// The slack lets the buffer serve the same size again and again: what comes back through
+	// Recycle is the event's data, which starts after the field name ("data: "), a few bytes
+	// into the buffer each time.
 	return make([]byte, 0, n+lineSlack)
 }
 
-const lineSlack = 64
+const lineSlack = 4 << 10
 
 // linePool holds the buffers of long lines (large events' data) given back by Recycle, so a
 // proxy relaying one large event after another does not allocate and zero each one anew.
