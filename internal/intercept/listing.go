@@ -110,8 +110,15 @@ func (g *Gateway) listSlot(tag string) *MemoSlot {
 // session's stream; tools/list_changed ends the remembered tools/list replies.
 func (g *Gateway) UpstreamNotification(method string) {
 	if method == "notifications/tools/list_changed" {
-		g.listMemo.Invalidate()
+		g.forgetLists()
 	}
+}
+
+// forgetLists drops the remembered tools/list replies and rewritten pages, so the next listing
+// is parsed, checked, rewritten and learned from (Annotations) in full.
+func (g *Gateway) forgetLists() {
+	g.listMemo.Invalidate()
+	g.lists.clear()
 }
 
 // rewriteTools annotates the tools of one tools/list result. It learns each upstream tool's own
@@ -306,6 +313,12 @@ func (c *listCache) get(k listKey) ([]byte, bool) {
 	return v, ok
 }
 
+func (c *listCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys, c.vals = nil, nil
+}
+
 func (c *listCache) put(k listKey, v []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -330,7 +343,7 @@ const maxKnownTools = 100000
 // returns the tools whose annotation changed.
 // Every tool whose annotation is new or changed is logged at INFO (NF-003.1).
 func (g *Gateway) Recompute(s *governance.Snapshot) []string {
-	g.listMemo.Invalidate() // a new snapshot or upstream session: rewrite lists afresh
+	g.forgetLists() // a new snapshot or upstream session: rewrite lists afresh
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.ann.mu.RLock() // lock order: Gateway.mu, then Annotations.mu
