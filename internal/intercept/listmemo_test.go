@@ -3,6 +3,7 @@ package intercept
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -90,4 +91,50 @@ func TestListMemoInvalidation(t *testing.T) {
 			t.Fatal("answered from the memo after a new upstream session")
 		}
 	})
+}
+
+// TestListMemoPages: each page of a paginated list (six here) is remembered on its own, listed
+// again it is answered from the memo, and only the last page carries Tollgate's own tools.
+func TestListMemoPages(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	var pages []string // more pages than the memo's first bound (4) held
+	for i := range 6 {
+		next := fmt.Sprintf(`,"nextCursor":"p%d"`, i+1)
+		if i == 5 {
+			next = ""
+		}
+		pages = append(pages, fmt.Sprintf(`{"jsonrpc":"2.0","id":ID,"result":{"tools":[{"name":"t%d"}]%s}}`, i, next))
+	}
+	list := func(id, page string) (out []byte, hit bool) {
+		x := exchange(t, nil, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`)
+		f := h.router.Route(context.Background(), x).Forward
+		raw := []byte(strings.Replace(page, "ID", id, 1))
+		if pre, post, ok := f.Memo.Memo.Lookup(f.Memo.Tag, raw, x.Msg.ID); ok {
+			return bytes.Join([][]byte{pre, x.Msg.ID, post}, nil), true
+		}
+		m, err := jsonrpc.ParseChecked(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = f.Transform(x, m)
+		f.Memo.Memo.Store(f.Memo.Gen, f.Memo.Tag, m, out)
+		return out, false
+	}
+	first := make([][]byte, len(pages))
+	for round, id := range []string{"1", "2", "3"} {
+		for i, p := range pages {
+			out, hit := list(id, p)
+			if hit != (round > 0) {
+				t.Fatalf("round %d page %d: answered from the memo = %v", round, i, hit)
+			}
+			if round == 0 {
+				first[i] = out
+			} else if want := bytes.Replace(first[i], []byte(`"id":1`), []byte(`"id":`+id), 1); !bytes.Equal(out, want) {
+				t.Fatalf("page %d from the memo differs from its rewrite:\n%s\n%s", i, out, want)
+			}
+			if own := bytes.Contains(out, []byte(`"tollgate_`)); own != (i == len(pages)-1) {
+				t.Fatalf("page %d carries Tollgate's tools = %v", i, own)
+			}
+		}
+	}
 }
