@@ -29,7 +29,7 @@ type memoEntry struct {
 func (e *memoEntry) bytes() int { return len(e.pre) + len(e.post) + len(e.outPre) + len(e.outPost) }
 
 const (
-	memoEntries  = 16 // the pages of a long list, in both eras
+	memoEntries  = 16       // the pages of a long list, in both eras
 	memoMaxBytes = 16 << 20 // in total; a larger reply is not remembered
 )
 
