@@ -31,7 +31,11 @@ func (g *Gateway) initialize(_ context.Context, x *Exchange) Result {
 			g.log.Warn("initialize result not rewritten", "error", err.Error())
 			return nil
 		}
-		g.ann.setUpstreamTasks(supports)
+		if g.ann.setUpstreamTasks(supports) {
+			// Listings rewritten since this request arrived may carry the old value under
+			// the new tag; a new generation keeps them out of the memo.
+			g.forgetLists()
+		}
 		if x.Session != nil {
 			if v := jsonrpc.Member(resp.Result, "protocolVersion"); v != nil {
 				var s string
