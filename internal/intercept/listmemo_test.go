@@ -138,3 +138,56 @@ func TestListMemoPages(t *testing.T) {
 		}
 	}
 }
+
+// FuzzListMemo holds the memo to the slow path for arbitrary tools/list results (the rewrite
+// seeds, and whatever the fuzzer makes of them): the upstream's reply to one request is checked
+// and rewritten, and the same reply to a second request (another id) must get from the memo
+// exactly what the slow path gives it, or nothing; a reply the slow path refuses is never
+// remembered.
+func FuzzListMemo(f *testing.F) {
+	for _, s := range rewriteSeeds {
+		f.Add([]byte(s), "2")
+	}
+	f.Add([]byte(`{"tools":[{"name":"a"}],"nextCursor":"c"}`), `"x"`)
+	f.Add([]byte(`{"tools":[{"name":"tollgate_x"},{"name":"b"}]}`), `1.0`)
+	g := newRewriteGateway(f)
+	f.Fuzz(func(t *testing.T, result []byte, id2 string) {
+		g.forgetLists()
+		slow := func(id string) ([]byte, *Forward, *Exchange) {
+			x := exchange(t, nil, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`)
+			fw := g.toolsList(context.Background(), x).Forward
+			m, err := jsonrpc.ParseChecked([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":` + string(result) + `}`))
+			if err != nil || m.Kind != jsonrpc.KindResponse || !m.ValidJSON() || !jsonrpc.SameID(m.ID, x.Msg.ID) {
+				return nil, fw, x // the relay would answer with a fault, never from or into the memo
+			}
+			out := fw.Transform(x, m)
+			if out == nil {
+				out = m.Raw
+			}
+			fw.Memo.Memo.Store(fw.Memo.Gen, fw.Memo.Tag, m, out)
+			return out, fw, x
+		}
+		if _, err := jsonrpc.Parse([]byte(`{"id":` + id2 + `,"method":"m"}`)); err != nil || !jsonrpc.Valid([]byte(id2)) {
+			return // not a request id a client could send
+		}
+		first, _, _ := slow("1")
+		raw := []byte(`{"jsonrpc":"2.0","id":` + id2 + `,"result":` + string(result) + `}`)
+		x2 := exchange(t, nil, `{"jsonrpc":"2.0","id":`+id2+`,"method":"tools/list"}`)
+		fw2 := g.toolsList(context.Background(), x2).Forward
+		pre, post, ok := fw2.Memo.Memo.Lookup(fw2.Memo.Tag, raw, x2.Msg.ID)
+		if first == nil {
+			if ok {
+				t.Fatalf("a reply the slow path refuses was answered from the memo: %q", result)
+			}
+			return
+		}
+		if !ok {
+			return // e.g. an id whose spelling makes the reply differ elsewhere; the slow path runs
+		}
+		g.forgetLists()
+		want, _, _ := slow(id2)
+		if got := bytes.Join([][]byte{pre, x2.Msg.ID, post}, nil); !bytes.Equal(got, want) {
+			t.Fatalf("memo answer\n%s\nslow path\n%s", got, want)
+		}
+	})
+}
