@@ -69,6 +69,10 @@ func (r *Reader) Close() {
 // exact size: growing one buffer by doubling allocated and zeroed about four times a 1 MiB line.
 func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
+	// A long line goes into acc, a buffer an earlier event gave back (Recycle), while it has
+	// room: then it is copied once, straight from the read buffer. What does not fit goes into
+	// pieces, joined at the end.
+	var acc []byte
 	var pieces [][]byte
 	size := 0 // bytes held in pieces
 	defer func() {
@@ -77,9 +81,24 @@ func (r *Reader) readLine() ([]byte, error) {
 			piecePool.Put(&p)
 		}
 	}()
+	held := func() int {
+		if acc != nil {
+			return len(acc) + size
+		}
+		return len(r.line) + size
+	}
 	take := func(b []byte) {
-		if pieces == nil && len(r.line)+len(b) <= pieceAt {
-			r.line = appendGrow(r.line, b)
+		if acc == nil && pieces == nil {
+			if len(r.line)+len(b) <= pieceAt {
+				r.line = appendGrow(r.line, b)
+				return
+			}
+			if p, ok := linePool.Get().(*[]byte); ok {
+				acc = append((*p)[:0], r.line...)
+			}
+		}
+		if acc != nil && pieces == nil && len(acc)+len(b) <= cap(acc) {
+			acc = append(acc, b...)
 			return
 		}
 		for len(b) > 0 {
@@ -91,12 +110,19 @@ func (r *Reader) readLine() ([]byte, error) {
 		}
 	}
 	join := func(last []byte) []byte {
-		if pieces == nil {
+		head := r.line
+		if acc != nil {
+			if pieces == nil && len(acc)+len(last) <= cap(acc) {
+				r.line = append(acc, last...)
+				return r.line
+			}
+			head = acc
+		} else if pieces == nil {
 			r.line = appendGrow(r.line, last)
 			return r.line
 		}
-		out := lineBuffer(len(r.line) + size + len(last))
-		out = append(out, r.line...)
+		out := lineBuffer(len(head) + size + len(last))
+		out = append(out, head...)
 		for _, p := range pieces {
 			out = append(out, p...)
 		}
@@ -106,7 +132,7 @@ func (r *Reader) readLine() ([]byte, error) {
 	for {
 		if r.r.Buffered() == 0 {
 			if _, err := r.r.Peek(1); err != nil {
-				if err == io.EOF && len(r.line)+size > 0 {
+				if err == io.EOF && held() > 0 {
 					return join(nil), nil // last line without terminator
 				}
 				return nil, err
@@ -131,12 +157,12 @@ func (r *Reader) readLine() ([]byte, error) {
 		if i < 0 {
 			take(buf)
 			_, _ = r.r.Discard(len(buf))
-			if len(r.line)+size > r.max {
+			if held() > r.max {
 				return nil, ErrLineTooLong
 			}
 			continue
 		}
-		if len(r.line)+size+i > r.max {
+		if held()+i > r.max {
 			return nil, ErrLineTooLong
 		}
 		line := join(buf[:i])

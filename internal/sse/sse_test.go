@@ -356,11 +356,12 @@ func TestNextLongLinesInPieces(t *testing.T) {
 }
 
 // TestRecycle: a long event's buffer given back with Recycle carries the next long line, whole
-// and exact, and the recycled event no longer points into it.
+// and exact (also one that outgrows it), and the recycled event no longer points into it.
 func TestRecycle(t *testing.T) {
 	a := strings.Repeat("a", bigLine+100)
 	b := strings.Repeat("b", bigLine+90)
-	r := NewReader(strings.NewReader("data: "+a+"\n\ndata: "+b+"\n\ndata: "+a+"\n\n"), 0)
+	c := strings.Repeat("c", 3*bigLine) // outgrows the recycled buffer: the rest goes to pieces
+	r := NewReader(iotest.HalfReader(strings.NewReader("data: "+a+"\n\ndata: "+b+"\n\ndata: "+a+"\n\ndata: "+c+"\r\n\r\ndata: "+b+"\n\n")), 0)
 	defer r.Close()
 	ev, err := r.Next()
 	if err != nil || string(ev.Data) != a {
@@ -370,7 +371,7 @@ func TestRecycle(t *testing.T) {
 	if ev.Data != nil {
 		t.Fatal("Recycle left the event's data in place")
 	}
-	for _, want := range []string{b, a} {
+	for _, want := range []string{b, a, c, b} {
 		ev, err := r.Next()
 		if err != nil || string(ev.Data) != want {
 			t.Fatalf("event after Recycle: %d bytes, %v", len(ev.Data), err)
