@@ -81,13 +81,14 @@ func (a *Annotations) knowsTool(tool string) bool {
 
 // setUpstreamTasks records the upstream's declared task support (REQ-CORE-007 F-007.6),
 // logging at INFO the first time and on every change.
-func (a *Annotations) setUpstreamTasks(supports bool) {
+func (a *Annotations) setUpstreamTasks(supports bool) (changed bool) {
 	prev := a.upstreamTasks.Swap(supports)
 	if !a.capsKnown.Swap(true) || prev != supports {
 		a.log.Info("Upstream capabilities: tasks=" + fmt.Sprint(supports))
-		return
+		return prev != supports
 	}
 	a.log.Debug("Upstream capabilities: tasks=" + fmt.Sprint(supports))
+	return false
 }
 
 // tool returns what the annotation cache knows about tool (zero when it was never listed).

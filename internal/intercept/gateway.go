@@ -63,8 +63,9 @@ type Gateway struct {
 	mu     sync.Mutex
 	listed map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
 
-	lists listCache // rewritten tools/list pages
-	rates limiters  // server.rate_limit per caller
+	lists    listCache         // rewritten tools/list pages
+	listMemo jsonrpc.ReplyMemo // whole tools/list replies as sent (Forward.Memo)
+	rates    limiters          // server.rate_limit per caller
 
 	questions questions // approval questions asked of requesters (elicitation)
 	asking    asking    // streams carrying a task's questions now (whileRelayingQuestions)

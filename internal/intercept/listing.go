@@ -32,7 +32,11 @@ func (g *Gateway) initialize(_ context.Context, x *Exchange) Result {
 			g.log.Warn("initialize result not rewritten", "error", err.Error())
 			return nil
 		}
-		g.ann.setUpstreamTasks(supports)
+		if g.ann.setUpstreamTasks(supports) {
+			// Listings rewritten since this request arrived may carry the old value under
+			// the new tag; a new generation keeps them out of the memo.
+			g.forgetLists()
+		}
 		if x.Session != nil {
 			if v := jsonrpc.Member(resp.Result, "protocolVersion"); v != nil {
 				var s string
@@ -79,7 +83,11 @@ func upstreamDeclaresToolTasks(tasks []byte) bool {
 // toolsList forwards tools/list and sets execution.taskSupport on every tool (REQ-CORE-007
 // F-002); the last page also carries Tollgate's own tools.
 func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
-	return Result{Forward: &Forward{Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
+	tag := "2025-11-25 upstream-tasks=false"
+	if g.ann.upstreamTasks.Load() {
+		tag = "2025-11-25 upstream-tasks=true"
+	}
+	return Result{Forward: &Forward{Memo: g.listSlot(tag), Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
 		if resp.Result == nil {
 			return nil
 		}
@@ -90,6 +98,32 @@ func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
 		}
 		return resp.WithResult(res)
 	}}}
+}
+
+// listSlot is where a tools/list reply is remembered as sent (Forward.Memo). The rewrite
+// depends, besides the upstream's bytes, on the era (tag), the upstream's task capability
+// (tag), the governance snapshot and the annotation cache; a reload or a new upstream session
+// (Recompute) and the upstream's notifications/tools/list_changed (UpstreamNotification)
+// start a new generation. Nothing in it depends on the caller: every caller is shown the same
+// tools with the same annotations (governance decides per call, not per listing), so the
+// memo has no per-caller key; a per-caller listing would have to add one.
+func (g *Gateway) listSlot(tag string) *MemoSlot {
+	return &MemoSlot{Memo: &g.listMemo, Gen: g.listMemo.Gen(), Tag: tag}
+}
+
+// UpstreamNotification sees the method of each notification the upstream sends on a
+// session's stream; tools/list_changed ends the remembered tools/list replies.
+func (g *Gateway) UpstreamNotification(method string) {
+	if method == "notifications/tools/list_changed" {
+		g.forgetLists()
+	}
+}
+
+// forgetLists drops the remembered tools/list replies and rewritten pages, so the next listing
+// is parsed, checked, rewritten and learned from (Annotations) in full.
+func (g *Gateway) forgetLists() {
+	g.listMemo.Invalidate()
+	g.lists.clear()
 }
 
 // rewriteTools annotates the tools of one tools/list result. It learns each upstream tool's own
@@ -284,6 +318,12 @@ func (c *listCache) get(k listKey) ([]byte, bool) {
 	return v, ok
 }
 
+func (c *listCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys, c.vals = nil, nil
+}
+
 func (c *listCache) put(k listKey, v []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -309,6 +349,7 @@ const maxKnownTools = 100000
 // NF-003.1 asks for the annotation decisions at INFO: one summary line counts them (a 1000-tool
 // upstream would otherwise write 1000 lines at every start); each new or changed tool is at DEBUG.
 func (g *Gateway) Recompute(s *governance.Snapshot) []string {
+	g.forgetLists() // a new snapshot or upstream session: rewrite lists afresh
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.ann.mu.RLock() // lock order: Gateway.mu, then Annotations.mu

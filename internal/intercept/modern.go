@@ -319,7 +319,7 @@ func (g *Gateway) modernToolsList(ctx context.Context, x *Exchange) Result {
 	if !g.br.upstreamModern(ctx) {
 		return g.bridge(x, transform)
 	}
-	return Result{Forward: &Forward{Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
+	return Result{Forward: &Forward{Memo: g.listSlot("2026-07-28"), Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
 		if resp.Result == nil {
 			return nil
 		}

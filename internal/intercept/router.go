@@ -69,6 +69,9 @@ type Forward struct {
 	// (tasks.promote_after): the client is answered at once and the upstream's answer is
 	// collected in the background.
 	Promote *Promotion
+	// Memo, when set, remembers the transformed answers to this kind of request: a reply seen
+	// before (byte for byte but its id) is answered from it without parse, check or Transform.
+	Memo *MemoSlot
 
 	// How the exchange travels. Router.Route sets these from the method, so handlers leave
 	// them alone and the proxy needs no method names.
@@ -86,6 +89,15 @@ type Forward struct {
 	AdoptSession bool
 	// TimeoutSetting names the setting that bounded the wait, for the UpstreamTimeout error.
 	TimeoutSetting string
+}
+
+// MemoSlot is where a Forward's transformed reply is looked up and stored: Tag names
+// everything the Transform's output depends on besides the reply bytes, Gen is the memo's
+// generation when the request arrived (jsonrpc.ReplyMemo).
+type MemoSlot struct {
+	Memo *jsonrpc.ReplyMemo
+	Gen  uint64
+	Tag  string
 }
 
 // OpensSession reports whether m opens a legacy session (an initialize request): the proxy

@@ -50,6 +50,9 @@ type Message struct {
 
 	id     span
 	result span
+
+	checked bool // ParseChecked looked at every byte; valid holds what it found
+	valid   bool
 }
 
 // ErrBatch is returned for a JSON array: batches were removed from MCP in 2025-06-18 and would
@@ -58,7 +61,23 @@ var ErrBatch = errors.New("JSON-RPC batches are not supported")
 
 // Parse scans one JSON-RPC message. Only the top level is examined; nested values are skipped
 // without being decoded, so the cost is one pass over the bytes.
-func Parse(b []byte) (*Message, error) {
+func Parse(b []byte) (*Message, error) { return parse(b, false) }
+
+// ParseChecked is Parse (same message, same error) that also finds out, in the same pass,
+// whether the whole message is well-formed JSON; ValidJSON reports it. The relay uses it for
+// upstream replies, which must be well-formed before they reach a client.
+func ParseChecked(b []byte) (*Message, error) { return parse(b, true) }
+
+// ValidJSON reports whether the whole message is well-formed JSON (see Valid). Free after
+// ParseChecked; one more scan after Parse.
+func (m *Message) ValidJSON() bool {
+	if m.checked {
+		return m.valid
+	}
+	return Valid(m.Raw)
+}
+
+func parse(b []byte, check bool) (*Message, error) {
 	m := &Message{Raw: b}
 	i := skipWS(b, 0)
 	if i >= len(b) {
@@ -73,7 +92,12 @@ func Parse(b []byte) (*Message, error) {
 	var methodSpan span
 	var hasMethod, hasID bool
 	var seen uint8
-	err := members(b, i, func(key []byte, v span) error {
+	var chk *bool
+	if check {
+		m.checked, m.valid = true, true
+		chk = &m.valid
+	}
+	err := membersChecked(b, i, chk, func(key []byte, v span) error {
 		// Governance must read the same members the upstream reads. Parsers disagree on which of
 		// two equal keys wins, and encoding/json (mcp-go and other Go servers) matches keys
 		// case-insensitively with Unicode folding, so {"method":"tools/list","Method":"tools/call"}
@@ -264,6 +288,13 @@ func emptyObject(b []byte) bool { // b is "{ ... " without the closing brace
 // members walks the members of the object starting at b[i] == '{', calling fn with each raw
 // key (unquoted when it has no escapes) and value span. Duplicate keys are all reported, in order.
 func members(b []byte, i int, fn func(key []byte, v span) error) error {
+	return membersChecked(b, i, nil, fn)
+}
+
+// membersChecked is members that, with valid set, also checks every key and value in full and
+// clears *valid at the first one that is not well-formed JSON. The walk itself (spans, errors)
+// is the same either way: a value the full check refuses is skipped as members skips it.
+func membersChecked(b []byte, i int, valid *bool, fn func(key []byte, v span) error) error {
 	i++ // '{'
 	i = skipWS(b, i)
 	if i < len(b) && b[i] == '}' {
@@ -279,6 +310,11 @@ func members(b []byte, i int, fn func(key []byte, v span) error) error {
 		if err != nil {
 			return err
 		}
+		if valid != nil && *valid {
+			if e, err := validString(b, i); err != nil || e != ke {
+				*valid = false
+			}
+		}
 		key := b[ks+1 : ke-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			var s string
@@ -292,9 +328,16 @@ func members(b []byte, i int, fn func(key []byte, v span) error) error {
 			return errors.New("expected ':' after object key")
 		}
 		i = skipWS(b, i+1)
-		ve, err := skipValue(b, i)
-		if err != nil {
-			return err
+		ve, err := -1, error(nil)
+		if valid != nil && *valid {
+			if ve, err = validValue(b, i, 1); err != nil || !delimited(b, i, ve) {
+				*valid, ve = false, -1
+			}
+		}
+		if ve < 0 {
+			if ve, err = skipValue(b, i); err != nil {
+				return err
+			}
 		}
 		if err := fn(key, span{i, ve}); err != nil {
 			return err
@@ -312,6 +355,19 @@ func members(b []byte, i int, fn func(key []byte, v span) error) error {
 			return errors.New("expected ',' or '}' in object")
 		}
 	}
+}
+
+// delimited reports whether the value b[i:e] is followed by what ends a token for skipValue
+// (a number or literal runs on to the next delimiter there, "1x" being one bad token).
+func delimited(b []byte, i, e int) bool {
+	if b[i] == '{' || b[i] == '[' || b[i] == '"' || e == len(b) {
+		return true
+	}
+	switch b[e] {
+	case ',', '}', ']', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
 }
 
 func trailing(b []byte, i int) error {

@@ -79,6 +79,7 @@ func BenchmarkPassthrough(b *testing.B) {
 		{"json_small", false, 16},
 		{"sse_small", true, 16},
 		{"sse_1MiB", true, 1 << 20},
+		{"json_1MiB", false, 1 << 20},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			up := benchUpstream(b, bm.sse, bm.resultBytes)
@@ -121,6 +122,7 @@ func BenchmarkReverseProxy(b *testing.B) {
 		{"json_small", false, 16},
 		{"sse_small", true, 16},
 		{"sse_1MiB", true, 1 << 20},
+		{"json_1MiB", false, 1 << 20},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
 			up := benchUpstream(b, bm.sse, bm.resultBytes)

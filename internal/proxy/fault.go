@@ -26,13 +26,11 @@ type pending struct {
 // check inspects one event. For the response to the request it returns the message, or the
 // fault that makes it unusable; for every other event (and once answered) nil, nil.
 func (p *pending) check(ev *sse.Event) (*jsonrpc.Message, error) {
-	if ev.HasID {
-		p.lastID = ev.ID
-	}
+	p.note(ev)
 	if p.answered || p.x.Msg.Kind != jsonrpc.KindRequest || !ev.HasData {
 		return nil, nil
 	}
-	m, err := jsonrpc.Parse(ev.Data)
+	m, err := jsonrpc.ParseChecked(ev.Data) // CheckReply's well-formedness check is this scan
 	if err != nil || m.Kind != jsonrpc.KindResponse {
 		return nil, nil // notifications and server→client requests pass; so do events that are not JSON-RPC
 	}
@@ -41,6 +39,13 @@ func (p *pending) check(ev *sse.Event) (*jsonrpc.Message, error) {
 	}
 	p.answered = true
 	return m, nil
+}
+
+// note records the event id an event sets.
+func (p *pending) note(ev *sse.Event) {
+	if ev.HasID {
+		p.lastID = ev.ID
+	}
 }
 
 // ended returns the fault to report when the stream stopped (cause: the read error) while the

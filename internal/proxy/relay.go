@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
@@ -92,6 +93,15 @@ func (rl *relay) plain(r *http.Request, hdr http.Header) string {
 		}
 		var done bool
 		outcome, done = rl.item(it)
+		if rl.f.Transform == nil && rl.f.Memo == nil {
+			// Written and referenced nowhere else (no Transform, no memo, not a promotable
+			// exchange whose task keeps the answer): the buffer serves the next large reply.
+			if it.ev != nil {
+				sse.Recycle(it.ev)
+			} else if it.json != nil {
+				recycleReply(it.json)
+			}
+		}
 		if rl.p.answered && deadline != nil {
 			deadline.Stop()
 		}
@@ -197,6 +207,16 @@ func (rl *relay) item(it upstreamItem) (outcome string, done bool) {
 		return "", false
 	case it.json != nil:
 		b := it.json
+		if pre, post, ok := rl.remembered(b); ok {
+			rl.adopt(it.resp.Header)
+			copyHeader(rl.w.Header(), it.resp.Header)
+			rl.w.Header().Del("Content-Length")
+			rl.w.WriteHeader(it.resp.StatusCode)
+			_, _ = rl.w.Write(pre) // three writes, no copy of a large reply
+			_, _ = rl.w.Write(x.Msg.ID)
+			_, _ = rl.w.Write(post)
+			return "ok", true
+		}
 		if isRequest {
 			m, err := upstream.ParseReply(b, x.Msg.ID)
 			if err != nil {
@@ -213,6 +233,17 @@ func (rl *relay) item(it upstreamItem) (outcome string, done bool) {
 	case it.resp != nil: // the caller closes the body
 		return rl.h.relayNonReply(rl.w, x, rl.f, it.resp), true
 	case it.ev != nil:
+		if it.ev.HasData && !rl.p.answered {
+			if pre, post, ok := rl.remembered(it.ev.Data); ok {
+				rl.p.note(it.ev)
+				rl.p.answered = true
+				it.ev.Data = slices.Concat(pre, x.Msg.ID, post)
+				if rl.sw.write(it.ev) != nil {
+					return "client_gone", true
+				}
+				return "", false
+			}
+		}
 		m, fault := rl.p.check(it.ev)
 		if fault != nil {
 			return rl.h.faultEvent(rl.sw, x, fault), true
@@ -227,8 +258,19 @@ func (rl *relay) item(it upstreamItem) (outcome string, done bool) {
 	return "", false
 }
 
-// restore gives the response message the client's id and applies the Transform.
+// remembered returns what to send, around the client's id, for a reply the Forward's memo
+// has answered before (Forward.Memo); ok false when there is none.
+func (rl *relay) remembered(b []byte) (pre, post []byte, ok bool) {
+	if rl.f.Memo == nil || rl.x.Msg.Kind != jsonrpc.KindRequest {
+		return nil, nil, false
+	}
+	return rl.f.Memo.Memo.Lookup(rl.f.Memo.Tag, b, rl.x.Msg.ID)
+}
+
+// restore gives the response message (a checked reply) the client's id and applies the
+// Transform; with a Forward.Memo, the result is remembered for the same reply next time.
 func (rl *relay) restore(m *jsonrpc.Message) []byte {
+	reply := m
 	// The client's id first (rarely differs: only when the upstream re-encoded it), so the
 	// transform's splice of a large result needs no second parse.
 	if !bytes.Equal(m.ID, rl.x.Msg.ID) {
@@ -236,12 +278,16 @@ func (rl *relay) restore(m *jsonrpc.Message) []byte {
 			m = m2
 		}
 	}
+	out := m.Raw
 	if rl.f.Transform != nil {
 		if t := rl.f.Transform(rl.x, m); t != nil {
-			return t
+			out = t
 		}
 	}
-	return m.Raw
+	if ms := rl.f.Memo; ms != nil {
+		ms.Memo.Store(ms.Gen, ms.Tag, reply, out)
+	}
+	return out
 }
 
 // adopt records the session an exchange that opens one (initialize, admitted in post) got.
@@ -333,7 +379,7 @@ func collect(items <-chan upstreamItem, sink intercept.PromotedSink, reqID json.
 			}
 			return
 		case it.ev != nil && it.ev.HasData:
-			m, err := jsonrpc.Parse(it.ev.Data)
+			m, err := jsonrpc.ParseChecked(it.ev.Data)
 			if err != nil {
 				continue
 			}

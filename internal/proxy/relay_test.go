@@ -7,9 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -292,4 +295,63 @@ func TestRelayHeaderTimeout(t *testing.T) {
 		cancel()
 		<-done
 	})
+}
+
+// TestReadReplyWithoutLength: a JSON reply without Content-Length is read whole and exact at
+// every size around the piece boundary.
+func TestReadReplyWithoutLength(t *testing.T) {
+	for _, n := range []int{0, 1, 32<<10 - 1, 32 << 10, 32<<10 + 1, 400 << 10} {
+		body := strings.Repeat("x", n)
+		got, err := readReply(&http.Response{ContentLength: -1, Body: io.NopCloser(iotest.HalfReader(strings.NewReader(body)))})
+		if err != nil || string(got) != body {
+			t.Fatalf("%d bytes: got %d bytes, %v", n, len(got), err)
+		}
+	}
+}
+
+// TestRelayLargeRepliesBackToBack: large replies relayed one after another, whose buffers are
+// recycled between exchanges, each arrive whole and exact, as JSON (with and without
+// Content-Length) and as SSE.
+func TestRelayLargeRepliesBackToBack(t *testing.T) {
+	var n atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := n.Add(1)
+		fill := strings.Repeat(string(rune('a'+i%26)), 300<<10+int(i)*1000)
+		msg := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + fill + `"}]}}`
+		switch r.URL.Query().Get("as") {
+		case "sse":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: "+msg+"\n\n")
+		case "length":
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", strconv.Itoa(len(msg)))
+			io.WriteString(w, msg)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, msg)
+		}
+	}))
+	defer up.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	for _, as := range []string{"json", "length", "sse"} {
+		front := httptest.NewServer(newRelay(t, up.URL+"?as="+as, nil))
+		for range 4 {
+			resp := postJSON(ctx, t, front.URL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big"}}`, nil)
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := n.Load()
+			want := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + strings.Repeat(string(rune('a'+i%26)), 300<<10+int(i)*1000) + `"}]}}`
+			if as == "sse" {
+				want = "data: " + want + "\n\n"
+			}
+			if string(body) != want {
+				t.Fatalf("%s reply %d: %d bytes differ from the upstream's %d", as, i, len(body), len(want))
+			}
+		}
+		front.Close()
+	}
 }

@@ -259,6 +259,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		OnNotification: func(ss *session.Session, m *jsonrpc.Message) {
 			// Only the method: params may carry tool output or log text.
 			s.hub.Publish(ss.ID, events.TypeNotification, "", map[string]string{"method": m.Method})
+			s.gw.UpstreamNotification(m.Method) // tools/list_changed: list afresh
 		},
 	})
 	mcpMux := http.NewServeMux()

@@ -64,13 +64,76 @@ func (r *Reader) Close() {
 
 // readLine returns the next line without its terminator (LF, CRLF or lone CR); io.EOF at a
 // clean end. The returned slice is reused by the next call.
+//
+// A line longer than pieceAt is gathered in pooled pieces and copied once into a buffer of its
+// exact size: growing one buffer by doubling allocated and zeroed about four times a 1 MiB line.
 func (r *Reader) readLine() ([]byte, error) {
 	r.line = r.line[:0]
+	// A long line goes into acc, a buffer an earlier event gave back (Recycle), while it has
+	// room: then it is copied once, straight from the read buffer. What does not fit goes into
+	// pieces, joined at the end.
+	var acc []byte
+	var pieces [][]byte
+	size := 0 // bytes held in pieces
+	defer func() {
+		for _, p := range pieces {
+			p = p[:cap(p)]
+			piecePool.Put(&p)
+		}
+	}()
+	held := func() int {
+		if acc != nil {
+			return len(acc) + size
+		}
+		return len(r.line) + size
+	}
+	take := func(b []byte) {
+		if acc == nil && pieces == nil {
+			if len(r.line)+len(b) <= pieceAt {
+				r.line = appendGrow(r.line, b)
+				return
+			}
+			if p, ok := linePool.Get().(*[]byte); ok {
+				acc = append((*p)[:0], r.line...)
+			}
+		}
+		if acc != nil && pieces == nil && len(acc)+len(b) <= cap(acc) {
+			acc = append(acc, b...)
+			return
+		}
+		for len(b) > 0 {
+			p := *piecePool.Get().(*[]byte)
+			n := copy(p, b)
+			pieces = append(pieces, p[:n])
+			size += n
+			b = b[n:]
+		}
+	}
+	join := func(last []byte) []byte {
+		head := r.line
+		if acc != nil {
+			if pieces == nil && len(acc)+len(last) <= cap(acc) {
+				r.line = append(acc, last...)
+				return r.line
+			}
+			head = acc
+		} else if pieces == nil {
+			r.line = appendGrow(r.line, last)
+			return r.line
+		}
+		out := lineBuffer(len(head) + size + len(last))
+		out = append(out, head...)
+		for _, p := range pieces {
+			out = append(out, p...)
+		}
+		r.line = append(out, last...)
+		return r.line
+	}
 	for {
 		if r.r.Buffered() == 0 {
 			if _, err := r.r.Peek(1); err != nil {
-				if err == io.EOF && len(r.line) > 0 {
-					return r.line, nil // last line without terminator
+				if err == io.EOF && held() > 0 {
+					return join(nil), nil // last line without terminator
 				}
 				return nil, err
 			}
@@ -92,22 +155,59 @@ func (r *Reader) readLine() ([]byte, error) {
 			i = j
 		}
 		if i < 0 {
-			r.line = appendGrow(r.line, buf)
+			take(buf)
 			_, _ = r.r.Discard(len(buf))
-			if len(r.line) > r.max {
+			if held() > r.max {
 				return nil, ErrLineTooLong
 			}
 			continue
 		}
-		r.line = appendGrow(r.line, buf[:i])
-		r.skipLF = buf[i] == '\r' // a CR may be the first half of CRLF
-		_, _ = r.r.Discard(i + 1)
-		if len(r.line) > r.max {
+		if held()+i > r.max {
 			return nil, ErrLineTooLong
 		}
-		return r.line, nil
+		line := join(buf[:i])
+		r.skipLF = buf[i] == '\r' // a CR may be the first half of CRLF
+		_, _ = r.r.Discard(i + 1)
+		return line, nil
 	}
 }
+
+// lineBuffer returns an empty buffer for a long line of n bytes, one Recycle gave back when it
+// is large enough.
+func lineBuffer(n int) []byte {
+	if p, ok := linePool.Get().(*[]byte); ok && cap(*p) >= n && cap(*p) <= 2*n+lineSlack {
+		return (*p)[:0]
+	} // one that does not fit is left to the GC: the pool never hoards
+	// The slack lets the buffer serve the same size again and again: what comes back through
+	// Recycle is the event's data, which starts after the field name ("data: "), a few bytes
+	// into the buffer each time.
+	return make([]byte, 0, n+lineSlack)
+}
+
+const lineSlack = 4 << 10
+
+// linePool holds the buffers of long lines (large events' data) given back by Recycle, so a
+// proxy relaying one large event after another does not allocate and zero each one anew.
+var linePool sync.Pool
+
+// maxRecycled bounds the buffers Recycle keeps.
+const maxRecycled = 16 << 20
+
+// Recycle gives back the data buffer of an event Next returned, for a later long line. Only for
+// a caller that has finished with ev and kept no reference into ev.Data.
+func Recycle(ev *Event) {
+	if c := cap(ev.Data); c > bigLine && c <= maxRecycled {
+		b := ev.Data[:0]
+		linePool.Put(&b)
+	}
+	ev.Data = nil
+}
+
+// pieceAt is the line length above which readLine gathers a line in pieces.
+const pieceAt = 64 << 10
+
+// piecePool holds the pieces of long lines; a piece is the size of the read buffer.
+var piecePool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // appendGrow is append with capacity doubling: a 1 MiB line arrives in 32 KiB pieces, and
 // append's 1.25× growth for large slices would copy it about five times over.
@@ -172,6 +272,10 @@ func (r *Reader) Next() (*Event, error) {
 			if ev.HasData {
 				data = appendGrow(data, []byte{'\n'})
 				data = appendGrow(data, value)
+			} else if cap(r.line) > bigLine {
+				// A large line is dropped after this event anyway (see bigLine): hand it
+				// over as the data instead of copying a megabyte.
+				data, r.line = value, nil
 			} else {
 				data = append(make([]byte, 0, len(value)), value...) // usually the only line
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,5 +317,65 @@ func TestEncodeNextCRData(t *testing.T) {
 	want := []*Event{data("{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1\n}")}
 	if !eventsEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestNextLongLinesInPieces: lines gathered in pooled pieces (longer than pieceAt) come out
+// whole and exact at every size around the piece and buffer boundaries, several per event
+// (the first handed over as the data, the next appended to it), followed by short events
+// whose data must not alias the long ones; a long line over the limit still fails.
+func TestNextLongLinesInPieces(t *testing.T) {
+	var in strings.Builder
+	var want [][]byte
+	for _, n := range []int{pieceAt - 1, pieceAt, pieceAt + 1, 96<<10 + 7, bigLine + 1, 1<<20 + 3} {
+		a := bytes.Repeat([]byte{byte('a' + n%26)}, n)
+		b := bytes.Repeat([]byte{'z'}, n/2)
+		in.WriteString("data: " + string(a) + "\r\ndata: " + string(b) + "\r\n\r\ndata: short\n\n")
+		want = append(want, slices.Concat(a, []byte("\n"), b), []byte("short"))
+	}
+	for _, rd := range []struct {
+		name string
+		wrap func(io.Reader) io.Reader
+	}{readers[0], readers[2]} {
+		t.Run(rd.name, func(t *testing.T) {
+			got := readAll(t, rd.wrap(strings.NewReader(in.String())), 0)
+			if len(got) != len(want) {
+				t.Fatalf("%d events, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !bytes.Equal(got[i].Data, want[i]) {
+					t.Fatalf("event %d: %d bytes, want %d", i, len(got[i].Data), len(want[i]))
+				}
+			}
+		})
+	}
+	_, err := NewReader(strings.NewReader("data: "+strings.Repeat("x", 200<<10)+"\n\n"), 150<<10).Next()
+	if !errors.Is(err, ErrLineTooLong) {
+		t.Fatalf("Next = %v, want ErrLineTooLong", err)
+	}
+}
+
+// TestRecycle: a long event's buffer given back with Recycle carries the next long line, whole
+// and exact (also one that outgrows it), and the recycled event no longer points into it.
+func TestRecycle(t *testing.T) {
+	a := strings.Repeat("a", bigLine+100)
+	b := strings.Repeat("b", bigLine+90)
+	c := strings.Repeat("c", 3*bigLine) // outgrows the recycled buffer: the rest goes to pieces
+	r := NewReader(iotest.HalfReader(strings.NewReader("data: "+a+"\n\ndata: "+b+"\n\ndata: "+a+"\n\ndata: "+c+"\r\n\r\ndata: "+b+"\n\n")), 0)
+	defer r.Close()
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != a {
+		t.Fatalf("first event: %v", err)
+	}
+	Recycle(ev)
+	if ev.Data != nil {
+		t.Fatal("Recycle left the event's data in place")
+	}
+	for _, want := range []string{b, a, c, b} {
+		ev, err := r.Next()
+		if err != nil || string(ev.Data) != want {
+			t.Fatalf("event after Recycle: %d bytes, %v", len(ev.Data), err)
+		}
+		Recycle(ev)
 	}
 }
