@@ -33,13 +33,15 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 	budget := s.Config.Tasks.HoldBudget.D()
 	own, id := owner(x), t.ID
 	token := progressToken(x.Msg.Params)
-	wf := t.Workflow
+	// The wait keeps what it needs of t, not t: a held call is an open connection, and the
+	// task (arguments, headers) is in the store.
+	wf, status := t.Workflow, t.StatusMessage
 	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		outcome := holdAnswered
 		defer func(end func(string)) { end(outcome) }(g.m.holdStarted(attached))
 		hctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
-		stop := keepAlive(hctx, emit, token, t.StatusMessage, budget, progressMeta(id, g.d.ConsoleURL))
+		stop := keepAlive(hctx, emit, token, status, budget, progressMeta(id, g.d.ConsoleURL))
 		// The upstream's questions during the approved call go to the caller (outcomeOrQuestion).
 		answer := g.outcomeOrQuestion(hctx, x, own, id, emit)
 		stop()
