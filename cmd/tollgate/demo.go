@@ -28,6 +28,14 @@ func heldLines(b demo.Banner, out chan<- string) func(tasks.Transition) {
 	}
 }
 
+// startHeldPrinter prints the lines queued on held (heldLines) to w until stop or ctx ends.
+func startHeldPrinter(ctx context.Context, w io.Writer) (held chan string, stop context.CancelFunc) {
+	held = make(chan string, 64)
+	ctx, stop = context.WithCancel(ctx)
+	go printHeld(ctx, w, held)
+	return held, stop
+}
+
 // printHeld writes the queued lines until ctx ends.
 func printHeld(ctx context.Context, w io.Writer, lines <-chan string) {
 	for {

@@ -212,10 +212,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate demo: embedded config invalid:\n%s\n", indent(err))
 		return 1
 	}
-	held := make(chan string, 64)
-	hctx, stopHeld := context.WithCancel(ctx)
+	held, stopHeld := startHeldPrinter(ctx, stdout)
 	defer stopHeld()
-	go printHeld(hctx, stdout, held)
 	return serve(ctx, cfg, server.Options{Logger: log, Version: version, LookupEnv: env}, func(s *server.Server) {
 		b := demo.Banner{CLI: cliName(), MCPURL: "http://" + s.MCPAddr() + "/mcp", AdminURL: "http://" + s.AdminAddr(),
 			ConsoleURL: "http://" + s.AdminAddr() + "/approvals", Token: token, Upstream: upURL, Config: cfgPath}

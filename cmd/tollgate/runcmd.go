@@ -90,10 +90,8 @@ func cmdRunCommand(ctx context.Context, f runFlags, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "tollgate run: invalid configuration:\n%s\n", indent(err))
 		return 1
 	}
-	held := make(chan string, 64)
-	hctx, stopHeld := context.WithCancel(ctx)
+	held, stopHeld := startHeldPrinter(ctx, stdout)
 	defer stopHeld()
-	go printHeld(hctx, stdout, held)
 	return serve(ctx, cfg, server.Options{Logger: log, Version: version, LookupEnv: lookup}, func(s *server.Server) {
 		console := "http://" + s.AdminAddr() + "/approvals"
 		s.SubscribeTasks(heldLines(demo.Banner{CLI: cliName(), ConsoleURL: console}, held))
