@@ -139,6 +139,10 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		defer cancel()
 		_ = traceStop(ctx)
 	})
+	// The session table comes first: a stdio server's sessions consult it (Busy).
+	lim := cfg.Server.Limits
+	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
+	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
 	src := cfg.Sources[0]
 	upURL, upOpts := src.URL, upstream.Options{
 		ConnectTimeout: src.ConnectTimeout.D(),
@@ -147,7 +151,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		},
 	}
 	if src.Stdio() {
-		if s.stdio, err = startStdio(src, o.LookupEnv, s.log); err != nil {
+		if s.stdio, err = startStdio(src, o.LookupEnv, s.log, s.sessions.Busy); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { _ = s.stdio.Close() })
@@ -176,9 +180,6 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	undo = append(undo, func() { _ = s.audit.Close() })
 	s.hub = events.NewHub(events.Options{Logger: s.log})
-	lim := cfg.Server.Limits
-	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
-	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
 	// Session ids Tollgate saw created are kept (as keyed hashes) in the task store, so a
 	// restart or another replica accepts them and no other id (docs/SECURITY.md, Sessions).
 	known, err := store.NewKnownSessions(s.store, hashKey)

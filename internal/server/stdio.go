@@ -17,15 +17,17 @@ import (
 const stdioURL = "http://stdio.invalid/mcp"
 
 // startStdio returns the transport of a command source, which starts processes only as
-// sessions open (docs/configuration.md, Stdio servers).
-func startStdio(src config.Source, lookupEnv func(string) (string, bool), log *slog.Logger) (*stdio.Transport, error) {
+// sessions open (docs/configuration.md, Stdio servers). keep reports a client session Tollgate
+// still needs (session.Registry.Busy: an open stream or a pending task), which neither
+// idle_timeout nor max_processes ends.
+func startStdio(src config.Source, lookupEnv func(string) (string, bool), log *slog.Logger, keep func(string) bool) (*stdio.Transport, error) {
 	cmd, err := resolveCommand(src, lookupEnv)
 	if err != nil {
 		return nil, err
 	}
 	return stdio.New(stdio.Options{
 		Command: cmd, Args: src.Args, Env: src.ProcessEnv(lookupEnv), Dir: src.Cwd, Share: src.Share,
-		MaxProcesses: src.MaxProcesses, IdleTimeout: src.IdleTimeout.D(),
+		MaxProcesses: src.MaxProcesses, IdleTimeout: src.IdleTimeout.D(), Keep: keep,
 		Logger: log.With("source", src.ID),
 	}), nil
 }

@@ -190,6 +190,13 @@ func (s *Session) HasStream() bool {
 	return len(s.streams) > 0
 }
 
+// Busy reports whether session id has an open stream or a pending task (what keeps it from
+// eviction here); false for an unknown id.
+func (r *Registry) Busy(id string) bool {
+	s := r.Peek(id)
+	return s != nil && s.busy(time.Now())
+}
+
 // Registry holds the known sessions, bounded: when full, the least recently seen idle session
 // makes room; a busy one (open stream, pending task) never does, and a new session is refused
 // instead. New sessions are admitted per source at a bounded rate.

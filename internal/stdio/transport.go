@@ -59,7 +59,11 @@ type Options struct {
 	// used idle session, or is refused (HTTP 503 with -32000 UpstreamBusy) when all are busy.
 	MaxProcesses int
 	// IdleTimeout ends a session (and its process) with no request for this long.
-	IdleTimeout     time.Duration
+	IdleTimeout time.Duration
+	// Keep, if set, reports a session its client still needs although no request is in
+	// flight — an open stream, a pending task whose approved call will run on the session's
+	// process: neither IdleTimeout nor the MaxProcesses eviction ends it.
+	Keep            func(sessionID string) bool
 	MaxMessageBytes int           // longest stdout line; longer ones are skipped
 	StopGrace       time.Duration // wait after closing stdin, and after SIGTERM
 	Logger          *slog.Logger
@@ -587,10 +591,12 @@ func (t *Transport) leastRecentIdle(src string) *session {
 	for _, s := range t.sessions {
 		held[s.src]++
 		s.mu.Lock()
-		if s.inflight == 0 {
-			idle = append(idle, cand{s, s.lastUsed})
-		}
+		c := cand{s, s.lastUsed}
+		free := s.inflight == 0
 		s.mu.Unlock()
+		if free && !t.kept(s) {
+			idle = append(idle, c)
+		}
 	}
 	slices.SortFunc(idle, func(a, b cand) int { return a.last.Compare(b.last) })
 	srcs := make([]string, len(idle))
@@ -706,7 +712,7 @@ func (t *Transport) reap() {
 		t.mu.Lock()
 		var idle []*session
 		for _, s := range t.sessions {
-			if s.idleFor() >= t.o.IdleTimeout {
+			if s.idleFor() >= t.o.IdleTimeout && !t.kept(s) {
 				idle = append(idle, s)
 			}
 		}
@@ -717,6 +723,9 @@ func (t *Transport) reap() {
 		}
 	}
 }
+
+// kept reports whether Options.Keep holds s.
+func (t *Transport) kept(s *session) bool { return t.o.Keep != nil && t.o.Keep(s.id) }
 
 func (s *session) touch() {
 	s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -668,5 +669,25 @@ func TestMaxProcessesFairAcrossSources(t *testing.T) {
 	f.awaitExit()
 	if alive(a2) || !alive(a3) || !alive(b) || !alive(b2) {
 		t.Fatalf("B's second session: a2 alive=%v a3=%v b=%v b2=%v; want only a2 ended", alive(a2), alive(a3), alive(b), alive(b2))
+	}
+}
+
+// TestKeptSessionNotEvicted: a session Options.Keep holds (its client has a pending task or an
+// open stream) is never the one ended at max_processes, though it is the least recently used.
+func TestKeptSessionNotEvicted(t *testing.T) {
+	var keep atomic.Value
+	keep.Store("")
+	f := start(t, Options{MaxProcesses: 2, Keep: func(id string) bool { return id == keep.Load().(string) }})
+	a := f.open()
+	keep.Store(a.ID)
+	b := f.open()
+	f.call(b, "1", "pid", `{}`, nil)
+	f.open() // at the bound: b gives way, not the older but kept a
+	f.awaitExit()
+	if rep, err := f.up.Call(ctx(t), b.Header(), callBody("2", "echo", `{}`), nil); upstream.StatusOf(rep, err) != http.StatusNotFound {
+		t.Fatalf("b after the third session: status %d, want 404", upstream.StatusOf(rep, err))
+	}
+	if _, text := f.call(a, "2", "echo", `{"text":"kept"}`, nil); text != "kept" {
+		t.Fatalf("the kept session: %q", text)
 	}
 }

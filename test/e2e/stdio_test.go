@@ -420,3 +420,32 @@ func TestStdioProcessesFairPerIdentity(t *testing.T) {
 		t.Fatalf("bob's session after mallory's sessions: status %d (%v), want 200 (kept)", r.Status, err)
 	}
 }
+
+// TestStdioPendingTaskKeepsProcess: a session with a pending task is not ended by idle_timeout
+// while it waits for the approval, so an approval that comes later than idle_timeout still
+// runs the call on the client's process (it used to fail SessionGone: the process had been
+// ended as idle). A session without one is ended as before.
+func TestStdioPendingTaskKeepsProcess(t *testing.T) {
+	g, notes := startStdioGateway(t, "    idle_timeout: 1s\n", stdioRules)
+	a := g.NewClient(t)
+	tid := a.CallTask(1, "write_note", `{"text":"approved after idle_timeout"}`)
+	b := g.NewClient(t)
+	b.Call(1, "pid", map[string]any{}, 0)
+	// The reaper has ended an idle session (b's; a's is older) once its log line is there.
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(g.Logs.String(), "stdio session idle; ending it"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no idle session was ended within 15s")
+		}
+	}
+	decide(t, g, tid, "approve")
+	st, view := waitTaskDone(t, g, tid)
+	if st != "completed" {
+		t.Fatalf("task approved after idle_timeout: %s %v", st, view)
+	}
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "approved after idle_timeout\n" {
+		t.Fatalf("notes file %q (%v), want the note exactly once", b, err)
+	}
+	if r := b.Post(`{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.Status != http.StatusNotFound {
+		t.Fatalf("the idle session without a task: HTTP %d, want 404 (ended)", r.Status)
+	}
+}
