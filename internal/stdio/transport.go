@@ -580,33 +580,48 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 // leastRecentIdle is the session with no request in flight used longest ago that may give way
 // to a new session of source src (nil: none): src's own, or one of a source holding more
 // sessions than src (source.Victim), so a source that opens many sessions ends its own idle
-// ones rather than other sources'. t.mu held.
+// ones rather than other sources'. A session Keep holds (a pending task, an open stream) gives
+// way only when no other may, and only to a source holding at least two fewer sessions than
+// its own: keeping cannot let one source hold every process. t.mu held.
 func (t *Transport) leastRecentIdle(src string) *session {
 	type cand struct {
 		s    *session
 		last time.Time
 	}
 	held := make(map[string]int, 4)
-	var idle []cand
+	var idle, kept []cand
 	for _, s := range t.sessions {
 		held[s.src]++
 		s.mu.Lock()
 		c := cand{s, s.lastUsed}
 		free := s.inflight == 0
 		s.mu.Unlock()
-		if free && !t.kept(s) {
+		switch {
+		case !free:
+		case t.kept(s):
+			kept = append(kept, c)
+		default:
 			idle = append(idle, c)
 		}
 	}
-	slices.SortFunc(idle, func(a, b cand) int { return a.last.Compare(b.last) })
-	srcs := make([]string, len(idle))
-	for i, c := range idle {
-		srcs[i] = c.s.src
+	pick := func(cs []cand, may func(string) bool) *session {
+		slices.SortFunc(cs, func(a, b cand) int { return a.last.Compare(b.last) })
+		var srcs []string
+		var ok []cand
+		for _, c := range cs {
+			if may(c.s.src) {
+				srcs, ok = append(srcs, c.s.src), append(ok, c)
+			}
+		}
+		if i := source.Victim(src, srcs, held); i >= 0 {
+			return ok[i].s
+		}
+		return nil
 	}
-	if i := source.Victim(src, srcs, held); i >= 0 {
-		return idle[i].s
+	if v := pick(idle, func(string) bool { return true }); v != nil {
+		return v
 	}
-	return nil
+	return pick(kept, func(s string) bool { return s != src && held[s] >= held[src]+2 })
 }
 
 // release uncounts a process; one that died young (not asked to stop) lengthens the backoff.

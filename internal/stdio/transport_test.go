@@ -691,3 +691,30 @@ func TestKeptSessionNotEvicted(t *testing.T) {
 		t.Fatalf("the kept session: %q", text)
 	}
 }
+
+// TestKeptSessionsCannotHoldEveryProcess: sessions Keep holds give way, as a last resort, to a
+// source holding at least two fewer; one source keeping many (pending tasks, open streams)
+// cannot refuse everyone else.
+func TestKeptSessionsCannotHoldEveryProcess(t *testing.T) {
+	f := start(t, Options{MaxProcesses: 2, Keep: func(string) bool { return true }})
+	open := func(src string) (*upstream.Session, error) {
+		return f.up.Handshake(source.NewContext(ctx(t), src), json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), "2025-11-25")
+	}
+	a1, err := open("ip:A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = open("ip:A"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open("ip:A"); err == nil || !strings.Contains(err.Error(), "UpstreamBusy") {
+		t.Fatalf("A's third session while A keeps both processes: %v, want UpstreamBusy (A's own kept sessions never give way to A)", err)
+	}
+	if _, err := open("ip:B"); err != nil {
+		t.Fatalf("B's first session while A keeps both processes: %v, want one of A's to give way", err)
+	}
+	f.awaitExit()
+	if rep, err := f.up.Call(ctx(t), a1.Header(), callBody("9", "echo", `{}`), nil); upstream.StatusOf(rep, err) != http.StatusNotFound {
+		t.Fatalf("A's least recently used kept session: status %d, want 404 (ended for B)", upstream.StatusOf(rep, err))
+	}
+}
