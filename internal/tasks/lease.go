@@ -105,6 +105,7 @@ func (m *Manager) failLeaseLost(ctx context.Context, t *Task) *Task {
 	})
 	switch {
 	case err == nil:
+		m.met.leaseLapsed()
 		m.log.Warn("task: the replica executing it stopped renewing its lease; failed as interrupted",
 			"task_id", t.ID, "tool", t.Tool, "replica", t.LeaseHolder)
 	case !errors.Is(err, errNoop):

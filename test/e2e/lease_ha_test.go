@@ -20,7 +20,8 @@ import (
 // (its go-sdk tool waits for the owner's answer to a question). A is killed with SIGKILL: no
 // graceful stop fails the task. Replica B fails it with -32603 ExecutionInterrupted once A's
 // execution lease (tasks.execution_lease: 3s) lapses, tasks/result through B returns that
-// error, and the upstream ran the call once. On the old code the task stays executing until
+// error, the upstream ran the call once, and B counts the lapse in
+// tollgate_task_leases_lapsed_total. On the old code the task stays executing until
 // its TTL, so the bounded wait fails.
 func TestLeaseReplicaKilled(t *testing.T) {
 	if testing.Short() {
@@ -118,5 +119,8 @@ tasks:
 	}
 	if n := up.stats(t).Calls["confirm"]; n != 1 {
 		t.Errorf("confirm ran %d times, want once (a task executes at most once)", n)
+	}
+	if n := metricValue(t, b, "tollgate_task_leases_lapsed_total"); n != 1 {
+		t.Errorf("tollgate_task_leases_lapsed_total on B = %v, want 1", n)
 	}
 }
