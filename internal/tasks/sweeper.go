@@ -111,8 +111,8 @@ const idleWait = time.Hour
 func (m *Manager) Loaded() <-chan struct{} { return m.loaded }
 
 // Run first loads the tasks the store holds (load), then is the sweeper: it applies approval
-// timeouts, TTL ends and (shared store) lapsed execution leases when due and deletes finished tasks after TTL + retention, until ctx
-// ends or Close is called. When it returns, running executions are stopped too (they are
+// timeouts, TTL ends and (shared store) lapsed execution leases when due and deletes finished
+// tasks after TTL + retention, until ctx ends or Close is called. When it returns, running executions are stopped too (they are
 // owned by the Manager).
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
