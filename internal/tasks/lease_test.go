@@ -179,14 +179,25 @@ func TestLeaseLostStopsCall(t *testing.T) {
 // store's compare-and-swap lets exactly one win, and a knows which: its call goes on exactly
 // when the task is still executing.
 func TestLeaseRenewRacesExpiry(t *testing.T) {
-	for i := range 20 {
+	wins := map[string]int{}
+	defer func() { t.Logf("renewal won %d, expiry won %d", wins["renewal"], wins["expiry"]) }()
+	for i := range 50 {
 		r := newReplicas(t)
 		tk := r.executing(t)
 		r.clock.Advance(testLease)
 		var renewed int
 		var wg sync.WaitGroup
-		wg.Go(func() { renewed = r.a.RenewLeases(bg) })
-		wg.Go(func() { r.b.watchLeases(bg) })
+		start := make(chan struct{})
+		renew := func() { <-start; renewed = r.a.RenewLeases(bg) }
+		expire := func() { <-start; _, _ = r.b.Lookup(bg, tk.ID) } // settle fails a lapsed lease
+		if i%2 == 0 {
+			wg.Go(renew)
+			wg.Go(expire)
+		} else {
+			wg.Go(expire)
+			wg.Go(renew)
+		}
+		close(start)
 		wg.Wait()
 		got, _ := r.b.Lookup(bg, tk.ID)
 		r.a.mu.Lock()
@@ -194,8 +205,10 @@ func TestLeaseRenewRacesExpiry(t *testing.T) {
 		r.a.mu.Unlock()
 		switch {
 		case renewed == 1 && got.State == Executing && got.LeaseUntil.After(r.clock.Now()):
+			wins["renewal"]++
 		case renewed == 0 && got.State == Failed && got.StatusMessage == leaseLostStatus:
 			// a learns at its next renewal at the latest, and stops its call
+			wins["expiry"]++
 			r.a.RenewLeases(bg)
 			_ = r.a.Close()
 			if err, _ := r.exec.ctxErr.Load().(error); !errors.Is(err, context.Canceled) {
