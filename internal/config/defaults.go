@@ -49,6 +49,12 @@ const (
 	// DefaultInputTimeout bounds the wait for a task owner's answer to the upstream's
 	// question during the call (tasks.input_timeout); never above execution_timeout.
 	DefaultInputTimeout = 2 * time.Minute
+	// DefaultExecutionLease is how long a task stays executing in a shared store without its
+	// replica renewing it (every third of it: two missed renewals are survived); a task whose
+	// replica was killed fails this long after its last renewal at the latest.
+	DefaultExecutionLease = 30 * time.Second
+	// MinExecutionLease keeps renewals (a store write per executing task every lease/3) rare.
+	MinExecutionLease   = 3 * time.Second
 	DefaultSyncApproval = SyncApprovalHold
 	// DefaultHoldBudget stays below the ~60 s request timeout of common MCP clients (the
 	// TypeScript SDK's default), so a held call is answered before the client gives up.
@@ -183,6 +189,7 @@ func (c *Config) applyDefaults(present map[string]int) {
 	} else {
 		dur(&t.InputTimeout, "tasks.input_timeout", DefaultInputTimeout)
 	}
+	dur(&t.ExecutionLease, "tasks.execution_lease", DefaultExecutionLease)
 	str(&t.SyncApproval, "tasks.sync_approval", DefaultSyncApproval)
 	dur(&t.HoldBudget, "tasks.hold_budget", DefaultHoldBudget)
 	dur(&t.ReplayWindow, "tasks.replay_window", DefaultReplayWindow)

@@ -197,9 +197,13 @@ type Tasks struct {
 	// (elicitation, sampling, roots) waits for the task owner's answer; then the upstream is
 	// answered as declined. Default 2m, at most execution_timeout.
 	InputTimeout Duration `yaml:"input_timeout"`
-	Retention    Duration `yaml:"retention"` // keep finished tasks at least this long past TTL end; default 0
-	Store        Store    `yaml:"store"`
-	Quotas       Quotas   `yaml:"quotas"`
+	// ExecutionLease is how long a task stays executing without its replica renewing it
+	// (renewed every third of it); then any replica fails it as ExecutionInterrupted. Only
+	// used with a shared store. Default 30s, at least 3s.
+	ExecutionLease Duration `yaml:"execution_lease"`
+	Retention      Duration `yaml:"retention"` // keep finished tasks at least this long past TTL end; default 0
+	Store          Store    `yaml:"store"`
+	Quotas         Quotas   `yaml:"quotas"`
 }
 
 // Store selects the task store backend.

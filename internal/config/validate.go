@@ -526,6 +526,9 @@ func (v *validator) tasks() {
 	} else if t.ExecutionTimeout > 0 && t.InputTimeout > t.ExecutionTimeout {
 		v.add("tasks.input_timeout", "must not exceed tasks.execution_timeout (%s > %s)", t.InputTimeout, t.ExecutionTimeout)
 	}
+	if t.ExecutionLease < Duration(MinExecutionLease) {
+		v.add("tasks.execution_lease", "must be at least %s, got %s", MinExecutionLease, t.ExecutionLease)
+	}
 	switch t.SyncApproval {
 	case SyncApprovalError, SyncApprovalPromote, SyncApprovalBlock, SyncApprovalHold:
 	default:

@@ -216,7 +216,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	t := cfg.Tasks
 	s.tasks = tasks.NewManager(s.store, runner, s.ann.Recheck, tasks.Options{
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
-		ExecutionTimeout: t.ExecutionTimeout.D(), InputTimeout: t.InputTimeout.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
+		ExecutionTimeout: t.ExecutionTimeout.D(), InputTimeout: t.InputTimeout.D(), ExecutionLease: t.ExecutionLease.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 		ConsoleURL:      consoleURL,

@@ -112,6 +112,14 @@ func interruptedError(t *Task) *jsonrpc.Error {
 		"taskId", t.ID, "tool", t.Tool)
 }
 
+// leaseLostError fails a task whose executing replica stopped renewing its execution lease
+// (killed, partitioned from the store): the call may or may not have run upstream.
+func leaseLostError(t *Task) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionInterrupted",
+		fmt.Sprintf("ExecutionInterrupted: the Tollgate replica executing the call to tool %q stopped answering (its execution lease expired); the call may or may not have reached the upstream and it is not retried because a task executes at most once", t.Tool),
+		"taskId", t.ID, "tool", t.Tool)
+}
+
 func argsChangedError(t *Task) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "ArgumentsChanged",
 		fmt.Sprintf("ArgumentsChanged: the stored call to tool %q no longer matches the approved arguments hash", t.Tool),

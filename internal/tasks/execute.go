@@ -65,6 +65,11 @@ func (m *Manager) execute(ctx context.Context, id string) {
 			return errNoop
 		}
 		t.State, t.StatusMessage = Executing, "Executing"
+		if m.shared {
+			// The claim takes the execution lease; this replica renews it while the call
+			// runs (lease.go), any replica fails the task when it lapses.
+			t.LeaseHolder, t.LeaseUntil = m.opts.Replica, m.now().Add(m.opts.ExecutionLease)
+		}
 		return nil
 	})
 	if err != nil {
@@ -114,9 +119,11 @@ func (m *Manager) execute(ctx context.Context, id string) {
 
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	_, err = m.update(commitCtx, id, func(t *Task) error {
-		if t.State != Executing {
-			return errNoop // cancelled or expired meanwhile: it stays so, result discarded
+	final, err := m.update(commitCtx, id, func(t *Task) error {
+		if t.State != Executing || (t.LeaseHolder != "" && t.LeaseHolder != m.opts.Replica) {
+			// cancelled, expired or failed with the lease lost meanwhile: it stays so, the
+			// result is discarded
+			return errNoop
 		}
 		switch {
 		case rpcErr != nil:
@@ -134,6 +141,8 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		return nil
 	})
 	switch {
+	case errors.Is(err, errNoop) && final != nil && final.StatusMessage == leaseLostStatus:
+		m.log.Warn("task: execution lease lost, late result dropped; the task stays failed", "task_id", id, "tool", t.Tool, "outcome", outcome)
 	case errors.Is(err, errNoop):
 		m.log.Info("task: execution result discarded, task no longer executing", "task_id", id, "tool", t.Tool)
 	case err != nil:

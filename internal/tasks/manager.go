@@ -61,6 +61,9 @@ type Options struct {
 	// seen end; Create refuses tasks for any other (a made-up or ended session must not own
 	// pending tasks or hold quota).
 	SessionLive func(sessionID string) bool
+	// ExecutionLease is how long a task stays executing in a shared store without this
+	// replica renewing it (tasks.execution_lease; lease.go); 0 = config.DefaultExecutionLease.
+	ExecutionLease time.Duration
 	// ConsoleURL is the approvals console; a task awaiting a human names it in its
 	// statusMessage, so a task-aware client can tell its user where to approve ("" = not named).
 	ConsoleURL string
@@ -161,6 +164,9 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 	}
 	if opts.Retention < 0 {
 		opts.Retention = 0
+	}
+	if opts.ExecutionLease <= 0 {
+		opts.ExecutionLease = config.DefaultExecutionLease
 	}
 	if len(opts.ArgumentHashKey) == 0 {
 		opts.ArgumentHashKey = make([]byte, 32)
@@ -716,6 +722,13 @@ var errNoop = errors.New("no change")
 // one outcome. mutate returns an error to abort; update then returns the task as it stands
 // together with that error. Every change must be an edge of the transition table.
 func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) error) (*Task, error) {
+	return m.write(ctx, id, mutate, false)
+}
+
+// write is update; quiet leaves UpdatedAt alone and runs no side effects (no transition is
+// published, no waiter woken): for bookkeeping that is no change of the task's status, such
+// as renewing an execution lease.
+func (m *Manager) write(ctx context.Context, id string, mutate func(t *Task) error, quiet bool) (*Task, error) {
 	for {
 		t, err := m.load1(ctx, id)
 		if err != nil {
@@ -730,7 +743,9 @@ func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) er
 		if !CanTransition(from, t.State) {
 			return before, fmt.Errorf("task %s: %w: %s → %s", id, ErrInvalidTransition, from, t.State)
 		}
-		t.UpdatedAt = m.now()
+		if !quiet {
+			t.UpdatedAt = m.now()
+		}
 		rec, err := encodeTask(t)
 		if err != nil {
 			return before, fmt.Errorf("task %s: %w", id, err)
@@ -749,7 +764,9 @@ func (m *Manager) update(ctx context.Context, id string, mutate func(t *Task) er
 			return before, fmt.Errorf("task %s: %w", id, err)
 		}
 		t.Version = stored.Version
-		m.committed(from, t)
+		if !quiet {
+			m.committed(from, t)
+		}
 		return t.Clone(), nil
 	}
 }
@@ -800,7 +817,7 @@ func (m *Manager) committed(from State, t *Task) {
 	if from == AwaitingApproval && t.State != AwaitingApproval { // a vote decides nothing yet
 		m.met.decided(string(t.State), t.UpdatedAt.Sub(t.CreatedAt).Seconds())
 	}
-	if t.State == Cancelled || t.State == Expired {
+	if t.State == Cancelled || t.State == Expired || (t.State == Failed && t.StatusMessage == leaseLostStatus) {
 		m.mu.Lock()
 		stop := m.running[t.ID]
 		m.mu.Unlock()
@@ -867,6 +884,9 @@ func (m *Manager) settle(ctx context.Context, t *Task) *Task {
 		if nt := m.approvalTimeout(ctx, t.ID); nt != nil {
 			t = nt
 		}
+	}
+	if t.State == Executing && leaseExpired(t, now) {
+		t = m.failLeaseLost(ctx, t)
 	}
 	if !t.State.Terminal() && !now.Before(t.ExpiresAt()) {
 		nt, err := m.update(ctx, t.ID, func(t *Task) error {

@@ -12,6 +12,7 @@ type metrics struct {
 	wait       *prometheus.HistogramVec // tollgate_approval_wait_seconds{outcome}
 	executions *prometheus.CounterVec   // tollgate_task_executions_total{result}
 	questions  *prometheus.CounterVec   // tollgate_task_questions_total{outcome}
+	lapsed     prometheus.Counter       // tollgate_task_leases_lapsed_total
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -36,8 +37,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tollgate_task_questions_total",
 			Help: "Questions the upstream asked a task's owner during its call (asked), and those nobody answered within tasks.input_timeout (timed_out).",
 		}, []string{"outcome"}),
+		lapsed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tollgate_task_leases_lapsed_total",
+			Help: "Executing tasks this replica failed as ExecutionInterrupted because the replica running them stopped renewing its execution lease (shared store).",
+		}),
 	}
 	m.tasks = register(reg, m.tasks)
+	m.lapsed = register(reg, m.lapsed)
 	m.questions = register(reg, m.questions)
 	m.wait = register(reg, m.wait)
 	m.executions = register(reg, m.executions)
@@ -102,5 +108,12 @@ func (m *metrics) asked() {
 func (m *metrics) inputTimedOut() {
 	if m != nil {
 		m.questions.WithLabelValues("timed_out").Inc()
+	}
+}
+
+// leaseLapsed counts a task failed because its executing replica's lease lapsed.
+func (m *metrics) leaseLapsed() {
+	if m != nil {
+		m.lapsed.Inc()
 	}
 }

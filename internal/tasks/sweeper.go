@@ -64,6 +64,19 @@ func (s *sweeper) schedule(t *Task, retention time.Duration) {
 	}
 }
 
+// scheduleAt adds one deadline for id at at (an execution lease's end, lease.go).
+func (s *sweeper) scheduleAt(at time.Time, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	heap.Push(&s.h, deadline{at, id})
+	if s.h[0].at.Equal(at) && s.h[0].id == id {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // due pops the ids whose deadline is at or before now.
 func (s *sweeper) due(now time.Time) []string {
 	s.mu.Lock()
@@ -98,8 +111,8 @@ const idleWait = time.Hour
 func (m *Manager) Loaded() <-chan struct{} { return m.loaded }
 
 // Run first loads the tasks the store holds (load), then is the sweeper: it applies approval
-// timeouts and TTL ends when due and deletes finished tasks after TTL + retention, until ctx
-// ends or Close is called. When it returns, running executions are stopped too (they are
+// timeouts, TTL ends and (shared store) lapsed execution leases when due and deletes finished
+// tasks after TTL + retention, until ctx ends or Close is called. When it returns, running executions are stopped too (they are
 // owned by the Manager).
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
@@ -134,7 +147,12 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer timer.Stop()
 	var poll <-chan time.Time
 	polls := 0
+	leaseEvery := 1
 	if m.shared {
+		// This replica renews the execution leases of the calls it runs; every third of the
+		// lease it looks for other replicas' lapsed ones (lease.go).
+		m.wg.Go(func() { m.runLeases(m.ctx) })
+		leaseEvery = max(int(m.renewEvery()/sharedPollInterval), 1)
 		// Decisions made on other instances reach this one through the store only.
 		t := time.NewTicker(sharedPollInterval)
 		defer t.Stop()
@@ -158,6 +176,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.launchApproved(ctx)
 			if polls++; polls%adoptEvery == 0 {
 				m.adoptDeadlines(ctx)
+			}
+			if polls%leaseEvery == 0 {
+				m.watchLeases(ctx)
 			}
 		}
 	}

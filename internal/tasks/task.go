@@ -102,6 +102,10 @@ type Task struct {
 	// until its answer is taken or its wait ends; Asked counts the task's questions.
 	Question *Question `json:"question,omitempty"`
 	Asked    int       `json:"asked,omitempty"`
+	// LeaseHolder is the replica executing the task and LeaseUntil when its execution lease
+	// ends unless that replica renews it (lease.go; shared store only, else both empty).
+	LeaseHolder string    `json:"lease_holder,omitempty"`
+	LeaseUntil  time.Time `json:"lease_until,omitzero"`
 }
 
 // ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).
