@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gobwas/glob"
 
@@ -340,7 +341,7 @@ func (v *validator) approvers() {
 			}
 		}
 		if id := a.SlackUserID; id != "" {
-			if !slackUserID.MatchString(id) {
+			if !slackUserID().MatchString(id) {
 				v.add(p+".slack_user_id", "must be a Slack member id like U012AB3CD (Slack: profile, ⋮, Copy member ID), got %q", id)
 			} else if j := slices.IndexFunc(v.c.Approvers[:i], func(o Approver) bool { return o.SlackUserID == id }); j >= 0 {
 				v.add(p+".slack_user_id", "duplicate Slack user %q (also approvers[%d]): one click would decide as two approvers", id, j)
@@ -702,10 +703,14 @@ func isToken(h string) bool {
 }
 
 // slackUserID is a Slack member id: U… or W… (Enterprise Grid), upper-case letters and digits.
-var slackUserID = regexp.MustCompile(`^[UW][A-Z0-9]{2,31}$`)
+// Compiled when a configuration with Slack is first validated, not at start: compiled, the two
+// Slack patterns keep ≈ 50 KB of heap that most processes never use.
+var slackUserID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[UW][A-Z0-9]{2,31}$`) })
 
 // slackChannel is a channel name (#approvals, lower case, digits, - _ .) or a channel id (C…, G…).
-var slackChannel = regexp.MustCompile(`^(#[a-z0-9][a-z0-9._-]{0,79}|[CGD][A-Z0-9]{2,31})$`)
+var slackChannel = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(#[a-z0-9][a-z0-9._-]{0,79}|[CGD][A-Z0-9]{2,31})$`)
+})
 
 // slackDestination: a slack destination posts either through an incoming webhook (url) or
 // with the bot token to a channel (channel, with buttons), never both.
@@ -714,7 +719,7 @@ func (v *validator) slackDestination(p string, d Destination) {
 	case d.URL != "" && d.Channel != "":
 		v.add(p+".channel", "set either url (incoming webhook) or channel (bot token, with buttons), not both")
 	case d.Channel != "":
-		if !slackChannel.MatchString(d.Channel) {
+		if !slackChannel().MatchString(d.Channel) {
 			v.add(p+".channel", "must be a channel name like \"#approvals\" or a channel id like C012AB3CD, got %q", d.Channel)
 		}
 	default:

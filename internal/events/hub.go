@@ -87,16 +87,32 @@ type Hub struct {
 	sessions map[string]*session
 	lru      *list.List // of *session; front = most recently used
 	entropy  *ulid.MonotonicEntropy
+	idBuf    [10]byte // entropy of the next id
 	lastMS   uint64
 }
 
 type session struct {
 	key     string
-	queue   []Event // undelivered, oldest first
-	evicted int     // dropped since the last read
+	queue   []queued // undelivered, oldest first
+	evicted int      // dropped since the last read
 	wake    chan struct{}
 	waiters int
 	elem    *list.Element
+}
+
+// queued is an Event as a session's queue keeps it until it is read: the ULID as its 16 bytes
+// rather than its 26-character text (a separate allocation), the time as Unix nanoseconds.
+// 80 bytes and no allocation besides the data, instead of 96 bytes and a 32-byte string.
+type queued struct {
+	id     ulid.ULID
+	typ    string
+	taskID string
+	at     int64
+	data   json.RawMessage
+}
+
+func (q queued) event() Event {
+	return Event{ID: q.id.String(), Type: q.typ, TaskID: q.taskID, Time: time.Unix(0, q.at), Data: q.data}
 }
 
 // NewHub returns an empty hub.
@@ -135,7 +151,7 @@ func (h *Hub) Publish(session, typ, taskID string, data any) {
 	defer h.mu.Unlock()
 	s := h.touch(session)
 	now := h.now()
-	s.queue = append(s.queue, Event{ID: h.newID(now), Type: typ, TaskID: taskID, Time: now, Data: raw})
+	s.queue = append(s.queue, queued{id: h.newID(now), typ: typ, taskID: taskID, at: now.UnixNano(), data: raw})
 	if over := len(s.queue) - h.maxEvents; over > 0 {
 		// Drop the oldest undelivered events; the next reader learns how many (Batch.Evicted).
 		// Warn once per unread run so a flooding session cannot flood the log too.
@@ -304,8 +320,13 @@ func (h *Hub) drop(s *session) {
 	h.broadcast(s)
 }
 
-// broadcast wakes every current waiter of s. h.mu must be held.
+// broadcast wakes every current waiter of s. h.mu must be held. With no waiter nobody holds
+// s.wake (Await counts itself in s.waiters before it reads the channel and until it stops
+// using it), so the channel is kept rather than replaced on every event.
 func (h *Hub) broadcast(s *session) {
+	if s.waiters == 0 {
+		return
+	}
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
@@ -315,7 +336,13 @@ func take(s *session) (Batch, bool) {
 	if len(s.queue) == 0 && s.evicted == 0 {
 		return Batch{}, false
 	}
-	b := Batch{Events: s.queue, Evicted: s.evicted}
+	b := Batch{Evicted: s.evicted}
+	if len(s.queue) > 0 {
+		b.Events = make([]Event, len(s.queue))
+		for i, q := range s.queue {
+			b.Events[i] = q.event()
+		}
+	}
 	s.queue = nil
 	s.evicted = 0
 	return b, true
@@ -323,16 +350,23 @@ func take(s *session) (Batch, bool) {
 
 // newID returns a ULID strictly greater than every earlier one of this hub, even if the clock
 // steps back. h.mu must be held.
-func (h *Hub) newID(now time.Time) string {
+func (h *Hub) newID(now time.Time) ulid.ULID {
 	ms := ulid.Timestamp(now)
 	if ms < h.lastMS {
 		ms = h.lastMS
 	}
 	for {
-		id, err := ulid.New(ms, h.entropy)
+		// ulid.New would take the entropy as an io.Reader and so allocate the id; the hub's
+		// buffer is read into instead.
+		var id ulid.ULID
+		err := id.SetTime(ms)
 		if err == nil {
+			err = h.entropy.MonotonicRead(ms, h.idBuf[:])
+		}
+		if err == nil {
+			copy(id[6:], h.idBuf[:])
 			h.lastMS = ms
-			return id.String()
+			return id
 		}
 		// Monotonic entropy overflowed within this millisecond: move to the next one.
 		ms++

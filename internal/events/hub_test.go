@@ -392,3 +392,29 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// A queued event costs no allocation besides its data: its id is kept as the ULID's 16 bytes
+// (not its text) and, with nobody waiting, publishing does not replace the wake channel.
+// The events read back are unchanged.
+func TestPublishQueuesWithoutAllocating(t *testing.T) {
+	h := NewHub(Options{MaxEventsPerSession: 5000})
+	data := json.RawMessage(`{"status":"working"}`)
+	var boxed any = data                            // the caller's conversion to any is not the hub's
+	h.Publish("s1", TypeTaskCreated, "tg_1", boxed) // the session exists
+	allocs := testing.AllocsPerRun(2000, func() { h.Publish("s1", TypeTaskCreated, "tg_1", boxed) })
+	if allocs != 0 {
+		t.Errorf("Publish allocates %v times per event, want 0 (amortised queue growth aside)", allocs)
+	}
+	b := h.Take("s1")
+	if len(b.Events) != 2002 {
+		t.Fatalf("took %d events, want 2002", len(b.Events))
+	}
+	for i, e := range b.Events {
+		if len(e.ID) != 26 || e.Type != TypeTaskCreated || e.TaskID != "tg_1" || string(e.Data) != string(data) || e.Time.IsZero() {
+			t.Fatalf("event %d = %+v", i, e)
+		}
+		if i > 0 && e.ID <= b.Events[i-1].ID {
+			t.Fatalf("event ids out of order: %s after %s", e.ID, b.Events[i-1].ID)
+		}
+	}
+}

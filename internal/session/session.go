@@ -31,8 +31,8 @@ type Session struct {
 	upstreamTasks map[string]struct{}
 	streams       map[*Stream]struct{}
 	protocol      string
-	held          map[string]time.Time // pending Tollgate tasks → end of their TTL
-	remembered    time.Time            // last written to the registry's Book (book.go)
+	held          map[string]int64 // pending Tollgate tasks → end of their TTL (Unix nanoseconds)
+	remembered    time.Time        // last written to the registry's Book (book.go)
 
 	owner atomic.Pointer[string] // Owner, built once
 }
@@ -137,12 +137,12 @@ func (s *Session) HoldTask(id string, until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held == nil {
-		s.held = map[string]time.Time{}
+		s.held = map[string]int64{}
 	}
 	if _, ok := s.held[id]; !ok && len(s.held) >= maxHeld {
 		return
 	}
-	s.held[id] = until
+	s.held[id] = until.UnixNano()
 }
 
 // ReleaseTask forgets a task that reached a terminal state.
@@ -161,7 +161,7 @@ func (s *Session) busy(now time.Time) bool {
 		return true
 	}
 	for id, until := range s.held {
-		if now.Before(until) {
+		if now.UnixNano() < until {
 			return true
 		}
 		delete(s.held, id)

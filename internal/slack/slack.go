@@ -80,7 +80,7 @@ type Slack struct {
 	timeout time.Duration
 	log     *slog.Logger
 	met     *metrics
-	queue   chan job
+	queue   chan *job
 	now     func() time.Time
 	backoff []time.Duration // before attempts 2 and 3; tests shorten it
 
@@ -139,7 +139,7 @@ func New(o Options) *Slack {
 	if size <= 0 {
 		size = DefaultQueueSize
 	}
-	s.queue = make(chan job, size)
+	s.queue = make(chan *job, size) // pointers: an idle queue is 8 bytes a slot, not 200
 	return s
 }
 
@@ -176,7 +176,7 @@ func (s *Slack) OnTaskChange(tr tasks.Transition) {
 func (s *Slack) enqueue(j job) {
 	j.enqueued = time.Now()
 	select {
-	case s.queue <- j:
+	case s.queue <- &j:
 	default:
 		s.met.sent(j.method(), resultDropped)
 		total := s.dropped.Add(1)
@@ -198,7 +198,7 @@ func (s *Slack) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.send(ctx, j)
+			s.send(ctx, *j)
 		}
 	}
 }

@@ -211,7 +211,7 @@ func (m *Manager) load(ctx context.Context) {
 		}
 		m.met.moved("", t.State)
 		m.countAwaiting(t.Workflow, "", t.State)
-		m.sweep.schedule(t, m.opts.Retention)
+		m.sweep.schedule(t, m.opts.Retention, m.now())
 		switch {
 		case t.State == Executing && !m.shared:
 			// The process that ran it is gone; running it again could run it twice.
@@ -338,7 +338,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	t.Version = stored.Version
 	m.met.moved("", t.State)
 	m.countAwaiting(t.Workflow, "", t.State)
-	m.sweep.schedule(t, m.opts.Retention)
+	m.sweep.schedule(t, m.opts.Retention, m.now())
 	m.log.Info("task created", "task_id", t.ID, "tool", t.Tool, "state", t.State, "workflow", t.Workflow)
 	m.publish("", t)
 	if t.State == Approved && !req.DeferStart {

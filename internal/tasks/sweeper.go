@@ -4,16 +4,19 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 )
 
-// sweeper keeps every task deadline (approval timeout, TTL end, deletion) in one min-heap, so
-// Run needs a single timer reset to the earliest deadline instead of a goroutine or timer per
-// idle task. Entries are hints: when one fires the task is re-read and only what is due
-// happens, so stale entries are harmless.
+// sweeper keeps the next deadline of every task (approval timeout, TTL end or deletion,
+// whichever comes first) in one min-heap, so Run needs a single timer reset to the earliest
+// deadline instead of a goroutine or timer per idle task. A task has one entry at a time: when
+// it fires the task is re-read, only what is due happens, and the task's next deadline is
+// scheduled (sweepOne). Entries are hints, so stale or duplicate ones are harmless. An entry is
+// 24 bytes (Unix nanoseconds and the id, which shares the task's string).
 type sweeper struct {
 	mu   sync.Mutex
 	h    deadlineHeap
@@ -22,41 +25,66 @@ type sweeper struct {
 }
 
 type deadline struct {
-	at time.Time
+	at int64 // Unix nanoseconds
 	id string
 }
 
 type deadlineHeap []deadline
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
 func (h *deadlineHeap) Pop() any {
 	old := *h
 	d := old[len(old)-1]
 	*h = old[:len(old)-1]
+	if cap(old) > 64 && len(old) < cap(old)/4 {
+		// Give the backing array back after a burst of tasks has been swept.
+		*h = slices.Clone(*h)
+	}
 	return d
 }
 
 func (s *sweeper) init() { s.wake = make(chan struct{}, 1) }
 
-// schedule records t's deadlines: approval timeout (while awaiting), TTL end, deletion.
-func (s *sweeper) schedule(t *Task, retention time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	earliest := time.Time{}
-	if len(s.h) > 0 {
-		earliest = s.h[0].at
+// nextDeadline is t's earliest deadline after now (approval timeout while awaiting, TTL end
+// while not terminal, deletion after TTL + retention); ok=false when none is left.
+func nextDeadline(t *Task, retention time.Duration, now time.Time) (time.Time, bool) {
+	var next time.Time
+	consider := func(at time.Time) {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
 	}
 	if t.State == AwaitingApproval && !t.ApprovalDeadline.IsZero() {
-		heap.Push(&s.h, deadline{t.ApprovalDeadline, t.ID})
+		consider(t.ApprovalDeadline)
 	}
 	if !t.State.Terminal() {
-		heap.Push(&s.h, deadline{t.ExpiresAt(), t.ID})
+		consider(t.ExpiresAt())
 	}
-	heap.Push(&s.h, deadline{t.ExpiresAt().Add(retention), t.ID})
-	if earliest.IsZero() || s.h[0].at.Before(earliest) {
+	consider(t.ExpiresAt().Add(retention))
+	return next, !next.IsZero()
+}
+
+// schedule records t's next deadline after now. A deadline already past is due at once.
+func (s *sweeper) schedule(t *Task, retention time.Duration, now time.Time) {
+	at, ok := nextDeadline(t, retention, now)
+	if !ok {
+		// Every deadline has passed (a task loaded or adopted late): sweep it now.
+		at = now
+	}
+	s.push(at, t.ID)
+}
+
+// push adds one entry and wakes Run when it is the new earliest.
+func (s *sweeper) push(at time.Time, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := at.UnixNano()
+	earliest := len(s.h) == 0 || n < s.h[0].at
+	heap.Push(&s.h, deadline{n, id})
+	if earliest {
 		select {
 		case s.wake <- struct{}{}:
 		default:
@@ -83,7 +111,8 @@ func (s *sweeper) due(now time.Time) []string {
 	defer s.mu.Unlock()
 	var ids []string
 	seen := map[string]bool{}
-	for len(s.h) > 0 && !s.h[0].at.After(now) {
+	n := now.UnixNano()
+	for len(s.h) > 0 && s.h[0].at <= n {
 		d := heap.Pop(&s.h).(deadline)
 		if !seen[d.id] {
 			seen[d.id] = true
@@ -100,7 +129,7 @@ func (s *sweeper) next() (time.Time, bool) {
 	if len(s.h) == 0 {
 		return time.Time{}, false
 	}
-	return s.h[0].at, true
+	return time.Unix(0, s.h[0].at), true
 }
 
 // idleWait is how long Run sleeps with no deadline at all; any new one wakes it earlier.
@@ -217,7 +246,7 @@ func (m *Manager) adoptDeadlines(ctx context.Context) {
 			continue
 		}
 		if t, err := decodeTask(r); err == nil && t.Replica != m.opts.Replica {
-			m.sweep.schedule(t, m.opts.Retention)
+			m.sweep.schedule(t, m.opts.Retention, m.now())
 		}
 	}
 }
@@ -244,6 +273,10 @@ func (m *Manager) sweepOne(ctx context.Context, id string) {
 	}
 	t = m.settle(ctx, t)
 	if !t.State.Terminal() || m.now().Before(t.ExpiresAt().Add(m.opts.Retention)) {
+		// Not deleted: its next deadline takes the entry that fired.
+		if at, ok := nextDeadline(t, m.opts.Retention, m.now()); ok {
+			m.sweep.push(at, id)
+		}
 		return
 	}
 	// Only the sweeper deletes (under sweep.run), so the gauge is decremented once.

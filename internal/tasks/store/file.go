@@ -252,7 +252,7 @@ func (f *File) Get(_ context.Context, id string) (Record, error) {
 	if f.closed {
 		return Record{}, ErrClosed
 	}
-	r, ok := f.ix.recs[id]
+	r, ok := f.ix.get(id)
 	if !ok {
 		return Record{}, ErrNotFound
 	}

@@ -41,7 +41,8 @@ func (m *Memory) CreateOrAttach(_ context.Context, rec Record, lim Limits, now t
 	rec.Version = 1
 	m.ix.put(rec)
 	m.ix.claim(rec)
-	return m.ix.recs[rec.ID], false, nil
+	r, _ := m.ix.get(rec.ID)
+	return r, false, nil
 }
 
 func (m *Memory) Get(_ context.Context, id string) (Record, error) {
@@ -50,7 +51,7 @@ func (m *Memory) Get(_ context.Context, id string) (Record, error) {
 	if m.closed {
 		return Record{}, ErrClosed
 	}
-	r, ok := m.ix.recs[id]
+	r, ok := m.ix.get(id)
 	if !ok {
 		return Record{}, ErrNotFound
 	}
@@ -68,7 +69,8 @@ func (m *Memory) Update(_ context.Context, rec Record, expect uint64) (Record, e
 		return Record{}, err
 	}
 	m.ix.put(next)
-	return m.ix.recs[rec.ID], nil
+	r, _ := m.ix.get(rec.ID)
+	return r, nil
 }
 
 func (m *Memory) Delete(_ context.Context, id string) error {
