@@ -92,18 +92,9 @@ func (s *sweeper) push(at time.Time, id string) {
 	}
 }
 
-// scheduleAt adds one deadline for id at at (an execution lease's end, lease.go).
-func (s *sweeper) scheduleAt(at time.Time, id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	heap.Push(&s.h, deadline{at, id})
-	if s.h[0].at.Equal(at) && s.h[0].id == id {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
-}
+// scheduleAt adds one deadline for id at at (an execution lease's end, lease.go): an extra
+// entry beside the task's own (entries are hints; sweepOne re-reads the task).
+func (s *sweeper) scheduleAt(at time.Time, id string) { s.push(at, id) }
 
 // due pops the ids whose deadline is at or before now.
 func (s *sweeper) due(now time.Time) []string {
