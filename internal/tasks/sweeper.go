@@ -48,30 +48,40 @@ func (h *deadlineHeap) Pop() any {
 
 func (s *sweeper) init() { s.wake = make(chan struct{}, 1) }
 
-// nextDeadline is t's earliest deadline after now (approval timeout while awaiting, TTL end
-// while not terminal, deletion after TTL + retention); ok=false when none is left.
+// deadlines calls fn with each of t's deadlines: the approval timeout while awaiting, the TTL
+// end while not terminal, the deletion after TTL + retention.
+func deadlines(t *Task, retention time.Duration, fn func(time.Time)) {
+	if t.State == AwaitingApproval && !t.ApprovalDeadline.IsZero() {
+		fn(t.ApprovalDeadline)
+	}
+	if !t.State.Terminal() {
+		fn(t.ExpiresAt())
+	}
+	fn(t.ExpiresAt().Add(retention))
+}
+
+// nextDeadline is t's earliest deadline after now; ok=false when none is left (sweepOne: the
+// deadline that fired has been applied).
 func nextDeadline(t *Task, retention time.Duration, now time.Time) (time.Time, bool) {
 	var next time.Time
-	consider := func(at time.Time) {
+	deadlines(t, retention, func(at time.Time) {
 		if at.After(now) && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
-	}
-	if t.State == AwaitingApproval && !t.ApprovalDeadline.IsZero() {
-		consider(t.ApprovalDeadline)
-	}
-	if !t.State.Terminal() {
-		consider(t.ExpiresAt())
-	}
-	consider(t.ExpiresAt().Add(retention))
+	})
 	return next, !next.IsZero()
 }
 
-// schedule records t's next deadline after now. A deadline already past is due at once.
+// schedule records t's earliest deadline; one already past — a task loaded, or adopted from
+// another replica, after its approval timeout — is due at once.
 func (s *sweeper) schedule(t *Task, retention time.Duration, now time.Time) {
-	at, ok := nextDeadline(t, retention, now)
-	if !ok {
-		// Every deadline has passed (a task loaded or adopted late): sweep it now.
+	var at time.Time
+	deadlines(t, retention, func(d time.Time) {
+		if at.IsZero() || d.Before(at) {
+			at = d
+		}
+	})
+	if at.Before(now) {
 		at = now
 	}
 	s.push(at, t.ID)

@@ -109,3 +109,26 @@ func TestSweeperEntryMovesOnAfterEarlyDecision(t *testing.T) {
 		t.Errorf("after retention: err %v, want not found", err)
 	}
 }
+
+// A task scheduled after its approval deadline passed (loaded late, or adopted from a replica
+// that is gone) is due at once, not at its TTL end. Only deadlines after now used to count, so
+// an orphaned approval never timed out.
+func TestScheduleLatePastDeadlineIsDue(t *testing.T) {
+	var s sweeper
+	s.init()
+	now := time.Now()
+	tk := &Task{ID: "tg_late", State: AwaitingApproval, CreatedAt: now.Add(-time.Minute),
+		ApprovalDeadline: now.Add(-50 * time.Second), TTL: time.Hour}
+	s.schedule(tk, time.Hour, now)
+	if ids := s.due(now); len(ids) != 1 || ids[0] != "tg_late" {
+		t.Fatalf("due at scheduling time: %v, want [tg_late]", ids)
+	}
+	fresh := &Task{ID: "tg_fresh", State: AwaitingApproval, CreatedAt: now, ApprovalDeadline: now.Add(time.Minute), TTL: time.Hour}
+	s.schedule(fresh, time.Hour, now)
+	if ids := s.due(now); len(ids) != 0 {
+		t.Fatalf("a task whose deadlines are ahead is due now: %v", ids)
+	}
+	if at, ok := s.next(); !ok || at.UnixNano() != now.Add(time.Minute).UnixNano() {
+		t.Fatalf("next deadline %v, want the approval deadline", at)
+	}
+}
