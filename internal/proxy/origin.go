@@ -6,8 +6,8 @@ import (
 	"io"
 	"iter"
 	"net/http"
-	"sync"
 
+	"github.com/tollgate-mcp/tollgate/internal/bufpool"
 	"github.com/tollgate-mcp/tollgate/internal/sse"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
@@ -125,13 +125,12 @@ func readReply(resp *http.Response) ([]byte, error) {
 	var pieces [][]byte
 	defer func() {
 		for _, p := range pieces {
-			p = p[:cap(p)]
-			piecePool.Put(&p)
+			bufpool.PutPiece(p)
 		}
 	}()
 	total := 0
 	for {
-		p := *piecePool.Get().(*[]byte)
+		p := bufpool.Piece()
 		n, err := io.ReadFull(resp.Body, p)
 		pieces = append(pieces, p[:n])
 		total += n
@@ -156,26 +155,14 @@ func readReply(resp *http.Response) ([]byte, error) {
 // recycleReply gave back when it fits.
 func replyBuffer(n int) []byte {
 	if n > recycledReply {
-		if p, ok := replyPool.Get().(*[]byte); ok && cap(*p) >= n && cap(*p) <= 2*n {
-			return (*p)[:0]
-		} // one that does not fit is left to the GC: the pool never hoards
+		return bufpool.Buffer(n, 0)
 	}
 	return make([]byte, 0, n)
 }
 
 // recycleReply gives back a large reply's buffer once nothing refers to it any more.
-func recycleReply(b []byte) {
-	if c := cap(b); c > recycledReply && c <= 16<<20 {
-		b = b[:0]
-		replyPool.Put(&b)
-	}
-}
+func recycleReply(b []byte) { bufpool.Recycle(b, recycledReply) }
 
 // recycledReply is the size above which reply buffers are recycled (a large tools/list, a
 // large tool result); smaller ones are cheap to allocate.
 const recycledReply = 64 << 10
-
-var replyPool sync.Pool
-
-// piecePool holds the pieces readReply reads a reply of unknown length into.
-var piecePool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -13,6 +13,8 @@ import (
 	"io"
 	"strings"
 	"sync"
+
+	"github.com/tollgate-mcp/tollgate/internal/bufpool"
 )
 
 // Event is one dispatched event. Comments that preceded it are kept so a proxy can forward them.
@@ -49,7 +51,7 @@ func NewReader(r io.Reader, maxLine int) *Reader {
 }
 
 // bufPool recycles the 32 KiB read buffers: a proxy opens one reader per streamed reply.
-var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+var bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufpool.PieceSize) }}
 
 // Close returns the reader's buffer for reuse; the reader must not be used afterwards. It does
 // not close the underlying reader.
@@ -77,8 +79,7 @@ func (r *Reader) readLine() ([]byte, error) {
 	size := 0 // bytes held in pieces
 	defer func() {
 		for _, p := range pieces {
-			p = p[:cap(p)]
-			piecePool.Put(&p)
+			bufpool.PutPiece(p)
 		}
 	}()
 	held := func() int {
@@ -93,8 +94,8 @@ func (r *Reader) readLine() ([]byte, error) {
 				r.line = appendGrow(r.line, b)
 				return
 			}
-			if p, ok := linePool.Get().(*[]byte); ok {
-				acc = append((*p)[:0], r.line...)
+			if b, ok := bufpool.Recycled(); ok {
+				acc = append(b, r.line...)
 			}
 		}
 		if acc != nil && pieces == nil && len(acc)+len(b) <= cap(acc) {
@@ -102,7 +103,7 @@ func (r *Reader) readLine() ([]byte, error) {
 			return
 		}
 		for len(b) > 0 {
-			p := *piecePool.Get().(*[]byte)
+			p := bufpool.Piece()
 			n := copy(p, b)
 			pieces = append(pieces, p[:n])
 			size += n
@@ -173,41 +174,23 @@ func (r *Reader) readLine() ([]byte, error) {
 }
 
 // lineBuffer returns an empty buffer for a long line of n bytes, one Recycle gave back when it
-// is large enough.
-func lineBuffer(n int) []byte {
-	if p, ok := linePool.Get().(*[]byte); ok && cap(*p) >= n && cap(*p) <= 2*n+lineSlack {
-		return (*p)[:0]
-	} // one that does not fit is left to the GC: the pool never hoards
-	// The slack lets the buffer serve the same size again and again: what comes back through
-	// Recycle is the event's data, which starts after the field name ("data: "), a few bytes
-	// into the buffer each time.
-	return make([]byte, 0, n+lineSlack)
-}
+// is large enough. The slack lets the buffer serve the same size again and again: what comes
+// back through Recycle is the event's data, which starts after the field name ("data: "), a
+// few bytes into the buffer each time.
+func lineBuffer(n int) []byte { return bufpool.Buffer(n, lineSlack) }
 
 const lineSlack = 4 << 10
 
-// linePool holds the buffers of long lines (large events' data) given back by Recycle, so a
-// proxy relaying one large event after another does not allocate and zero each one anew.
-var linePool sync.Pool
-
-// maxRecycled bounds the buffers Recycle keeps.
-const maxRecycled = 16 << 20
-
-// Recycle gives back the data buffer of an event Next returned, for a later long line. Only for
-// a caller that has finished with ev and kept no reference into ev.Data.
+// Recycle gives back the data buffer of an event Next returned, for a later long line (or a
+// large JSON reply: package bufpool). Only for a caller that has finished with ev and kept no
+// reference into ev.Data.
 func Recycle(ev *Event) {
-	if c := cap(ev.Data); c > bigLine && c <= maxRecycled {
-		b := ev.Data[:0]
-		linePool.Put(&b)
-	}
+	bufpool.Recycle(ev.Data, bigLine)
 	ev.Data = nil
 }
 
 // pieceAt is the line length above which readLine gathers a line in pieces.
 const pieceAt = 64 << 10
-
-// piecePool holds the pieces of long lines; a piece is the size of the read buffer.
-var piecePool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // appendGrow is append with capacity doubling: a 1 MiB line arrives in 32 KiB pieces, and
 // append's 1.25× growth for large slices would copy it about five times over.
