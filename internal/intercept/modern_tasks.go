@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -263,13 +262,9 @@ func (g *Gateway) modernTasksUpdate(ctx context.Context, x *Exchange) Result {
 	if ans, ok := p.InputResponses[approvalKey]; ok && t.AskRequester && t.State == tasks.AwaitingApproval {
 		g.recordAnswer(ctx, id, ans, true)
 	}
-	for key, ans := range p.InputResponses {
-		if qid, ok := strings.CutPrefix(key, questionKeyPrefix); ok {
-			// the owner's answer to the upstream's question: taken once, checked by the manager
-			if _, err := g.d.Tasks.Answer(ctx, own, id, qid, ans, nil); err != nil && !errors.Is(err, tasks.ErrNoQuestion) && !errors.Is(err, tasks.ErrNotFound) {
-				return modernError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", "Invalid params: inputResponses["+strconv.Quote(key)+"]: "+err.Error()))
-			}
-		}
+	// the owner's answers to the upstream's questions: each taken once, checked by the manager
+	if e := g.answerQuestions(ctx, own, id, p.InputResponses); e != nil {
+		return modernError(x, e)
 	}
 	return modernReply(x, []byte(`{}`))
 }

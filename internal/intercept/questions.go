@@ -159,8 +159,7 @@ func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id st
 }
 
 // answerFromRetry gives the inputResponses of a 2026-07-28 retry of a held call to the question
-// of its task they answer (keys from inputRequests); other keys are ignored, an answer the
-// manager refuses (malformed, too large) is -32602. The owner check is the task's.
+// of its task they answer (answerQuestions).
 func (g *Gateway) answerFromRetry(ctx context.Context, x *Exchange, own, id string) *jsonrpc.Error {
 	var p struct {
 		InputResponses map[string]json.RawMessage `json:"inputResponses"`
@@ -168,7 +167,15 @@ func (g *Gateway) answerFromRetry(ctx context.Context, x *Exchange, own, id stri
 	if json.Unmarshal(x.Msg.Params, &p) != nil {
 		return nil
 	}
-	for key, ans := range p.InputResponses {
+	return g.answerQuestions(ctx, own, id, p.InputResponses)
+}
+
+// answerQuestions gives 2026-07-28 inputResponses (a held call's retry, tasks/update) to the
+// upstream's question of task id they answer (keys from inputRequests, questionKeyPrefix);
+// other keys, and answers to a question no longer pending, are ignored; an answer the manager
+// refuses (malformed, too large) is -32602. The owner check is the task's.
+func (g *Gateway) answerQuestions(ctx context.Context, own, id string, responses map[string]json.RawMessage) *jsonrpc.Error {
+	for key, ans := range responses {
 		qid, ok := strings.CutPrefix(key, questionKeyPrefix)
 		if !ok {
 			continue

@@ -35,7 +35,8 @@ func Relayable(method string) bool {
 const (
 	// MaxQuestionBytes bounds the params of one question kept on a task (docs/eras.md).
 	MaxQuestionBytes = 256 << 10
-	// MaxAnswerBytes bounds the owner's answer to one question (docs/errors.md AnswerTooLarge).
+	// MaxAnswerBytes bounds the owner's answer to one question (AnswerTooLargeError: a
+	// tollgate_answer_question error result, -32602 InvalidParams in 2026-07-28).
 	MaxAnswerBytes = 256 << 10
 	// DefaultInputTimeout is tasks.input_timeout's default (config.DefaultInputTimeout).
 	DefaultInputTimeout = 2 * time.Minute
