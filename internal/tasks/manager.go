@@ -414,24 +414,7 @@ func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage
 			res, rpcErr := outcome(t)
 			return res, rpcErr, nil
 		}
-		var fallback <-chan time.Time
-		var timer *time.Timer
-		if m.shared {
-			// Other replicas' changes are not announced here; re-check once a second.
-			timer = time.NewTimer(time.Second)
-			fallback = timer.C
-		}
-		woken := false
-		select {
-		case <-w.ch:
-			woken = true // close happens after last is set: reading it is safe
-		case <-fallback:
-		case <-ctx.Done():
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		m.releaseWaiter(id, w)
+		woken, _ := m.waitChange(ctx, id, w, nil) // close happens after last is set: reading it is safe
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
@@ -852,6 +835,28 @@ func (m *Manager) acquireWaiter(id string) *waiter {
 	}
 	w.refs++
 	return w
+}
+
+// waitChange blocks until w is woken by a committed change of task id, ctx ends, extra fires
+// (nil: never) or — with a shared store, whose other replicas' changes may not be announced
+// here — a second has passed, for the caller to read the task again; then it releases w.
+func (m *Manager) waitChange(ctx context.Context, id string, w *waiter, extra <-chan time.Time) (woken, fired bool) {
+	var poll <-chan time.Time
+	if m.shared {
+		timer := time.NewTimer(sharedPollInterval)
+		defer timer.Stop()
+		poll = timer.C
+	}
+	select {
+	case <-w.ch:
+		woken = true
+	case <-poll:
+	case <-extra:
+		fired = true
+	case <-ctx.Done():
+	}
+	m.releaseWaiter(id, w)
+	return woken, fired
 }
 
 func (m *Manager) releaseWaiter(id string, w *waiter) {

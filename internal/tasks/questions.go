@@ -294,25 +294,10 @@ func (m *Manager) ask(ctx context.Context, id, method string, params json.RawMes
 			m.log.Info("task: the owner did not answer in time", "task_id", id, "question", qid)
 			return declined(method, "The task's owner did not answer within tasks.input_timeout")
 		}
-		var poll <-chan time.Time
-		var ticker *time.Timer
-		if m.shared {
-			// Another replica may record the answer; that is not announced here. Re-read
-			// once a second (docs/operations.md).
-			ticker = time.NewTimer(time.Second)
-			poll = ticker.C
-		}
-		select {
-		case <-w.ch:
-		case <-poll:
-		case <-expire.C:
+		// Another replica may record the answer (docs/operations.md): waitChange re-reads.
+		if _, fired := m.waitChange(ctx, id, w, expire.C); fired {
 			expired = true
-		case <-ctx.Done():
 		}
-		if ticker != nil {
-			ticker.Stop()
-		}
-		m.releaseWaiter(id, w)
 		if ctx.Err() != nil {
 			m.finishQuestion(id, qid, "Executing")
 			return declined(method, "The task's execution ended")
@@ -425,21 +410,7 @@ func (m *Manager) NextQuestion(ctx context.Context, owner, id, seen string) (*Qu
 			m.releaseWaiter(id, w)
 			return q, nil
 		}
-		var poll <-chan time.Time
-		var timer *time.Timer
-		if m.shared {
-			timer = time.NewTimer(time.Second) // other replicas' changes are not announced here
-			poll = timer.C
-		}
-		select {
-		case <-w.ch:
-		case <-poll:
-		case <-ctx.Done():
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		m.releaseWaiter(id, w)
+		m.waitChange(ctx, id, w, nil)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
