@@ -188,13 +188,20 @@ func clip(s string) string {
 	return s
 }
 
-// declined is what the upstream gets for a question nobody answered in time (or a cancelled
-// wait): an elicitation is declined; sampling and roots get an error.
+// declined is what the upstream gets for a question its owner did not answer in time: an
+// elicitation is declined; sampling and roots get an error.
 func declined(method string, why string) (json.RawMessage, *jsonrpc.Error) {
 	if method == MethodElicit {
 		return json.RawMessage(`{"action":"decline"}`), nil
 	}
 	return nil, jsonrpc.NewError(jsonrpc.CodeUpstreamTimeout, "InputTimeout", why)
+}
+
+// unanswered is what the upstream gets for a question whose wait ended because the task's
+// execution did (cancelled, timed out, lease lost, this replica stopping): an error, never a
+// decline, which the tool could act on as though the owner had given it.
+func unanswered(why string) (json.RawMessage, *jsonrpc.Error) {
+	return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionEnded", why)
 }
 
 // askKey is the context key under which the Manager hands an execution its Ask function.
@@ -260,7 +267,7 @@ func (m *Manager) ask(ctx context.Context, id, method string, params json.RawMes
 		return nil, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
 			"Tollgate relays one question of a task at a time to its owner; another is pending")
 	case err != nil:
-		return declined(method, "The task is no longer executing")
+		return unanswered("The task is no longer executing")
 	}
 	m.met.asked()
 	m.log.Info("task: the upstream asks the owner", "task_id", id, "method", method, "question", qid)
@@ -274,7 +281,7 @@ func (m *Manager) ask(ctx context.Context, id, method string, params json.RawMes
 		t, err := m.load1(ctx, id)
 		if err != nil || t.State != Executing || t.Question == nil || t.Question.ID != qid {
 			m.releaseWaiter(id, w)
-			return declined(method, "The task is no longer executing")
+			return unanswered("The task is no longer executing")
 		}
 		if q := t.Question; q.Answered {
 			m.releaseWaiter(id, w)
@@ -300,7 +307,7 @@ func (m *Manager) ask(ctx context.Context, id, method string, params json.RawMes
 		}
 		if ctx.Err() != nil {
 			m.finishQuestion(id, qid, "Executing")
-			return declined(method, "The task's execution ended")
+			return unanswered("The task's execution ended")
 		}
 	}
 }

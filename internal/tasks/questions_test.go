@@ -15,6 +15,9 @@ import (
 // returns what it got, as a tool would.
 type askingExec struct {
 	asks []string // methods
+	// failOnError: an error answer ends the call with an isError result, as a tool reports a
+	// failed elicitation (the go-sdk fixture's confirm does)
+	failOnError bool
 }
 
 func (a *askingExec) Execute(ctx context.Context, t *Task) (json.RawMessage, *jsonrpc.Error) {
@@ -25,6 +28,9 @@ func (a *askingExec) Execute(ctx context.Context, t *Task) (json.RawMessage, *js
 	var got []string
 	for _, m := range a.asks {
 		res, rpcErr := ask(ctx, m, json.RawMessage(`{"message":"sure?"}`))
+		if rpcErr != nil && a.failOnError {
+			return json.RawMessage(`{"content":[{"type":"text","text":"no answer: ` + rpcErr.Name() + `"}],"isError":true}`), nil
+		}
 		if rpcErr != nil {
 			got = append(got, "error "+rpcErr.Name())
 			continue
@@ -197,6 +203,30 @@ func TestQuestionCancelled(t *testing.T) {
 	}
 	if _, rpcErr := e.result(t, "alice", tk.ID); rpcErr == nil || rpcErr.Name() != "TaskCancelled" {
 		t.Fatalf("outcome %v", rpcErr)
+	}
+}
+
+// TestQuestionReplicaStopping: a replica that stops while a question waits for the owner fails
+// the task with ExecutionInterrupted. The upstream is told the execution ended (an error), never
+// a decline the owner did not give: a tool that took the decline and finished would have left
+// the task completed with an answer nobody chose (seen as a flaky TestQuestionsAcrossReplicas).
+func TestQuestionReplicaStopping(t *testing.T) {
+	e, asked := questionEnv(t, &askingExec{asks: []string{MethodElicit}, failOnError: true})
+	tk := e.create(t, "alice")
+	ctx := context.Background()
+	if _, err := e.m.Approve(ctx, tk.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitAsked(t, asked)
+	if err := e.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	final, err := e.m.Lookup(ctx, tk.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.State != Failed || final.Error == nil || final.Error.Name() != "ExecutionInterrupted" {
+		t.Fatalf("task after the replica stopped: %s error %v result %s, want failed ExecutionInterrupted", final.State, final.Error, final.Result)
 	}
 }
 
