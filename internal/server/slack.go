@@ -30,6 +30,7 @@ func (s *Server) newSlack(consoleURL string) *slack.Slack {
 			}
 			return t, err
 		},
+		Remember: s.tasks.NoteMessage,
 		BotToken: env(config.EnvSlackBotToken), SigningSecret: env(config.EnvSlackSigningSecret), APIURL: api,
 		ConsoleURL: consoleURL, Logger: s.log, Registerer: s.reg,
 	})

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // Web API methods Tollgate calls (https://api.slack.com/methods).
@@ -112,13 +114,21 @@ func (s *Slack) post(ctx context.Context, j job) error {
 		return errors.New("chat.postMessage answered without channel or ts")
 	}
 	s.msgs.put(j.task.ID, msgRef{channel: ans.Channel, ts: ans.TS})
+	if s.opts.Remember != nil {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+		if err := s.opts.Remember(rctx, j.task.ID, tasks.MessageRef{Kind: refKind, Channel: ans.Channel, ID: ans.TS}); err != nil {
+			// The message is still updated by this process; after a restart it keeps its buttons.
+			s.log.Warn("slack message not kept with its task", "task_id", j.task.ID, "error", err.Error())
+		}
+	}
 	return nil
 }
 
 // update replaces the task's message: by its outcome once the wait ended (the message is then
-// forgotten), by the request with the votes so far after one of several approvals. done is
-// false when this process knows no message for the task (posted by another replica, before a
-// restart, or never).
+// forgotten), by the request with the votes so far after one of several approvals. The place
+// is this process's memory, else the one kept with the task (posted before a restart or by
+// another replica). done is false when neither knows a message for the task.
 func (s *Slack) update(ctx context.Context, j job) (done bool, err error) {
 	var ref msgRef
 	var ok bool
@@ -126,6 +136,12 @@ func (s *Slack) update(ctx context.Context, j job) (done bool, err error) {
 		ref, ok = s.msgs.get(j.task.ID)
 	} else {
 		ref, ok = s.msgs.take(j.task.ID)
+	}
+	if !ok {
+		if kept := j.task.MessagesOf(refKind); len(kept) > 0 {
+			last := kept[len(kept)-1]
+			ref, ok = msgRef{channel: last.Channel, ts: last.ID}, true
+		}
 	}
 	if !ok {
 		return false, nil

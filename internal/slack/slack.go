@@ -54,6 +54,10 @@ type Options struct {
 	Approver func(slackUserID string) (string, bool)
 	// Decide records a decision (approval.Decide).
 	Decide DecideFunc
+	// Remember keeps a posted message's place with its task (tasks.Manager.NoteMessage), so
+	// the message is updated after a restart or when another replica ends the wait; nil: the
+	// place is kept in memory only.
+	Remember func(ctx context.Context, id string, ref tasks.MessageRef) error
 	// BotToken is $TOLLGATE_SLACK_BOT_TOKEN; empty: nothing is posted (Health says why).
 	BotToken string
 	// SigningSecret is $TOLLGATE_SLACK_SIGNING_SECRET; empty: Interactions answers 404.
@@ -209,8 +213,11 @@ func (s *Slack) Dropped() int64 { return s.dropped.Load() }
 // msgRef is where a task's message is: the channel id chat.postMessage answered and the ts.
 type msgRef struct{ channel, ts string }
 
-// messages remembers each pending task's message, in memory (docs/slack.md: a restart, or a
-// decision committed by another replica, leaves the message as posted).
+// refKind is the tasks.MessageRef kind of a Slack message.
+const refKind = "slack"
+
+// messages remembers each pending task's message in memory; the same place is kept with the
+// task (Options.Remember), where a restarted process or another replica finds it.
 type messages struct {
 	mu    sync.Mutex
 	m     map[string]msgRef

@@ -106,6 +106,9 @@ type Task struct {
 	// ends unless that replica renews it (lease.go; shared store only, else both empty).
 	LeaseHolder string    `json:"lease_holder,omitempty"`
 	LeaseUntil  time.Time `json:"lease_until,omitzero"`
+	// Messages are where approval channels posted about the task (messages.go), so whichever
+	// replica sees the wait end updates them, after a restart too.
+	Messages []MessageRef `json:"messages,omitempty"`
 }
 
 // ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).
@@ -119,6 +122,7 @@ func (t *Task) Clone() *Task {
 	c.Meta = slices.Clone(t.Meta)
 	c.Headers = t.Headers.Clone()
 	c.Approvals = slices.Clone(t.Approvals)
+	c.Messages = slices.Clone(t.Messages)
 	c.Question = t.Question.clone()
 	if t.Decision != nil {
 		d := *t.Decision

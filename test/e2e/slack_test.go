@@ -260,3 +260,52 @@ func TestSlackClickOutsideApprovers(t *testing.T) {
 		t.Errorf("upstream executions %d, want 1", n)
 	}
 }
+
+// TestSlackMessageKeptAcrossRestart: the place of a posted approval message is kept with its
+// task in the file store, so a Tollgate restarted meanwhile still replaces the message (no
+// stale Approve / Reject buttons) when the call is decided in the approvals API.
+func TestSlackMessageKeptAcrossRestart(t *testing.T) {
+	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
+	_, upURL := testkit.StartDemo(t)
+	env := map[string]string{
+		"TOLLGATE_SLACK_BOT_TOKEN": "xoxb-e2e-token", "TOLLGATE_SLACK_SIGNING_SECRET": slackSecret, "TOLLGATE_SLACK_API_URL": recv.URL,
+		"TOLLGATE_DATA_DIR": t.TempDir(), // both processes use the same file store
+	}
+	for k, v := range approverEnv {
+		env[k] = v
+	}
+	cfg := testkit.BasicConfig(upURL, `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "transfer_*", action: approve, approval: pay}
+approval:
+  pay:
+    destination: {type: slack, channel: "#approvals"}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN, slack_user_id: U0ALICE}
+  - {name: bob, token_env: BOB_TOKEN, slack_user_id: U0BOB}
+`)
+	first := testkit.StartGateway(t, cfg, env, nil)
+	first.WaitReady(t)
+	tid := first.NewClient(t).CallTask(1, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-2","amount":5,"currency":"USD"}`)
+	recv.Wait(t, "chat.postMessage", 1)
+	const ts = "1700000000.000001" // the receiver's answer to the first post
+	// The post is done (and its place kept) once the sender logs it as sent.
+	waitFor(t, "the message to be posted", func() bool {
+		return strings.Contains(first.Logs.String(), `"msg":"slack request sent","method":"chat.postMessage"`)
+	})
+	first.Stop()
+
+	second := testkit.StartGateway(t, cfg, env, nil)
+	second.WaitReady(t)
+	if st, _ := second.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"after the restart"}`); st != 200 {
+		t.Fatalf("reject after the restart: %d", st)
+	}
+	upd := recv.Wait(t, "chat.update", 1)[0].Body
+	if upd["channel"] != slacktest.ChannelID || upd["ts"] != ts || !strings.Contains(slacktest.Text(upd), "Rejected by bob") {
+		t.Errorf("chat.update after the restart: %v (posted ts %q)", upd, ts)
+	}
+	if len(slacktest.Blocks(upd, "actions")) != 0 {
+		t.Error("the updated message still has buttons")
+	}
+}
