@@ -424,6 +424,7 @@ func (s *Server) Run(ctx context.Context) error {
 	run("task manager", s.tasks.Run)
 	select {
 	case <-s.tasks.Loaded():
+		s.resumeSlack(ctx)
 	case <-ctx.Done():
 	}
 	run("mcp listener", serve(s.mcpSrv, s.mcpLn))

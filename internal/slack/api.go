@@ -114,12 +114,21 @@ func (s *Slack) post(ctx context.Context, j job) error {
 		return errors.New("chat.postMessage answered without channel or ts")
 	}
 	s.msgs.put(j.task.ID, msgRef{channel: ans.Channel, ts: ans.TS})
-	if s.opts.Remember != nil {
-		rctx, cancel := context.WithTimeout(ctx, s.timeout)
-		defer cancel()
-		if err := s.opts.Remember(rctx, j.task.ID, tasks.MessageRef{Kind: refKind, Channel: ans.Channel, ID: ans.TS}); err != nil {
-			// The message is still updated by this process; after a restart it keeps its buttons.
-			s.log.Warn("slack message not kept with its task", "task_id", j.task.ID, "error", err.Error())
+	if s.opts.Remember == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cur, err := s.opts.Remember(rctx, j.task.ID, tasks.MessageRef{Kind: refKind, Channel: ans.Channel, ID: ans.TS})
+	cancel()
+	switch {
+	case err != nil:
+		// This process still updates the message; after a restart it would keep its buttons.
+		s.log.Warn("slack message not kept with its task", "task_id", j.task.ID, "error", err.Error())
+	case cur != nil && cur.State != tasks.AwaitingApproval:
+		// The wait ended while the message was being posted: show the outcome at once (the
+		// change's own update, queued behind, then finds the message taken).
+		if _, err := s.update(ctx, job{kind: jobUpdate, task: cur, wf: j.wf}); err != nil {
+			s.log.Warn("slack message not brought up to date", "task_id", j.task.ID, "error", err.Error())
 		}
 	}
 	return nil

@@ -57,7 +57,8 @@ type Options struct {
 	// Remember keeps a posted message's place with its task (tasks.Manager.NoteMessage), so
 	// the message is updated after a restart or when another replica ends the wait; nil: the
 	// place is kept in memory only.
-	Remember func(ctx context.Context, id string, ref tasks.MessageRef) error
+	// It returns the task as it now is.
+	Remember func(ctx context.Context, id string, ref tasks.MessageRef) (*tasks.Task, error)
 	// BotToken is $TOLLGATE_SLACK_BOT_TOKEN; empty: nothing is posted (Health says why).
 	BotToken string
 	// SigningSecret is $TOLLGATE_SLACK_SIGNING_SECRET; empty: Interactions answers 404.
@@ -175,6 +176,24 @@ func (s *Slack) OnTaskChange(tr tasks.Transition) {
 		return
 	}
 	s.enqueue(job{kind: kind, task: t, wf: wf})
+}
+
+// Resume posts the messages a previous run of this process had queued but not sent: each
+// task awaiting a decision in a Slack workflow with no Slack message kept with it. Pass the
+// tasks this process created (tasks.Manager.Mine) after they were loaded, before decisions
+// can arrive. It returns how many posts it queued.
+func (s *Slack) Resume(pending []*tasks.Task) int {
+	n := 0
+	for _, t := range pending {
+		if t.State != tasks.AwaitingApproval || t.Accelerated || len(t.MessagesOf(refKind)) > 0 || s.opts.Workflow == nil {
+			continue
+		}
+		if wf, ok := s.opts.Workflow(t.Workflow); ok && Uses(wf) {
+			s.enqueue(job{kind: jobPost, task: t, wf: wf})
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Slack) enqueue(j job) {

@@ -476,3 +476,68 @@ func TestVoteKeepsButtons(t *testing.T) {
 		t.Error("the decided message still has buttons")
 	}
 }
+
+// TestPlaceKeptWithTask: a posted message's place is handed to Options.Remember; when the wait
+// ended while the message was being posted, the message shows the outcome at once and the
+// change's own update, queued behind, sends nothing more. A message known only from the copy
+// kept with the task (posted before a restart) is updated from it.
+func TestPlaceKeptWithTask(t *testing.T) {
+	f := newFixture(t)
+	var kept []tasks.MessageRef
+	var mu sync.Mutex
+	f.s.opts.Remember = func(_ context.Context, id string, ref tasks.MessageRef) (*tasks.Task, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		kept = append(kept, ref)
+		d := heldTask(id)
+		d.State, d.Decision = tasks.Rejected, &tasks.Decision{By: "alice", At: time.Now()}
+		return d, nil
+	}
+	held := heldTask("tg_race")
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: held})
+	rejected := *held
+	rejected.State, rejected.Decision = tasks.Rejected, &tasks.Decision{By: "alice", At: time.Now()}
+	f.s.OnTaskChange(tasks.Transition{From: tasks.AwaitingApproval, To: tasks.Rejected, Task: &rejected})
+	upd := f.recv.Wait(t, "chat.update", 1)[0].Body
+	if got := slacktest.Text(upd); !strings.Contains(got, "Rejected by alice") || len(slacktest.Blocks(upd, "actions")) != 0 {
+		t.Errorf("update of a message posted while its wait ended:\n%s", got)
+	}
+	mu.Lock()
+	if len(kept) != 1 || kept[0].Kind != "slack" || kept[0].Channel != slacktest.ChannelID || kept[0].ID != upd["ts"] {
+		t.Errorf("kept %+v, want the posted message (ts %v)", kept, upd["ts"])
+	}
+	mu.Unlock()
+
+	// Posted before a restart: this process knows it only from the task.
+	before := heldTask("tg_before")
+	before.State, before.Decision = tasks.Approved, &tasks.Decision{Approved: true, By: "bob", At: time.Now()}
+	before.Messages = []tasks.MessageRef{{Kind: "slack", Channel: "C0OTHER", ID: "1600000000.000009"}}
+	f.s.OnTaskChange(tasks.Transition{From: tasks.AwaitingApproval, To: tasks.Approved, Task: before})
+	u := f.recv.Wait(t, "chat.update", 2)[1].Body
+	if u["channel"] != "C0OTHER" || u["ts"] != "1600000000.000009" || !strings.Contains(slacktest.Text(u), "Approved by bob") {
+		t.Errorf("update from the place kept with the task: %v", u)
+	}
+	if n := len(f.recv.Calls("chat.update")); n != 2 {
+		t.Errorf("%d chat.update requests, want 2 (the queued update of tg_race sends nothing)", n)
+	}
+
+	// Resume posts only pending tasks of a Slack workflow with no message kept.
+	unsent, sent, other := heldTask("tg_unsent"), heldTask("tg_sent"), heldTask("tg_other")
+	sent.Messages = before.Messages
+	other.Workflow = "console-only"
+	if n := f.s.Resume([]*tasks.Task{unsent, sent, other}); n != 1 {
+		t.Fatalf("Resume queued %d posts, want 1", n)
+	}
+	if got := buttonOf(t, f.recv.Wait(t, "chat.postMessage", 2)[1].Body); got != "tg_unsent" {
+		t.Errorf("resumed post is for %q, want tg_unsent", got)
+	}
+}
+
+func buttonOf(t *testing.T, post map[string]any) string {
+	t.Helper()
+	acts := slacktest.Blocks(post, "actions")
+	if len(acts) != 1 {
+		t.Fatalf("actions blocks %d", len(acts))
+	}
+	return fmt.Sprint(acts[0]["elements"].([]any)[0].(map[string]any)["value"])
+}

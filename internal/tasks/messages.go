@@ -21,15 +21,15 @@ type MessageRef struct {
 const maxMessages = 4
 
 // NoteMessage records on task id that ref was posted about it, replacing the ref of the same
-// kind and channel. It is bookkeeping, not a change of the task: nothing is published and
-// UpdatedAt stays. A task that is no longer awaiting a decision is left as it is (its wait
-// ended; whoever ended it updates the message it knew of). Past maxMessages the oldest is
-// forgotten.
-func (m *Manager) NoteMessage(ctx context.Context, id string, ref MessageRef) error {
+// kind and channel, and returns the task as it now is. It is bookkeeping, not a change of the
+// task: nothing is published and UpdatedAt stays. A task no longer awaiting a decision is left
+// as it is and returned so (its wait ended while the message was being posted: the caller
+// brings the message up to date itself). Past maxMessages the oldest ref is forgotten.
+func (m *Manager) NoteMessage(ctx context.Context, id string, ref MessageRef) (*Task, error) {
 	if ref.Kind == "" || ref.Channel == "" || ref.ID == "" {
-		return errors.New("note message: empty kind, channel or id")
+		return nil, errors.New("note message: empty kind, channel or id")
 	}
-	_, err := m.write(ctx, id, func(t *Task) error {
+	t, err := m.write(ctx, id, func(t *Task) error {
 		if t.State != AwaitingApproval {
 			return errNoop
 		}
@@ -49,9 +49,15 @@ func (m *Manager) NoteMessage(ctx context.Context, id string, ref MessageRef) er
 		return nil
 	}, true)
 	if errors.Is(err, errNoop) {
-		return nil
+		return t, nil
 	}
-	return err
+	return t, err
+}
+
+// Mine reports whether this process created t (with a store only it uses, every task). Work a
+// task's creator owes it after a restart — posting its approval message — is done by it alone.
+func (m *Manager) Mine(t *Task) bool {
+	return !m.shared || t.Replica == "" || t.Replica == m.opts.Replica
 }
 
 // MessagesOf returns the refs of kind kept on t.

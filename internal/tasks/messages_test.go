@@ -17,10 +17,10 @@ func TestNoteMessage(t *testing.T) {
 	e.m.Subscribe(func(Transition) { published++ })
 
 	ref := MessageRef{Kind: "slack", Channel: "C1", ID: "1.1"}
-	if err := e.m.NoteMessage(ctx, tk.ID, ref); err != nil {
+	if _, err := e.m.NoteMessage(ctx, tk.ID, ref); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack", Channel: "C1", ID: "1.2"}); err != nil {
+	if _, err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack", Channel: "C1", ID: "1.2"}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := e.m.Lookup(ctx, tk.ID)
@@ -28,7 +28,7 @@ func TestNoteMessage(t *testing.T) {
 		t.Fatalf("after two notes on one channel: %+v, updated %v (was %v)", got.Messages, got.UpdatedAt, tk.UpdatedAt)
 	}
 	for i := range maxMessages + 2 {
-		if err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack", Channel: fmt.Sprint("D", i), ID: "2.0"}); err != nil {
+		if _, err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack", Channel: fmt.Sprint("D", i), ID: "2.0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,14 +39,14 @@ func TestNoteMessage(t *testing.T) {
 	if published != 0 {
 		t.Fatalf("%d transitions published for bookkeeping", published)
 	}
-	if err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack"}); err == nil {
+	if _, err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack"}); err == nil {
 		t.Error("an empty ref was accepted")
 	}
 
 	if _, err := e.m.Cancel(ctx, "alice", tk.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack", Channel: "C9", ID: "9.9"}); err != nil {
+	if _, err := e.m.NoteMessage(ctx, tk.ID, MessageRef{Kind: "slack", Channel: "C9", ID: "9.9"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ = e.m.Lookup(ctx, tk.ID); len(got.MessagesOf("slack")) != maxMessages || got.Messages[0].Channel == "C9" {

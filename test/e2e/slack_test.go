@@ -263,7 +263,9 @@ func TestSlackClickOutsideApprovers(t *testing.T) {
 
 // TestSlackMessageKeptAcrossRestart: the place of a posted approval message is kept with its
 // task in the file store, so a Tollgate restarted meanwhile still replaces the message (no
-// stale Approve / Reject buttons) when the call is decided in the approvals API.
+// stale Approve / Reject buttons) when the call is decided in the approvals API; a message
+// Slack refused before the restart is posted by the restarted process, and a posted one is
+// not posted twice.
 func TestSlackMessageKeptAcrossRestart(t *testing.T) {
 	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
 	_, upURL := testkit.StartDemo(t)
@@ -287,25 +289,43 @@ approvers:
 `)
 	first := testkit.StartGateway(t, cfg, env, nil)
 	first.WaitReady(t)
-	tid := first.NewClient(t).CallTask(1, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-2","amount":5,"currency":"USD"}`)
-	recv.Wait(t, "chat.postMessage", 1)
-	const ts = "1700000000.000001" // the receiver's answer to the first post
+	recv.Wait(t, "auth.test", 1)
+	c := first.NewClient(t)
+	posted := c.CallTask(1, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-2","amount":5,"currency":"USD"}`)
+	recv.Wait(t, "chat.postMessage", 1) // answered ts 1700000000.000001
 	// The post is done (and its place kept) once the sender logs it as sent.
 	waitFor(t, "the message to be posted", func() bool {
 		return strings.Contains(first.Logs.String(), `"msg":"slack request sent","method":"chat.postMessage"`)
+	})
+	recv.FailNext.Store(3) // every attempt of the next post fails
+	refused := c.CallTask(2, "transfer_funds", `{"from_account":"acc-3","to_account":"acc-4","amount":6,"currency":"USD"}`)
+	waitFor(t, "the second post to fail", func() bool {
+		return strings.Contains(first.Logs.String(), `"msg":"slack request failed","method":"chat.postMessage"`)
 	})
 	first.Stop()
 
 	second := testkit.StartGateway(t, cfg, env, nil)
 	second.WaitReady(t)
-	if st, _ := second.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/reject", "bob-secret-token", `{"reason":"after the restart"}`); st != 200 {
-		t.Fatalf("reject after the restart: %d", st)
+	// The refused message is posted now (answered ts 1700000000.000002), the other one not again.
+	if post := recv.Wait(t, "chat.postMessage", 5)[4].Body; buttonValue(t, post) != refused {
+		t.Fatalf("posted after the restart: %v, want the message of %s", post, refused)
 	}
-	upd := recv.Wait(t, "chat.update", 1)[0].Body
-	if upd["channel"] != slacktest.ChannelID || upd["ts"] != ts || !strings.Contains(slacktest.Text(upd), "Rejected by bob") {
-		t.Errorf("chat.update after the restart: %v (posted ts %q)", upd, ts)
+	for _, id := range []string{posted, refused} {
+		if st, _ := second.AdminRequest(t, "POST", "/api/v1/approvals/"+id+"/reject", "bob-secret-token", `{"reason":"after the restart"}`); st != 200 {
+			t.Fatalf("reject %s after the restart: %d", id, st)
+		}
 	}
-	if len(slacktest.Blocks(upd, "actions")) != 0 {
-		t.Error("the updated message still has buttons")
+	updated := map[string]bool{}
+	for _, u := range recv.Wait(t, "chat.update", 2) {
+		if u.Body["channel"] != slacktest.ChannelID || !strings.Contains(slacktest.Text(u.Body), "Rejected by bob") || len(slacktest.Blocks(u.Body, "actions")) != 0 {
+			t.Errorf("chat.update after the restart: %v", u.Body)
+		}
+		updated[fmt.Sprint(u.Body["ts"])] = true
+	}
+	if !updated["1700000000.000001"] || !updated["1700000000.000002"] {
+		t.Errorf("messages updated after the restart: %v, want both posted ones", updated)
+	}
+	if n := len(recv.Calls("chat.postMessage")); n != 5 {
+		t.Errorf("%d posts in all, want 5 (one, three refused attempts, the resumed one)", n)
 	}
 }
