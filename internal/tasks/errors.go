@@ -120,6 +120,14 @@ func leaseLostError(t *Task) *jsonrpc.Error {
 		"taskId", t.ID, "tool", t.Tool)
 }
 
+// notStartedError fails an approved task whose creating replica (which alone holds the
+// caller's upstream session) never started it: the call was not sent.
+func notStartedError(t *Task) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionInterrupted",
+		fmt.Sprintf("ExecutionInterrupted: the call to tool %q was approved, but the Tollgate replica holding the caller's session stopped answering before it started; the call was not sent upstream", t.Tool),
+		"taskId", t.ID, "tool", t.Tool)
+}
+
 func argsChangedError(t *Task) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "ArgumentsChanged",
 		fmt.Sprintf("ArgumentsChanged: the stored call to tool %q no longer matches the approved arguments hash", t.Tool),

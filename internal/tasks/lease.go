@@ -21,6 +21,31 @@ import (
 // leaseLostStatus is the statusMessage of a task failed because its lease lapsed.
 const leaseLostStatus = "Failed: the replica executing it stopped answering"
 
+// The same lease covers the step before: a 2025-11-25 task approved through any replica is run
+// only by the replica that created it (the caller's upstream session lives there), which
+// claims it within a second by polling. The approval therefore gives that replica a lease
+// (LeaseHolder = the creator, LeaseUntil = now + tasks.execution_lease) to start the call; the
+// claim Approved → Executing replaces it with its execution lease. A creator that is gone
+// (killed, or restarted under a new replica id) never claims, and once the lease lapses any
+// replica fails the task with ExecutionInterrupted, saying the call was never sent, instead of
+// leaving it approved until its TTL.
+
+// notStartedStatus is the statusMessage of an approved task whose creator never started it.
+const notStartedStatus = "Failed: the replica holding the caller's session stopped answering before the call started"
+
+// awaitStart gives the creator of t, just approved, its lease to start the call (shared store,
+// 2025-11-25 tasks only: a 2026-07-28 task runs on whichever replica approves it).
+func (m *Manager) awaitStart(t *Task) {
+	if m.shared && t.Era != EraModern && t.Replica != "" {
+		t.LeaseHolder, t.LeaseUntil = t.Replica, m.now().Add(m.opts.ExecutionLease)
+	}
+}
+
+// leaseLapsed reports whether t is in a state an execution lease covers and that lease has lapsed.
+func leaseLapsed(t *Task, now time.Time) bool {
+	return (t.State == Executing || t.State == Approved) && leaseExpired(t, now)
+}
+
 // leaseExpired reports whether t's execution lease has lapsed at now (never without a lease).
 func leaseExpired(t *Task, now time.Time) bool {
 	return !t.LeaseUntil.IsZero() && !now.Before(t.LeaseUntil)
@@ -92,22 +117,32 @@ func (m *Manager) RenewLeases(ctx context.Context) int {
 	return renewed
 }
 
-// failLeaseLost fails t, executing under a lapsed lease, with ExecutionInterrupted; it returns
-// the task as it stands (a renewal that committed first keeps it executing).
+// failLeaseLost fails t, executing (or approved and not started) under a lapsed lease, with
+// ExecutionInterrupted; it returns the task as it stands (a renewal or claim that committed
+// first keeps it going).
 func (m *Manager) failLeaseLost(ctx context.Context, t *Task) *Task {
+	started := true
 	nt, err := m.update(ctx, t.ID, func(t *Task) error {
-		if t.State != Executing || !leaseExpired(t, m.now()) {
+		if !leaseLapsed(t, m.now()) {
 			return errNoop
 		}
-		t.State, t.Error = Failed, leaseLostError(t)
-		t.StatusMessage = leaseLostStatus
+		if started = t.State == Executing; started {
+			t.State, t.Error, t.StatusMessage = Failed, leaseLostError(t), leaseLostStatus
+		} else {
+			t.State, t.Error, t.StatusMessage = Failed, notStartedError(t), notStartedStatus
+		}
 		return nil
 	})
 	switch {
 	case err == nil:
 		m.met.leaseLapsed()
-		m.log.Warn("task: the replica executing it stopped renewing its lease; failed as interrupted",
-			"task_id", t.ID, "tool", t.Tool, "replica", t.LeaseHolder)
+		if started {
+			m.log.Warn("task: the replica executing it stopped renewing its lease; failed as interrupted",
+				"task_id", t.ID, "tool", t.Tool, "replica", t.LeaseHolder)
+		} else {
+			m.log.Warn("task: approved, but the replica that created it never started the call; failed as interrupted, the call was not sent",
+				"task_id", t.ID, "tool", t.Tool, "replica", t.LeaseHolder)
+		}
 	case !errors.Is(err, errNoop):
 		m.log.Error("task: failing a task whose execution lease lapsed failed", "task_id", t.ID, "error", err)
 	}
@@ -121,9 +156,9 @@ func (m *Manager) failLeaseLost(ctx context.Context, t *Task) *Task {
 // once, a live one is put on the sweeper's heap at its deadline, where it is read again (and
 // failed unless renewed meanwhile). Run calls it every third of the lease.
 func (m *Manager) watchLeases(ctx context.Context) {
-	recs, err := m.st.List(ctx, store.Filter{States: []string{string(Executing)}})
+	recs, err := m.st.List(ctx, store.Filter{States: []string{string(Executing), string(Approved)}})
 	if err != nil {
-		m.log.Warn("task store: listing executing tasks failed", "error", err)
+		m.log.Warn("task store: listing executing and approved tasks failed", "error", err)
 		return
 	}
 	now := m.now()

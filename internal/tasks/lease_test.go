@@ -328,3 +328,65 @@ func BenchmarkRenewLeases(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/renewal")
 }
+
+// TestApprovedCreatorGone: a 2025-11-25 task created on replica a and approved through b is
+// started by a alone. When a never claims it (killed, or restarted under a new id) b fails it
+// once the start lease lapses — ExecutionInterrupted, saying the call was not sent — instead
+// of leaving it approved until its TTL; the call never ran. A creator that claims in time is
+// not failed.
+func TestApprovedCreatorGone(t *testing.T) {
+	r := newReplicas(t)
+	pending := func() *Task {
+		tk, err := r.a.Create(bg, CreateRequest{Owner: "alice", SessionID: "s1", Tool: "slow", Arguments: json.RawMessage(`{}`), Workflow: "default"})
+		if err != nil || tk.State != AwaitingApproval {
+			t.Fatalf("create on a: %+v, %v", tk, err)
+		}
+		return tk
+	}
+	gone := pending()
+	got, err := r.b.Approve(bg, gone.ID, "bob", "")
+	if err != nil || got.State != Approved || got.LeaseHolder != "a" || !got.LeaseUntil.Equal(r.clock.Now().Add(testLease)) {
+		t.Fatalf("approved on b: %+v, %v", got, err)
+	}
+	r.clock.Advance(testLease - time.Millisecond)
+	r.b.watchLeases(bg)
+	if r.b.Sweep(bg); r.stateOn(t, r.b, gone.ID) != Approved {
+		t.Fatalf("failed before the start lease ended: %s", r.stateOn(t, r.b, gone.ID))
+	}
+	r.clock.Advance(time.Millisecond)
+	if n := r.b.Sweep(bg); n != 1 {
+		t.Fatalf("swept %d at the start lease's end, want 1", n)
+	}
+	res, rpcErr := r.resultOn(t, r.b, gone.ID)
+	if res != nil || rpcErr == nil || rpcErr.Name() != "ExecutionInterrupted" {
+		t.Fatalf("outcome: %s, %v", res, rpcErr)
+	}
+	if final, _ := r.b.Lookup(bg, gone.ID); final.StatusMessage != notStartedStatus || !strings.Contains(final.Error.Message, "not sent") {
+		t.Errorf("failed task: %q, %v", final.StatusMessage, final.Error)
+	}
+	if n := r.exec.callsFor(gone.ID); n != 0 {
+		t.Errorf("the call ran %d times", n)
+	}
+
+	// a is alive: its poll claims the task it created and runs it under its own lease.
+	alive := pending()
+	if _, err := r.b.Approve(bg, alive.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	r.a.launchApproved(bg)
+	select {
+	case <-r.exec.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a did not start the call it created")
+	}
+	r.clock.Advance(testLease - time.Millisecond)
+	r.b.watchLeases(bg)
+	r.b.Sweep(bg)
+	if s := r.stateOn(t, r.b, alive.ID); s != Executing {
+		t.Fatalf("claimed in time, then %s", s)
+	}
+	close(r.exec.block)
+	if res, rpcErr := r.resultOn(t, r.b, alive.ID); string(res) != okResult || rpcErr != nil {
+		t.Errorf("result of the claimed task: %s, %v", res, rpcErr)
+	}
+}

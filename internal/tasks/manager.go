@@ -505,6 +505,7 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 		}
 		t.Decision = &Decision{Approved: true, By: approver, Reason: reason, At: now}
 		t.State, t.StatusMessage = Approved, "Approved by "+approver
+		m.awaitStart(t)
 		if need > 1 {
 			t.StatusMessage = fmt.Sprintf("Approved by %s (%d of %d approvals)", voters(t.Approvals), len(t.Approvals), need)
 		}
@@ -890,7 +891,7 @@ func (m *Manager) settle(ctx context.Context, t *Task) *Task {
 			t = nt
 		}
 	}
-	if t.State == Executing && leaseExpired(t, now) {
+	if leaseLapsed(t, now) {
 		t = m.failLeaseLost(ctx, t)
 	}
 	if !t.State.Terminal() && !now.Before(t.ExpiresAt()) {
@@ -933,6 +934,7 @@ func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
 		}
 		if approve {
 			t.State, t.StatusMessage = Approved, "Approved by "+ByTimeout+given
+			m.awaitStart(t)
 			t.Decision = &Decision{Approved: true, By: ByTimeout, Reason: "approval timed out (on_timeout: approve)" + given, At: now}
 		} else {
 			t.State, t.StatusMessage = TimedOut, "Approval timed out"+given

@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"outcome"}),
 		lapsed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tollgate_task_leases_lapsed_total",
-			Help: "Executing tasks this replica failed as ExecutionInterrupted because the replica running them stopped renewing its execution lease (shared store).",
+			Help: "Tasks this replica failed as ExecutionInterrupted because their execution lease lapsed (shared store): the replica running the call stopped renewing it, or the replica that created an approved task never started it.",
 		}),
 	}
 	m.tasks = register(reg, m.tasks)

@@ -61,7 +61,7 @@ var transitions = []Edge{
 	{Approved, Executing, "execution starts", EventStarted},
 	{Approved, Cancelled, "requester cancels", EventCancelled},
 	{Approved, Expired, "task TTL ends", EventExpired},
-	{Approved, Failed, "re-check at execution denies the call", EventFailed},
+	{Approved, Failed, "re-check at execution denies the call, or the replica that must start it stopped answering", EventFailed},
 	{Executing, Executing, "the upstream asks the owner a question, or the answer is taken", EventInput},
 	{Executing, Completed, "upstream returns a result", EventCompleted},
 	{Executing, Failed, "upstream returns an error or isError, or Tollgate restarted mid-call", EventFailed},
