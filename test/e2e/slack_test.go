@@ -53,16 +53,28 @@ func startSlackGateway(t *testing.T, extra string) (*slacktest.Receiver, *demo.D
 	t.Helper()
 	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
 	d, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, slackConfig(upURL, extra), slackEnv(recv), nil)
+	g.WaitReady(t)
+	return recv, d, g
+}
+
+// slackEnv is the environment of a Tollgate posting to recv, with the approvers' tokens.
+func slackEnv(recv *slacktest.Receiver) map[string]string {
 	env := map[string]string{
 		"TOLLGATE_SLACK_BOT_TOKEN": "xoxb-e2e-token", "TOLLGATE_SLACK_SIGNING_SECRET": slackSecret, "TOLLGATE_SLACK_API_URL": recv.URL,
 	}
 	for k, v := range approverEnv {
 		env[k] = v
 	}
+	return env
+}
+
+// slackConfig holds transfer_* calls for the Slack workflow "pay" (extra: one more key of it).
+func slackConfig(upURL, extra string) string {
 	if extra != "" {
 		extra = "    " + extra + "\n"
 	}
-	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, `governance:
+	return testkit.BasicConfig(upURL, `governance:
   defaults: {action: forward}
   rules:
     - {match: "transfer_*", action: approve, approval: pay}
@@ -72,9 +84,7 @@ approval:
 `+extra+`approvers:
   - {name: alice, token_env: ALICE_TOKEN, slack_user_id: U0ALICE}
   - {name: bob, token_env: BOB_TOKEN, slack_user_id: U0BOB}
-`), env, nil)
-	g.WaitReady(t)
-	return recv, d, g
+`)
 }
 
 // TestSlackApproval: a real Tollgate in front of the demo upstream posts a held call to Slack
@@ -269,24 +279,9 @@ func TestSlackClickOutsideApprovers(t *testing.T) {
 func TestSlackMessageKeptAcrossRestart(t *testing.T) {
 	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
 	_, upURL := testkit.StartDemo(t)
-	env := map[string]string{
-		"TOLLGATE_SLACK_BOT_TOKEN": "xoxb-e2e-token", "TOLLGATE_SLACK_SIGNING_SECRET": slackSecret, "TOLLGATE_SLACK_API_URL": recv.URL,
-		"TOLLGATE_DATA_DIR": t.TempDir(), // both processes use the same file store
-	}
-	for k, v := range approverEnv {
-		env[k] = v
-	}
-	cfg := testkit.BasicConfig(upURL, `governance:
-  defaults: {action: forward}
-  rules:
-    - {match: "transfer_*", action: approve, approval: pay}
-approval:
-  pay:
-    destination: {type: slack, channel: "#approvals"}
-approvers:
-  - {name: alice, token_env: ALICE_TOKEN, slack_user_id: U0ALICE}
-  - {name: bob, token_env: BOB_TOKEN, slack_user_id: U0BOB}
-`)
+	env := slackEnv(recv)
+	env["TOLLGATE_DATA_DIR"] = t.TempDir() // both processes use the same file store
+	cfg := slackConfig(upURL, "")
 	first := testkit.StartGateway(t, cfg, env, nil)
 	first.WaitReady(t)
 	recv.Wait(t, "auth.test", 1)
