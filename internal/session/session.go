@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
+
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // LocalPrefix marks session ids Tollgate minted because the upstream runs without sessions;
@@ -25,6 +27,9 @@ func NewLocalID() string { return LocalPrefix + uuid.NewString() }
 type Session struct {
 	ID    string
 	Local bool // minted by Tollgate, unknown to the upstream
+	// source opened it (package source): when the table is full, idle sessions give way by
+	// source (source.Victim), so one source opening session after session ends only its own.
+	source string
 
 	mu            sync.Mutex
 	lastSeen      time.Time
@@ -214,6 +219,7 @@ type Registry struct {
 	rate    rate.Limit
 	burst   int
 	sources map[string]*rate.Limiter
+	held    map[string]int // sessions tracked per source
 
 	book    Book // nil = this process only (book.go)
 	bookTTL time.Duration
@@ -226,7 +232,7 @@ func NewRegistry(max int, onDelete func(*Session)) *Registry {
 	if max <= 0 {
 		max = 10000
 	}
-	return &Registry{max: max, m: map[string]*list.Element{}, lru: list.New(), onDel: onDelete}
+	return &Registry{max: max, m: map[string]*list.Element{}, lru: list.New(), onDel: onDelete, held: map[string]int{}}
 }
 
 // LimitSources bounds how fast one source may open sessions (server.limits.sessions_per_second
@@ -257,12 +263,15 @@ func (e *RateError) RetrySeconds() int { return max(1, int(math.Ceil(e.RetryAfte
 
 // Ticket is room for one new session, reserved by Admit.
 type Ticket struct {
-	r    *Registry
-	done bool
+	r      *Registry
+	source string
+	done   bool
 }
 
 // Admit takes one token from source's rate (an empty source is not limited) and reserves room
-// for one new session, evicting the least recently seen idle session when full. Adopt the
+// for one new session. When the table is full an idle session gives way: the least recently
+// seen one of the source holding the most, among source itself and the sources holding more
+// than it (source.Victim), so a source never ends the sessions of one holding fewer. Adopt the
 // session once the upstream (or Tollgate, for a session-less upstream) issued or confirmed it;
 // Release the ticket otherwise.
 func (r *Registry) Admit(source string) (*Ticket, error) {
@@ -289,7 +298,7 @@ func (r *Registry) Admit(source string) (*Ticket, error) {
 	}
 	var evicted *Session
 	if r.lru.Len()+r.reserved >= r.max {
-		evicted = r.evictIdle(now)
+		evicted = r.evictIdle(now, source)
 		if evicted == nil {
 			r.mu.Unlock()
 			return nil, ErrFull
@@ -300,24 +309,41 @@ func (r *Registry) Admit(source string) (*Ticket, error) {
 	if evicted != nil && r.onDel != nil {
 		r.onDel(evicted)
 	}
-	return &Ticket{r: r}, nil
+	return &Ticket{r: r, source: source}, nil
 }
 
-// evictIdle removes the least recently seen session that is not busy. Busy sessions passed on
-// the way move to the front so the next search does not walk them again. Called with r.mu held.
-func (r *Registry) evictIdle(now time.Time) *Session {
-	for n := r.lru.Len(); n > 0; n-- {
-		e := r.lru.Back()
-		s := e.Value.(*Session)
-		if s.busy(now) {
+// evictIdle removes the idle session source.Victim chooses for a new session of req: idle
+// sessions are the candidates, least recently seen first. Busy sessions passed on the way move
+// to the front so the next search does not walk them again. nil: no idle session may give
+// way to req. Called with r.mu held.
+func (r *Registry) evictIdle(now time.Time, req string) *Session {
+	var idle []*list.Element
+	var sources []string
+	for e, n := r.lru.Back(), r.lru.Len(); e != nil && n > 0; n-- {
+		prev := e.Prev()
+		if s := e.Value.(*Session); s.busy(now) {
 			r.lru.MoveToFront(e)
-			continue
+		} else {
+			idle, sources = append(idle, e), append(sources, s.source)
 		}
-		r.lru.Remove(e)
-		delete(r.m, s.ID)
-		return s
+		e = prev
 	}
-	return nil
+	i := source.Victim(req, sources, r.held)
+	if i < 0 {
+		return nil
+	}
+	s := idle[i].Value.(*Session)
+	r.lru.Remove(idle[i])
+	r.dropLocked(s)
+	return s
+}
+
+// dropLocked forgets s (removed from the LRU already) and its count. Called with r.mu held.
+func (r *Registry) dropLocked(s *Session) {
+	delete(r.m, s.ID)
+	if r.held[s.source]--; r.held[s.source] <= 0 {
+		delete(r.held, s.source)
+	}
 }
 
 // Adopt records session id (or returns it when known already) and uses up the ticket. A new
@@ -338,8 +364,9 @@ func (t *Ticket) Adopt(id string) *Session {
 		return s
 	}
 	now := time.Now()
-	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: now}
+	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: now, source: t.source}
 	r.m[id] = r.lru.PushFront(s)
+	r.held[s.source]++
 	delete(r.ended, id) // issued (again) just now; the FIFO order entry ages out by itself
 	r.mu.Unlock()
 	r.remember(s, now)
@@ -403,7 +430,7 @@ func (r *Registry) Delete(id string) {
 	e, ok := r.m[id]
 	if ok {
 		r.lru.Remove(e)
-		delete(r.m, id)
+		r.dropLocked(e.Value.(*Session))
 	}
 	if r.ended == nil {
 		r.ended = map[string]struct{}{}

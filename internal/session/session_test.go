@@ -481,3 +481,53 @@ func TestOwnerBuiltOnce(t *testing.T) {
 		t.Error("Owner() returned a new copy of the owner string")
 	}
 }
+
+// TestEvictionFairAcrossSources: when the table is full, a source opening session after
+// session ends only its own idle sessions, never the idle session of a source holding fewer,
+// even when that one is the least recently seen; a source holding few may take the place of
+// one holding many. (Behind a sidecar the source is the caller's identity.)
+func TestEvictionFairAcrossSources(t *testing.T) {
+	var rec recorder
+	r := NewRegistry(4, rec.onDelete)
+	open := func(src, id string) error {
+		tk, err := r.Admit(src)
+		if err != nil {
+			return err
+		}
+		tk.Adopt(id)
+		return nil
+	}
+	if err := open("id:quiet", "quiet-1"); err != nil { // the least recently seen from now on
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := open("id:flood", fmt.Sprint("flood-", i)); err != nil {
+			t.Fatalf("flood session %d: %v", i, err)
+		}
+	}
+	if r.Peek("quiet-1") == nil {
+		t.Fatalf("the flooding source ended the quiet source's session; evicted %v", rec.got())
+	}
+	if got := fmt.Sprint(ids(r)); got != "[flood-9 flood-8 flood-7 quiet-1]" {
+		t.Errorf("sessions %s", got)
+	}
+	// The quiet source (1 session) may take the place of the flooding one (3).
+	if err := open("id:quiet", "quiet-2"); err != nil {
+		t.Fatal(err)
+	}
+	if r.Peek("flood-7") != nil || r.Peek("quiet-1") == nil || r.Peek("quiet-2") == nil {
+		t.Errorf("after the quiet source's second session: %v", ids(r))
+	}
+	// Now 2 and 2: the flooding source again ends its own oldest, not quiet-1.
+	if err := open("id:flood", "flood-10"); err != nil {
+		t.Fatal(err)
+	}
+	if r.Peek("quiet-1") == nil || r.Peek("flood-8") != nil {
+		t.Errorf("at 2 and 2: %v", ids(r))
+	}
+	r.Delete("flood-9")
+	r.Delete("flood-10")
+	if r.held["id:flood"] != 0 || r.held["id:quiet"] != 2 || len(r.held) != 1 {
+		t.Errorf("counts after deletes: %v", r.held)
+	}
+}
