@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // send builds the body for the destination and delivers it, counting the result.
@@ -44,6 +45,14 @@ func (n *Notifier) send(ctx context.Context, it item) {
 		n.met.count(dest, resultSent)
 		n.recordDelivery(it.wf.Destination.URL, u, attempts, nil)
 		log.Debug("notification sent", "attempts", attempts, "queued_for", time.Since(it.enqueued).String())
+		if it.event == EventRequested && n.opts.Remember != nil {
+			rctx, cancel := context.WithTimeout(ctx, n.timeout)
+			_, err := n.opts.Remember(rctx, it.task.ID, tasks.MessageRef{Kind: refKind, Channel: dest, ID: deliveryID(it.task)})
+			cancel()
+			if err != nil {
+				log.Warn("delivered notification not recorded on its task; a restart may send it again", "error", err.Error())
+			}
+		}
 	case ctx.Err() != nil:
 		// shutting down: neither sent nor a destination failure
 		log.Info("notification abandoned at shutdown", "attempts", attempts)

@@ -45,7 +45,14 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// QueueSize bounds the events waiting to be sent; 0 = DefaultQueueSize.
 	QueueSize int
+	// Remember records on the task that its approval.requested event was delivered
+	// (tasks.Manager.NoteMessage), so a restarted process sends the ones it had not (Resume);
+	// nil: nothing is recorded and nothing resumed.
+	Remember func(ctx context.Context, id string, ref tasks.MessageRef) (*tasks.Task, error)
 }
+
+// refKind is the tasks.MessageRef kind recording a delivered approval.requested event.
+const refKind = "notify"
 
 // Notifier sends approval events to webhook and Slack destinations. Create it with New, pass
 // OnTaskChange to tasks.Manager.Subscribe and run Run on a goroutine.
@@ -143,28 +150,33 @@ func eventFor(tr tasks.Transition) string {
 
 // OnTaskChange is a tasks.Manager subscriber. It never blocks: the event is queued, or
 // dropped (counted, WARN) when the queue is full.
-func (n *Notifier) OnTaskChange(tr tasks.Transition) {
+func (n *Notifier) OnTaskChange(tr tasks.Transition) { n.enqueue(tr) }
+
+// enqueue queues the event tr is for its workflow's destination, if any; it reports whether
+// it queued one.
+func (n *Notifier) enqueue(tr tasks.Transition) bool {
 	t := tr.Task
 	if t == nil || n.opts.Workflow == nil {
-		return
+		return false
 	}
 	ev := eventFor(tr)
 	if ev == "" {
-		return
+		return false
 	}
 	wf, ok := n.opts.Workflow(t.Workflow)
 	if !ok {
-		return // workflow removed by a reload: nowhere to send
+		return false // workflow removed by a reload: nowhere to send
 	}
 	dest := wf.Destination.Type
 	if dest != config.DestinationWebhook && dest != config.DestinationSlack {
-		return // console: approvers look at the console
+		return false // console: approvers look at the console
 	}
 	if wf.Destination.Channel != "" {
-		return // slack with the bot token and buttons: package slack posts it
+		return false // slack with the bot token and buttons: package slack posts it
 	}
 	select {
 	case n.queue <- &item{event: ev, task: t, wf: wf, enqueued: time.Now()}:
+		return true
 	default:
 		n.met.count(dest, resultDropped)
 		total := n.dropped.Add(1)
@@ -174,7 +186,25 @@ func (n *Notifier) OnTaskChange(tr tasks.Transition) {
 			n.log.Warn("notification queue full, event dropped",
 				"task_id", t.ID, "event", ev, "destination", dest, "dropped_total", total)
 		}
+		return false
 	}
+}
+
+// Resume queues approval.requested for each task awaiting a decision in a webhook (or Slack
+// incoming-webhook) workflow whose event was never delivered: still queued when the previous
+// run stopped, or refused by the destination after the retries. Pass the tasks this process
+// created (tasks.Manager.Mine) after they were loaded. The event keeps its delivery_id, so a
+// receiver that got it after all (delivered, not yet recorded) can tell. It returns how many
+// events it queued.
+func (n *Notifier) Resume(pending []*tasks.Task) int {
+	q := 0
+	for _, t := range pending {
+		if t.State == tasks.AwaitingApproval && len(t.MessagesOf(refKind)) == 0 &&
+			n.enqueue(tasks.Transition{From: "", To: t.State, Task: t}) {
+			q++
+		}
+	}
+	return q
 }
 
 // Run sends queued events one at a time until ctx ends; an attempt in flight is aborted then,

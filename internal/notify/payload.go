@@ -68,10 +68,14 @@ func redactedArgs(t *tasks.Task, wf config.Workflow) json.RawMessage {
 	return disclose.Arguments(t.Arguments, t.Workflow, func(string) (config.Workflow, bool) { return wf, true })
 }
 
+// deliveryID names one event of t: the same on every retry, and when a restarted process sends
+// an event it had not recorded as delivered.
+func deliveryID(t *tasks.Task) string { return t.ID + "/" + string(t.State) }
+
 func webhookBody(it item, consoleURL string) ([]byte, error) {
 	t := it.task
 	w := Webhook{
-		Version: SchemaVersion, Event: it.event, DeliveryID: t.ID + "/" + string(t.State),
+		Version: SchemaVersion, Event: it.event, DeliveryID: deliveryID(t),
 		TaskID: t.ID, Tool: t.Tool, Workflow: t.Workflow,
 		Arguments: redactedArgs(t, it.wf), ArgsHash: t.ArgsHash,
 		State: string(t.State), Status: t.WireStatus(), StatusMessage: t.StatusMessage,

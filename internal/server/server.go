@@ -296,7 +296,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 
 	s.notifier = notify.New(notify.Options{
 		Workflow: s.snaps.Workflow, ConsoleURL: consoleURL,
-		Logger: s.log, Registerer: s.reg,
+		Logger: s.log, Registerer: s.reg, Remember: s.tasks.NoteMessage,
 	})
 	s.tasks.Subscribe(s.notifier.OnTaskChange)
 	s.tasks.Subscribe(s.slack.OnTaskChange)
@@ -424,7 +424,7 @@ func (s *Server) Run(ctx context.Context) error {
 	run("task manager", s.tasks.Run)
 	select {
 	case <-s.tasks.Loaded():
-		s.resumeSlack(ctx)
+		s.resumeNotices(ctx)
 	case <-ctx.Done():
 	}
 	run("mcp listener", serve(s.mcpSrv, s.mcpLn))

@@ -49,30 +49,3 @@ func (s *Server) slackApprover(id string) (string, bool) {
 	}
 	return "", false
 }
-
-// resumeSlack queues the approval messages a previous run left unposted (its queue is in
-// memory) for the tasks this process created, before decisions can arrive. Nothing is listed
-// unless some workflow posts to Slack.
-func (s *Server) resumeSlack(ctx context.Context) {
-	uses := false
-	for _, wf := range s.snaps.Load().Config.Approval {
-		uses = uses || slack.Uses(wf)
-	}
-	if !uses {
-		return
-	}
-	pending, err := s.tasks.ListAll(ctx, tasks.Filter{States: []tasks.State{tasks.AwaitingApproval}})
-	if err != nil {
-		s.log.Warn("slack: listing pending tasks to resume their messages failed", "error", err.Error())
-		return
-	}
-	mine := pending[:0]
-	for _, t := range pending {
-		if s.tasks.Mine(t) {
-			mine = append(mine, t)
-		}
-	}
-	if n := s.slack.Resume(mine); n > 0 {
-		s.log.Info("slack: posting approval messages a previous run left unsent", "count", n)
-	}
-}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
@@ -103,5 +105,85 @@ tasks: {hold_budget: 100ms}
 	g2.WaitReady(t)
 	if st, body := readyz(t, g2); st != http.StatusOK || !strings.Contains(body, "degraded: no approver token is configured") || !strings.Contains(body, "workflow default") {
 		t.Errorf("readyz without tokens %d:\n%s", st, body)
+	}
+}
+
+// TestWebhookResumedAfterRestart: an approval.requested webhook the destination refused (every
+// retry) is sent by the restarted process, with the same delivery_id; one that was delivered is
+// not sent again. Approvers hear of every pending call even across a rolling restart.
+func TestWebhookResumedAfterRestart(t *testing.T) {
+	var failing atomic.Int32
+	type delivery struct{ event, id string }
+	got := make(chan delivery, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed) // HEAD probe: reachable
+			return
+		}
+		if failing.Add(-1) >= 0 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		var b struct {
+			DeliveryID string `json:"delivery_id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		got <- delivery{r.Header.Get("X-Tollgate-Event"), b.DeliveryID}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	next := func() delivery {
+		t.Helper()
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatal("no webhook delivery within 10s")
+			return delivery{}
+		}
+	}
+	_, upURL := testkit.StartDemo(t)
+	cfg := testkit.BasicConfig(upURL, `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "transfer_*", action: approve, approval: hooks}
+approval:
+  hooks: {destination: {type: webhook, url: "`+hook.URL+`/hooks/secret"}}
+approvers:
+  - {name: bob, token_env: BOB_TOKEN}
+`)
+	env := map[string]string{"TOLLGATE_DATA_DIR": t.TempDir()} // both processes use the same file store
+	for k, v := range approverEnv {
+		env[k] = v
+	}
+	first := testkit.StartGateway(t, cfg, env, nil)
+	first.WaitReady(t)
+	c := first.NewClient(t)
+	delivered := c.CallTask(1, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-2","amount":5,"currency":"USD"}`)
+	if d := next(); d.event != "approval.requested" || d.id != delivered+"/awaiting_approval" {
+		t.Fatalf("first delivery %+v", d)
+	}
+	waitFor(t, "the delivery to be recorded", func() bool {
+		return strings.Contains(first.Logs.String(), `"msg":"notification sent"`)
+	})
+	failing.Store(3) // every attempt of the next event fails
+	refused := c.CallTask(2, "transfer_funds", `{"from_account":"acc-3","to_account":"acc-4","amount":6,"currency":"USD"}`)
+	waitFor(t, "the second event to fail", func() bool {
+		return strings.Contains(first.Logs.String(), `"msg":"notification failed"`)
+	})
+	first.Stop()
+
+	second := testkit.StartGateway(t, cfg, env, nil)
+	second.WaitReady(t)
+	if d := next(); d.event != "approval.requested" || d.id != refused+"/awaiting_approval" {
+		t.Fatalf("after the restart: %+v, want approval.requested of %s", d, refused)
+	}
+	// Events go out in order: the decision's event comes right after whatever was queued
+	// before it, so a delivered event sent again would show up here first.
+	if st, _ := second.AdminRequest(t, "POST", "/api/v1/approvals/"+refused+"/reject", "bob-secret-token", `{"reason":"no"}`); st != 200 {
+		t.Fatalf("reject: %d", st)
+	}
+	if d := next(); d.event != "approval.decided" || d.id != refused+"/rejected" {
+		t.Errorf("after the resumed event: %+v, want approval.decided of %s (a delivered event was sent again?)", d, refused)
 	}
 }
