@@ -62,11 +62,13 @@ const (
 	DefaultReplayWindow = 10 * time.Minute
 	DefaultStoreType    = StoreAuto
 
-	DefaultMaxPendingPerOwner        = 100
-	DefaultMaxPendingPerSource       = 1000
-	DefaultMaxPendingTotal           = 10000
-	DefaultMaxArgumentBytes    int64 = 1 << 20
-	DefaultMaxStoredBytes      int64 = 256 << 20
+	DefaultMaxPendingPerOwner              = 100
+	DefaultMaxPendingPerSource             = 1000
+	DefaultMaxPendingTotal                 = 10000
+	DefaultMaxUpstreamTasksPerSource       = 1000
+	DefaultMaxUpstreamTasksTotal           = 100000
+	DefaultMaxArgumentBytes          int64 = 1 << 20
+	DefaultMaxStoredBytes            int64 = 256 << 20
 
 	DefaultAction          = ActionForward
 	DefaultWorkflow        = "default"
@@ -197,6 +199,8 @@ func (c *Config) applyDefaults(present map[string]int) {
 	num(&t.Quotas.MaxPendingPerOwner, "tasks.quotas.max_pending_per_owner", DefaultMaxPendingPerOwner)
 	num(&t.Quotas.MaxPendingPerSource, "tasks.quotas.max_pending_per_source", DefaultMaxPendingPerSource)
 	num(&t.Quotas.MaxPendingTotal, "tasks.quotas.max_pending_total", DefaultMaxPendingTotal)
+	num(&t.Quotas.MaxUpstreamTasksPerSource, "tasks.quotas.max_upstream_tasks_per_source", DefaultMaxUpstreamTasksPerSource)
+	num(&t.Quotas.MaxUpstreamTasksTotal, "tasks.quotas.max_upstream_tasks_total", DefaultMaxUpstreamTasksTotal)
 	i64(&t.Quotas.MaxArgumentBytes, "tasks.quotas.max_argument_bytes", DefaultMaxArgumentBytes)
 	i64(&t.Quotas.MaxStoredBytes, "tasks.quotas.max_stored_bytes", DefaultMaxStoredBytes)
 

@@ -218,10 +218,15 @@ type Quotas struct {
 	MaxPendingPerOwner int `yaml:"max_pending_per_owner"` // default 100
 	// MaxPendingPerSource bounds one source (package source: identity header, else address or
 	// IPv6 /64), whatever owners it presents; default 1000.
-	MaxPendingPerSource int   `yaml:"max_pending_per_source"`
-	MaxPendingTotal     int   `yaml:"max_pending_total"`  // default 10000
-	MaxArgumentBytes    int64 `yaml:"max_argument_bytes"` // per task, default 1 MiB
-	MaxStoredBytes      int64 `yaml:"max_stored_bytes"`   // all pending tasks, default 256 MiB
+	MaxPendingPerSource int `yaml:"max_pending_per_source"`
+	MaxPendingTotal     int `yaml:"max_pending_total"` // default 10000
+	// MaxUpstreamTasksPerSource and MaxUpstreamTasksTotal bound the 2026-07-28 upstream task
+	// ids kept bound to their creators (defaults 1000 and 100000): past its share a source's
+	// oldest binding gives way, at the total the oldest of the source holding the most.
+	MaxUpstreamTasksPerSource int   `yaml:"max_upstream_tasks_per_source"`
+	MaxUpstreamTasksTotal     int   `yaml:"max_upstream_tasks_total"`
+	MaxArgumentBytes          int64 `yaml:"max_argument_bytes"` // per task, default 1 MiB
+	MaxStoredBytes            int64 `yaml:"max_stored_bytes"`   // all pending tasks, default 256 MiB
 }
 
 // Server holds listener and transport settings (none of these can change on reload).

@@ -572,6 +572,12 @@ func (v *validator) tasks() {
 	if q.MaxPendingTotal <= 0 {
 		v.add("tasks.quotas.max_pending_total", "must be > 0")
 	}
+	if q.MaxUpstreamTasksPerSource <= 0 {
+		v.add("tasks.quotas.max_upstream_tasks_per_source", "must be > 0")
+	}
+	if q.MaxUpstreamTasksTotal < q.MaxUpstreamTasksPerSource {
+		v.add("tasks.quotas.max_upstream_tasks_total", "must be ≥ max_upstream_tasks_per_source (%d)", q.MaxUpstreamTasksPerSource)
+	}
 	if q.MaxArgumentBytes <= 0 {
 		v.add("tasks.quotas.max_argument_bytes", "must be > 0")
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 type gatewayMetrics struct {
@@ -22,6 +23,9 @@ type gatewayMetrics struct {
 	held, heldAttached, heldSettled, heldReplayed prometheus.Counter
 	heldNow                                       prometheus.Gauge
 	holdWait                                      *prometheus.HistogramVec
+
+	// 2026-07-28 upstream task ids bound to their creators that gave way (source share, total).
+	upTasksEvicted *prometheus.CounterVec
 }
 
 // Outcomes of a held call, the label of tollgate_hold_wait_seconds.
@@ -70,6 +74,12 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 		Help:    "Time a held call waited on its connection, by outcome (answered, settled, client_gone).",
 		Buckets: []float64{.1, .5, 1, 5, 10, 20, 30, 40, 50, 60, 120, 300}}, []string{"outcome"})
 	reg.MustRegister(m.held, m.heldAttached, m.heldSettled, m.heldReplayed, m.heldNow, m.holdWait)
+	m.upTasksEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_upstream_task_bindings_evicted_total",
+		Help: "2026-07-28 upstream task ids bound to their creators that this process forgot to make room, by reason (source_share: the creating source was at tasks.quotas.max_upstream_tasks_per_source; total: the table was at max_upstream_tasks_total). The creator then gets \"not found\" for that task through Tollgate."}, []string{"reason"})
+	reg.MustRegister(m.upTasksEvicted)
+	for _, r := range []string{source.EvictedSourceShare, source.EvictedTotal} {
+		m.upTasksEvicted.WithLabelValues(r)
+	}
 	for _, o := range []string{holdAnswered, holdSettled, holdClientGone} {
 		m.holdWait.WithLabelValues(o)
 	}
@@ -150,5 +160,11 @@ func (m *gatewayMetrics) holdStarted(attached bool) (end func(outcome string)) {
 func (m *gatewayMetrics) holdReplayed() {
 	if m != nil {
 		m.heldReplayed.Inc()
+	}
+}
+
+func (m *gatewayMetrics) upstreamTaskEvicted(reason string) {
+	if m != nil {
+		m.upTasksEvicted.WithLabelValues(reason).Inc()
 	}
 }

@@ -1,7 +1,6 @@
 package intercept
 
 import (
-	"container/list"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -160,11 +159,12 @@ func (g *Gateway) modernOther(ctx context.Context, x *Exchange) Result {
 // upstream task, open listen streams and MRTR state (the upstream's era and the bridge
 // session are the Bridge's).
 type modernState struct {
-	upTasks  upstreamTaskOwners
-	listen   listeners   // open subscriptions/listen streams
-	parked   parking     // bridged calls waiting for a client's inputResponses (MRTR)
-	sessCaps sessionCaps // capabilities legacy clients of a modern-only upstream declared
-	asks     legacyAsks  // MRTR requests sent to those clients, by request id
+	upTasks     *source.Shares[string] // upstream task id → owner (upstream_tasks.go)
+	upTasksOnce sync.Once
+	listen      listeners   // open subscriptions/listen streams
+	parked      parking     // bridged calls waiting for a client's inputResponses (MRTR)
+	sessCaps    sessionCaps // capabilities legacy clients of a modern-only upstream declared
+	asks        legacyAsks  // MRTR requests sent to those clients, by request id
 }
 
 // eraRecheck is how long the upstream's era is trusted before it is probed again.
@@ -418,50 +418,10 @@ func (g *Gateway) modernResourcesRead(ctx context.Context, x *Exchange) Result {
 	return g.modernOther(ctx, x)
 }
 
-// upstreamTaskOwners remembers which owner created each upstream task id seen through a
-// modern tools/call (bounded, oldest forgotten first).
-type upstreamTaskOwners struct {
-	mu    sync.Mutex
-	owner map[string]*list.Element
-	order list.List // of upstreamTask, newest at the front
-}
-
-type upstreamTask struct{ id, owner string }
-
-const maxUpstreamTasks = 100000
-
-func (u *upstreamTaskOwners) bind(id, owner string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.owner == nil {
-		u.owner = map[string]*list.Element{}
-	}
-	if e, ok := u.owner[id]; ok {
-		u.order.MoveToFront(e)
-		return // first creator keeps it: an id is never rebound to another caller
-	}
-	u.owner[id] = u.order.PushFront(upstreamTask{id, owner})
-	if u.order.Len() > maxUpstreamTasks {
-		last := u.order.Back()
-		u.order.Remove(last)
-		delete(u.owner, last.Value.(upstreamTask).id)
-	}
-}
-
-func (u *upstreamTaskOwners) lookup(id string) (string, bool) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	e, ok := u.owner[id]
-	if !ok {
-		return "", false
-	}
-	return e.Value.(upstreamTask).owner, true
-}
-
 // bindUpstreamTask is the Transform that binds the task id of an upstream CreateTaskResult
 // (resultType "task") to the caller.
 func (g *Gateway) bindUpstreamTask(owner string) func(*Exchange, *jsonrpc.Message) []byte {
-	return func(_ *Exchange, resp *jsonrpc.Message) []byte {
+	return func(x *Exchange, resp *jsonrpc.Message) []byte {
 		if resp.Result == nil {
 			return nil
 		}
@@ -470,7 +430,7 @@ func (g *Gateway) bindUpstreamTask(owner string) func(*Exchange, *jsonrpc.Messag
 			TaskID     string `json:"taskId"`
 		}
 		if json.Unmarshal(resp.Result, &r) == nil && r.ResultType == "task" && r.TaskID != "" {
-			g.bindUpstreamTaskID(r.TaskID, owner, resp.Result)
+			g.bindUpstreamTaskID(source.Of(x.HTTP, x.Subject), r.TaskID, owner, resp.Result)
 		}
 		return nil
 	}

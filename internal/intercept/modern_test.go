@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,37 @@ func TestModernUpstreamTaskBinding(t *testing.T) {
 	}
 	if r := h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"up-unknown"}`, tasksCaps)); r.Forward == nil {
 		t.Errorf("unbound id for an anonymous caller was not forwarded")
+	}
+}
+
+// TestModernUpstreamTaskBindingFair: one source creating upstream task after task (past the
+// per-replica table's old total of 100 000) makes room only with its own bindings: another
+// source's caller still reaches the upstream task it created (it was pushed out before, and
+// got "not found").
+func TestModernUpstreamTaskBindingFair(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	h.modernUpstream()
+	from := func(x *Exchange, addr string) *Exchange { x.HTTP.RemoteAddr = addr + ":4000"; return x }
+	quiet := from(modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", "Bearer quiet"), "192.0.2.10")
+	applyTransform(t, h.routeModern(quiet).Forward, quiet, `{"jsonrpc":"2.0","id":7,"result":{"resultType":"task","taskId":"up-quiet","status":"working","createdAt":"x","lastUpdatedAt":"x","ttlMs":60000}}`)
+
+	flood := from(modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", "Bearer flood"), "192.0.2.66")
+	fwd := h.routeModern(flood).Forward
+	for i := range 100_001 {
+		m := &jsonrpc.Message{Result: json.RawMessage(`{"resultType":"task","taskId":"up-` + strconv.Itoa(i) + `","ttlMs":60000}`)}
+		fwd.Transform(flood, m)
+	}
+	get := func(id, cred, addr string) Result {
+		return h.routeModern(from(modernExchange(t, "tasks/get", `{"taskId":"`+id+`"}`, tasksCaps, "Authorization", cred), addr))
+	}
+	if r := get("up-quiet", "Bearer quiet", "192.0.2.10"); r.Forward == nil {
+		t.Fatalf("the quiet caller's upstream task is no longer reachable: %s", r.Reply)
+	}
+	if r := get("up-100000", "Bearer flood", "192.0.2.66"); r.Forward == nil {
+		t.Errorf("the flooding caller's newest upstream task is not reachable: %s", r.Reply)
+	}
+	if r := get("up-0", "Bearer flood", "192.0.2.66"); r.Forward != nil {
+		t.Error("the flooding caller kept its oldest binding past its share")
 	}
 }
 

@@ -4,23 +4,38 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // UpstreamTaskStore is the part of a shared task store that keeps upstream task ids bound to
-// their creators (store.UpstreamTasks).
+// their creators (store.UpstreamTasks), bounded per source and in total across replicas.
 type UpstreamTaskStore interface {
-	BindUpstreamTask(ctx context.Context, id, owner string, expires time.Time) (string, error)
+	BindUpstreamTask(ctx context.Context, src, id, owner string, expires time.Time) (string, error)
 	UpstreamTaskOwner(ctx context.Context, id string) (owner string, ok bool, err error)
+}
+
+// upstreamTasks is this process's table of upstream task ids and their owners, bounded per
+// source (tasks.quotas.max_upstream_tasks_per_source) and in total (max_upstream_tasks_total,
+// read at start): one source creating task after task makes room with its own oldest
+// bindings, never with those of a source holding fewer.
+func (g *Gateway) upstreamTasks() *source.Shares[string] {
+	g.modern.upTasksOnce.Do(func() {
+		q := g.d.Snapshots.Load().Config.Tasks.Quotas
+		g.modern.upTasks = source.NewShares[string](q.MaxUpstreamTasksPerSource, q.MaxUpstreamTasksTotal, g.m.upstreamTaskEvicted)
+	})
+	return g.modern.upTasks
 }
 
 // upstreamTaskStoreWithin bounds one store round trip for a binding.
 const upstreamTaskStoreWithin = 2 * time.Second
 
-// bindUpstreamTaskID binds the id of an upstream CreateTaskResult (result) to owner: in this
-// process, and in the shared store for the task's TTL (ttlMs, else tasks.max_ttl) so another
-// replica serves it to owner alone. The first binding wins everywhere.
-func (g *Gateway) bindUpstreamTaskID(id, owner string, result json.RawMessage) {
-	g.modern.upTasks.bind(id, owner)
+// bindUpstreamTaskID binds the id of an upstream CreateTaskResult (result) to owner, created
+// by a request of source src: in this process, and in the shared store for the task's TTL
+// (ttlMs, else tasks.max_ttl) so another replica serves it to owner alone. The first binding
+// wins everywhere; both are bounded per source and in total.
+func (g *Gateway) bindUpstreamTaskID(src, id, owner string, result json.RawMessage) {
+	g.upstreamTasks().Put(src, id, owner)
 	if g.d.UpstreamTasks == nil {
 		return
 	}
@@ -33,7 +48,7 @@ func (g *Gateway) bindUpstreamTaskID(id, owner string, result json.RawMessage) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), upstreamTaskStoreWithin)
 	defer cancel()
-	if _, err := g.d.UpstreamTasks.BindUpstreamTask(ctx, id, owner, time.Now().Add(ttl)); err != nil {
+	if _, err := g.d.UpstreamTasks.BindUpstreamTask(ctx, src, id, owner, time.Now().Add(ttl)); err != nil {
 		// Served by this replica still; another one answers "not found" for it.
 		g.log.Warn("task store: binding an upstream task failed", "error", err.Error())
 	}
@@ -42,7 +57,7 @@ func (g *Gateway) bindUpstreamTaskID(id, owner string, result json.RawMessage) {
 // upstreamTaskOwner is the owner an upstream task id is bound to: this process's binding, else
 // the shared store's (remembered here once found).
 func (g *Gateway) upstreamTaskOwner(ctx context.Context, id string) (string, bool) {
-	if owner, ok := g.modern.upTasks.lookup(id); ok {
+	if owner, ok := g.upstreamTasks().Get(id); ok {
 		return owner, true
 	}
 	if g.d.UpstreamTasks == nil {
@@ -56,7 +71,9 @@ func (g *Gateway) upstreamTaskOwner(ctx context.Context, id string) (string, boo
 		return "", false
 	}
 	if ok {
-		g.modern.upTasks.bind(id, owner)
+		// remembered here for the source that asks (its share, not the creator's: this
+		// replica does not know it), so a flood of lookups still makes room only in its own
+		g.upstreamTasks().Put(source.FromContext(ctx), id, owner)
 	}
 	return owner, ok
 }

@@ -50,10 +50,11 @@ const (
 // carry the same deadline as score and the scripts prune the passed ones first, so the
 // counters never keep quota for records Redis already dropped.
 type Redis struct {
-	client *redis.Client
-	prefix string
-	margin time.Duration
-	closed atomic.Bool
+	client  *redis.Client
+	prefix  string
+	margin  time.Duration
+	closed  atomic.Bool
+	upTasks upstreamTaskLimits // LimitUpstreamTasks
 }
 
 var (

@@ -384,10 +384,10 @@ func TestRedisUpstreamTasks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	exp := time.Now().Add(time.Hour)
-	if got, err := a.BindUpstreamTask(ctx, "up-1", "alice", exp); err != nil || got != "alice" {
+	if got, err := a.BindUpstreamTask(ctx, "id:alice", "up-1", "alice", exp); err != nil || got != "alice" {
 		t.Fatalf("bind: %q %v", got, err)
 	}
-	if got, err := b.BindUpstreamTask(ctx, "up-1", "mallory", exp); err != nil || got != "alice" {
+	if got, err := b.BindUpstreamTask(ctx, "id:mallory", "up-1", "mallory", exp); err != nil || got != "alice" {
 		t.Fatalf("second bind: %q %v, want alice kept", got, err)
 	}
 	if owner, ok, err := b.UpstreamTaskOwner(ctx, "up-1"); err != nil || !ok || owner != "alice" {
@@ -395,5 +395,74 @@ func TestRedisUpstreamTasks(t *testing.T) {
 	}
 	if _, ok, err := a.UpstreamTaskOwner(ctx, "up-2"); err != nil || ok {
 		t.Fatalf("unbound id: %v %v", ok, err)
+	}
+}
+
+// TestRedisUpstreamTasksBounded: the bindings are bounded per source and in total across the
+// replicas sharing the store: a source binding task after task gives way with its own oldest
+// (soonest to expire) binding, never another source's; at the total bound the source holding
+// the most gives way; expired bindings leave the count.
+func TestRedisUpstreamTasksBounded(t *testing.T) {
+	u, _ := withPrefix(t, redisURL(t), nil)
+	a, b := openRedis(t, u), openRedis(t, u)
+	var reasons []string
+	var mu sync.Mutex
+	count := func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
+	a.LimitUpstreamTasks(3, 5, count)
+	b.LimitUpstreamTasks(3, 5, count)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bind := func(st *store.Redis, src, id string, ttl time.Duration) {
+		t.Helper()
+		if _, err := st.BindUpstreamTask(ctx, src, id, "owner-"+src, time.Now().Add(ttl)); err != nil {
+			t.Fatalf("bind %s: %v", id, err)
+		}
+	}
+	bound := func(id string) bool {
+		t.Helper()
+		_, ok, err := a.UpstreamTaskOwner(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	bind(a, "id:quiet", "q1", time.Minute) // expires first of all
+	for i := range 6 {                      // through both replicas
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		bind(st, "id:flood", fmt.Sprint("f", i), time.Hour+time.Duration(i)*time.Second)
+	}
+	if !bound("q1") {
+		t.Fatal("the flooding source pushed out the quiet source's binding")
+	}
+	for i, want := range []bool{false, false, false, true, true, true} {
+		if got := bound(fmt.Sprint("f", i)); got != want {
+			t.Errorf("f%d bound %v, want %v", i, got, want)
+		}
+	}
+	bind(b, "id:third", "t1", time.Hour) // 1 + 3 + 1 = 5: full
+	bind(a, "id:third", "t2", time.Hour) // flood (3) holds the most: its soonest-expiring goes
+	if !bound("q1") || bound("f3") || !bound("t1") || !bound("t2") {
+		t.Errorf("at the total bound: q1 %v f3 %v t1 %v t2 %v", bound("q1"), bound("f3"), bound("t1"), bound("t2"))
+	}
+	mu.Lock()
+	if got := fmt.Sprint(reasons); got != "[source_share source_share source_share total]" {
+		t.Errorf("evictions %s", got)
+	}
+	mu.Unlock()
+
+	// An expired binding leaves the count: once it is gone, a new binding needs no room.
+	bind(a, "id:short", "s1", time.Second) // full: flood or third (2 each) gives way
+	time.Sleep(1100 * time.Millisecond)
+	if bound("s1") {
+		t.Fatal("s1 outlived its TTL")
+	}
+	bind(b, "id:fourth", "x1", time.Hour) // s1's place is free: nothing gives way
+	mu.Lock()
+	defer mu.Unlock()
+	if got := fmt.Sprint(reasons); got != "[source_share source_share source_share total total]" {
+		t.Errorf("evictions after the expiry %s, want one more total (for s1), none for x1", got)
 	}
 }

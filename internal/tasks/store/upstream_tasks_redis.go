@@ -12,10 +12,14 @@ import (
 // the owner that created them, in a store several replicas share, so a tasks/get, tasks/update
 // or tasks/cancel reaching another replica is served there for that owner and no other
 // (docs/eras.md). The first binding of an id wins; each expires (the upstream task's TTL).
+// Bindings are bounded per source (the creating request's source, package source) and in
+// total across the replicas: a source past its share gives way with its own binding that
+// expires soonest, and at the total the source holding the most does, never one holding
+// fewer than the binding's own source.
 type UpstreamTasks interface {
-	// BindUpstreamTask binds id to owner until expires unless it is bound already, and
-	// returns the owner it is bound to.
-	BindUpstreamTask(ctx context.Context, id, owner string, expires time.Time) (string, error)
+	// BindUpstreamTask binds id to owner for source src until expires unless it is bound
+	// already, and returns the owner it is bound to.
+	BindUpstreamTask(ctx context.Context, src, id, owner string, expires time.Time) (string, error)
 	// UpstreamTaskOwner returns the owner id is bound to; ok is false for an unbound or
 	// expired id.
 	UpstreamTaskOwner(ctx context.Context, id string) (owner string, ok bool, err error)
@@ -26,15 +30,69 @@ var _ UpstreamTasks = (*Redis)(nil)
 // MaxUpstreamTaskTTL bounds how long a binding is kept, whatever the upstream's task TTL.
 const MaxUpstreamTaskTTL = 24 * time.Hour
 
-// The binding is the string P ut:<id> = owner, set with NX and an expiry, so Redis drops it
-// when it ends even if no replica runs.
+// Defaults of LimitUpstreamTasks (tasks.quotas.max_upstream_tasks_per_source, _total).
+const (
+	DefaultUpstreamTasksPerSource = 1000
+	DefaultUpstreamTasksTotal     = 100000
+)
+
+type upstreamTaskLimits struct {
+	perSource, total int
+	evicted          func(reason string)
+}
+
+// LimitUpstreamTasks sets the bounds of the upstream task bindings (both > 0; before use).
+// evicted, if not nil, is called with "source_share" or "total" for each binding that gave
+// way to a new one.
+func (r *Redis) LimitUpstreamTasks(perSource, total int, evicted func(reason string)) {
+	r.upTasks = upstreamTaskLimits{perSource: perSource, total: total, evicted: evicted}
+}
+
+// A binding is the string P ut:<id> = owner, set with NX and an expiry, so Redis drops it when
+// it ends even if no replica runs. Its share is kept in three sets: P uts:<source> (ids by
+// expiry), P utall ("<source>\n<id>" by expiry) and P utn (sources by how many they hold).
+// Each binding first drops (a bounded number of) expired members, then makes room.
 var redisBindUpstreamTask = redis.NewScript(luaCommon + `
-local k = P .. 'ut:' .. ARGV[2]
-if redis.call('SET', k, ARGV[3], 'NX', 'PX', ARGV[4]) then return ARGV[3] end
-return redis.call('GET', k)
+local id, owner, ttl, src = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local perSource, total = tonumber(ARGV[6]), tonumber(ARGV[7])
+local k = P .. 'ut:' .. id
+if not redis.call('SET', k, owner, 'NX', 'PX', ttl) then return {redis.call('GET', k), ''} end
+local now = nowms()
+local function drop(s, i, del)
+  redis.call('ZREM', P .. 'utall', s .. '\n' .. i)
+  redis.call('ZREM', P .. 'uts:' .. s, i)
+  if tonumber(redis.call('ZINCRBY', P .. 'utn', -1, s)) <= 0 then redis.call('ZREM', P .. 'utn', s) end
+  if del then redis.call('DEL', P .. 'ut:' .. i) end
+end
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', P .. 'utall', '-inf', now, 'LIMIT', 0, 64)) do
+  local nl = string.find(m, '\n', 1, true)
+  drop(string.sub(m, 1, nl - 1), string.sub(m, nl + 1), false)
+end
+local own = tonumber(redis.call('ZSCORE', P .. 'utn', src) or '0')
+local reason, victim = '', nil
+if own >= perSource then
+  reason, victim = 'source_share', src
+elseif redis.call('ZCARD', P .. 'utall') >= total then
+  reason, victim = 'total', src
+  local top = redis.call('ZREVRANGE', P .. 'utn', 0, 0, 'WITHSCORES')
+  if top[1] and tonumber(top[2]) > own then victim = top[1] end
+end
+if victim then
+  local gone = redis.call('ZRANGE', P .. 'uts:' .. victim, 0, 0)[1]
+  if gone then drop(victim, gone, true) else reason = '' end
+end
+local exp = now + ttl
+redis.call('ZADD', P .. 'uts:' .. src, exp, id)
+redis.call('ZADD', P .. 'utall', exp, src .. '\n' .. id)
+redis.call('ZINCRBY', P .. 'utn', 1, src)
+local keep = ARGV[8]
+redis.call('PEXPIRE', P .. 'uts:' .. src, keep)
+redis.call('PEXPIRE', P .. 'utall', keep)
+redis.call('PEXPIRE', P .. 'utn', keep)
+return {owner, reason}
 `)
 
-func (r *Redis) BindUpstreamTask(ctx context.Context, id, owner string, expires time.Time) (string, error) {
+func (r *Redis) BindUpstreamTask(ctx context.Context, src, id, owner string, expires time.Time) (string, error) {
 	if r.closed.Load() {
 		return "", ErrClosed
 	}
@@ -42,11 +100,25 @@ func (r *Redis) BindUpstreamTask(ctx context.Context, id, owner string, expires 
 	if ttl < time.Second {
 		ttl = time.Second
 	}
-	got, err := redisBindUpstreamTask.Run(ctx, r.client, nil, r.prefix, id, owner, strconv.FormatInt(ttl.Milliseconds(), 10)).Text()
+	lim := r.upTasks
+	if lim.perSource <= 0 {
+		lim.perSource = DefaultUpstreamTasksPerSource
+	}
+	if lim.total <= 0 {
+		lim.total = DefaultUpstreamTasksTotal
+	}
+	got, err := redisBindUpstreamTask.Run(ctx, r.client, nil, r.prefix, id, owner, strconv.FormatInt(ttl.Milliseconds(), 10), src,
+		lim.perSource, lim.total, strconv.FormatInt(MaxUpstreamTaskTTL.Milliseconds()+60_000, 10)).StringSlice()
 	if err != nil {
 		return "", r.wrap("bind upstream task", "", err)
 	}
-	return got, nil
+	if len(got) != 2 {
+		return "", r.wrap("bind upstream task", "", redis.Nil)
+	}
+	if got[1] != "" && lim.evicted != nil {
+		lim.evicted(got[1])
+	}
+	return got[0], nil
 }
 
 func (r *Redis) UpstreamTaskOwner(ctx context.Context, id string) (string, bool, error) {

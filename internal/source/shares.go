@@ -1,0 +1,152 @@
+package source
+
+import (
+	"container/list"
+	"sync"
+)
+
+// Shares is a table of values by id, bounded per source and in total, fairly: a source past
+// its share gives way with its own least recently used entry, and at the total bound the
+// least recently used entry of the source holding the most gives way — the new entry's own
+// source, or one holding more, never one holding fewer (as Victim chooses). Finding that
+// source costs O(1): sources are kept in buckets by how many entries they hold. Safe for
+// concurrent use; the zero value is not usable, call NewShares.
+type Shares[V any] struct {
+	mu        sync.Mutex
+	perSource int
+	total     int
+	entries   map[string]*list.Element // of *share[V]
+	sources   map[string]*list.List    // each source's entries, most recently used at the front
+	buckets   map[int]map[string]struct{}
+	most      int // the largest count any source holds
+	evicted   func(reason string)
+}
+
+type share[V any] struct {
+	id, source string
+	v          V
+}
+
+// Reasons an entry gave way, for the evicted callback.
+const (
+	EvictedSourceShare = "source_share" // its source was at its share
+	EvictedTotal       = "total"        // the table was full
+)
+
+// NewShares returns a table of at most total entries, perSource of one source (both > 0).
+// evicted, if not nil, is called (under the table's lock: keep it cheap) for every entry that
+// gives way.
+func NewShares[V any](perSource, total int, evicted func(reason string)) *Shares[V] {
+	return &Shares[V]{perSource: max(perSource, 1), total: max(total, 1), entries: map[string]*list.Element{},
+		sources: map[string]*list.List{}, buckets: map[int]map[string]struct{}{}, evicted: evicted}
+}
+
+// Put adds id with v for source unless id is known, and returns the value id holds: v, or the
+// one it was first put with (the first wins; it is marked as used). Room is made first when
+// source is at its share or the table is full.
+func (s *Shares[V]) Put(source, id string, v V) V {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.entries[id]; ok {
+		sh := e.Value.(*share[V])
+		s.sources[sh.source].MoveToFront(e)
+		return sh.v
+	}
+	switch own := s.count(source); {
+	case own >= s.perSource:
+		s.evictOldest(source, EvictedSourceShare)
+	case len(s.entries) >= s.total:
+		victim := source
+		if s.most > own {
+			for src := range s.buckets[s.most] { // any source holding the most
+				victim = src
+				break
+			}
+		}
+		s.evictOldest(victim, EvictedTotal)
+	}
+	l := s.sources[source]
+	if l == nil {
+		l = list.New()
+		s.sources[source] = l
+	}
+	s.move(source, l.Len(), l.Len()+1)
+	s.entries[id] = l.PushFront(&share[V]{id: id, source: source, v: v})
+	return v
+}
+
+// Get returns the value of id and marks it as used.
+func (s *Shares[V]) Get(id string) (V, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[id]
+	if !ok {
+		var zero V
+		return zero, false
+	}
+	sh := e.Value.(*share[V])
+	s.sources[sh.source].MoveToFront(e)
+	return sh.v, true
+}
+
+// Len is the number of entries.
+func (s *Shares[V]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
+// Held is the number of entries source holds.
+func (s *Shares[V]) Held(source string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count(source)
+}
+
+func (s *Shares[V]) count(source string) int {
+	if l := s.sources[source]; l != nil {
+		return l.Len()
+	}
+	return 0
+}
+
+// evictOldest removes source's least recently used entry. Called with s.mu held.
+func (s *Shares[V]) evictOldest(source, reason string) {
+	l := s.sources[source]
+	if l == nil || l.Len() == 0 {
+		return
+	}
+	sh := l.Remove(l.Back()).(*share[V])
+	delete(s.entries, sh.id)
+	s.move(source, l.Len()+1, l.Len())
+	if l.Len() == 0 {
+		delete(s.sources, source)
+	}
+	if s.evicted != nil {
+		s.evicted(reason)
+	}
+}
+
+// move records that source now holds to entries instead of from (they differ by one).
+func (s *Shares[V]) move(source string, from, to int) {
+	if b := s.buckets[from]; b != nil {
+		delete(b, source)
+		if len(b) == 0 {
+			delete(s.buckets, from)
+		}
+	}
+	if to > 0 {
+		b := s.buckets[to]
+		if b == nil {
+			b = map[string]struct{}{}
+			s.buckets[to] = b
+		}
+		b[source] = struct{}{}
+	}
+	switch {
+	case to > s.most:
+		s.most = to
+	case from == s.most && s.buckets[from] == nil:
+		s.most = to // counts move by one: nobody holds more than to now
+	}
+}

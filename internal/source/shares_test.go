@@ -1,0 +1,74 @@
+package source
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestSharesFair: a source past its share replaces its own oldest entry; at the total bound
+// the oldest entry of the source holding the most gives way, never one of a source holding
+// fewer, however old; the first value put for an id stays.
+func TestSharesFair(t *testing.T) {
+	reasons := map[string]int{}
+	s := NewShares[string](3, 5, func(r string) { reasons[r]++ })
+	s.Put("quiet", "q1", "alice") // the oldest entry from now on
+	for i := range 10 {
+		s.Put("flood", fmt.Sprint("f", i), "mallory")
+	}
+	if v, ok := s.Get("q1"); !ok || v != "alice" {
+		t.Fatalf("the quiet source's entry: %q %v", v, ok)
+	}
+	if s.Held("flood") != 3 || s.Len() != 4 || reasons[EvictedSourceShare] != 7 {
+		t.Fatalf("flood holds %d, %d in all, evictions %v", s.Held("flood"), s.Len(), reasons)
+	}
+	for _, id := range []string{"f7", "f8", "f9"} {
+		if _, ok := s.Get(id); !ok {
+			t.Errorf("flood's newest entry %s is gone", id)
+		}
+	}
+	if got := s.Put("flood", "f9", "eve"); got != "mallory" {
+		t.Errorf("a second Put of f9 returned %q, want the first value", got)
+	}
+	// Total bound (5): a third source fills it; then the heaviest source gives way.
+	s.Put("third", "t1", "bob")
+	if s.Len() != 5 {
+		t.Fatalf("%d entries, want 5", s.Len())
+	}
+	s.Put("third", "t2", "bob") // flood (3) holds the most: its least recently used goes
+	if _, ok := s.Get("q1"); !ok || s.Held("flood") != 2 || s.Held("third") != 2 || reasons[EvictedTotal] != 1 {
+		t.Fatalf("at the total bound: q1 kept %v, flood %d, third %d, %v", s.Held("quiet") == 1, s.Held("flood"), s.Held("third"), reasons)
+	}
+	if _, ok := s.Get("f7"); ok { // f8 and f9 were used after f7
+		t.Error("flood's least recently used entry f7 was kept")
+	}
+	// Now 1, 2, 2: a source holding 2 gives way with its own, not the quiet one's.
+	s.Put("third", "t3", "bob")
+	if _, ok := s.Get("q1"); !ok || s.Held("third") != 2 || s.Held("flood") != 2 {
+		t.Fatalf("2/2/1 then third adds: quiet %d flood %d third %d", s.Held("quiet"), s.Held("flood"), s.Held("third"))
+	}
+	// The quiet source may take from the heaviest.
+	s.Put("quiet", "q2", "alice")
+	if s.Held("quiet") != 2 || s.Len() != 5 {
+		t.Fatalf("quiet's second entry: quiet %d, %d in all", s.Held("quiet"), s.Len())
+	}
+}
+
+// TestSharesMostTracked: the count of the heaviest source follows removals, so the total bound
+// keeps choosing the right source after the heaviest shrank.
+func TestSharesMostTracked(t *testing.T) {
+	s := NewShares[int](10, 6, nil)
+	for i := range 4 {
+		s.Put("a", fmt.Sprint("a", i), i)
+	}
+	s.Put("b", "b0", 0)
+	s.Put("b", "b1", 1) // 4 + 2 = 6: full
+	s.Put("c", "c0", 0) // a (4) gives way → 3
+	s.Put("c", "c1", 1) // a (3) gives way → 2
+	s.Put("c", "c2", 2) // a, b, c hold 2 each: c's own oldest goes
+	if s.Held("a") != 2 || s.Held("b") != 2 || s.Held("c") != 2 {
+		t.Fatalf("a %d b %d c %d, want 2 each", s.Held("a"), s.Held("b"), s.Held("c"))
+	}
+	if _, ok := s.Get("c0"); ok {
+		t.Error("c0 kept: c should have given way with its own oldest")
+	}
+}
