@@ -3,9 +3,12 @@ package intercept
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -304,5 +307,50 @@ func TestHeldResultNamesTheConsoleOnce(t *testing.T) {
 		if n := strings.Count(r.Content[0].Text, url); n != 1 {
 			t.Errorf("%s: the console URL appears %d times in %q", tk.ID, n, r.Content[0].Text)
 		}
+	}
+}
+
+// TestHeldCallsRunNoGoroutine: a held plain call waits on the goroutine that serves it (the
+// proxy's handler): its wait for the decision, the outcome and the upstream's questions during
+// the call is one (tasks.Manager.ResultOrQuestion), with no goroutine of its own. Ten
+// thousand held calls are ten thousand open connections; each goroutine more is ≈ 8 KB of
+// stack per call (docs/PERFORMANCE.md "Held plain calls").
+func TestHeldCallsRunNoGoroutine(t *testing.T) {
+	h := newHarness(t, holdConfig("1h", ""))
+	const n = 50
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	started := make(chan struct{}, n)
+	base := runtime.NumGoroutine()
+	for i := range n {
+		sess := &session.Session{ID: fmt.Sprint("s", i)}
+		res := h.route(t, sess, callRequest(`{"name":"delete_x","arguments":{"id":`+fmt.Sprint(i)+`}}`))
+		if res.Wait == nil {
+			t.Fatalf("call %d not held: %s", i, res.Reply)
+		}
+		wg.Go(func() { // the proxy's handler goroutine
+			started <- struct{}{}
+			res.Wait(ctx, func([]byte) bool { return true })
+		})
+	}
+	for range n {
+		<-started
+	}
+	// Let each wait reach its block: the count settles (ten samples 20 ms apart unchanged).
+	deadline := time.Now().Add(10 * time.Second)
+	last, same := -1, 0
+	for same < 10 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		if cur := runtime.NumGoroutine(); cur == last {
+			same++
+		} else {
+			last, same = cur, 0
+		}
+	}
+	extra := float64(last-base-n) / n
+	cancel()
+	wg.Wait()
+	if extra >= 0.5 {
+		t.Fatalf("%.2f goroutines per held call besides the one serving it, want none", extra)
 	}
 }

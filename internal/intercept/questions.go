@@ -48,37 +48,31 @@ func questionRequest(id string, q *tasks.Question) []byte {
 	return jsonrpc.Request(rawString(questionRequestID(id, q.ID)), q.Method, params)
 }
 
-// whileRelayingQuestions runs wait while every question of task id that becomes pending is
-// sent to its owner on this stream (emit): the tasks/result stream of a task, a held plain
-// call's own stream (spec 2025-11-25 tasks: input_required → the question travels on
-// tasks/result). It stops when emit fails (a JSON answer, the client went away): the question
-// stays on the task for the tollgate_* tools and tasks/get.
-func (g *Gateway) whileRelayingQuestions(ctx context.Context, own, id string, emit func([]byte) bool, wait func(context.Context) []byte) []byte {
+// relayUntilOutcome waits for the outcome of task id and answers x with it, sending every
+// question of the upstream's that becomes pending meanwhile to the owner on this stream (emit):
+// the tasks/result stream of a task, a held plain call's own stream (spec 2025-11-25 tasks:
+// input_required → the question travels on tasks/result). Once emit fails (a JSON answer, the
+// client went away) it only waits: the question stays on the task for the tollgate_* tools and
+// tasks/get. One wait (tasks.Manager.ResultOrQuestion) serves both: no goroutine of its own.
+func (g *Gateway) relayUntilOutcome(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool) []byte {
 	g.asking.add(id, 1)
 	defer g.asking.add(id, -1)
-	qctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		seen := ""
-		for {
-			q, err := g.d.Tasks.NextQuestion(qctx, own, id, seen)
-			if err != nil || q == nil {
-				return
-			}
-			seen = q.ID
-			if !emit(questionRequest(id, q)) {
-				return
-			}
+	seen, relay := "", true
+	for {
+		res, rpcErr, q, err := g.d.Tasks.ResultOrQuestion(ctx, own, id, seen)
+		if q == nil {
+			return outcomeReply(x, id, res, rpcErr, err)
 		}
-	}()
-	out := wait(ctx)
-	cancel()
-	<-done
-	return out
+		if !relay {
+			seen = q.ID // not sent: it waits for the tollgate_* tools
+			continue
+		}
+		seen = q.ID
+		relay = emit(questionRequest(id, q))
+	}
 }
 
-// questionResponse takes a client's answer to a question sent by whileRelayingQuestions. The
+// questionResponse takes a client's answer to a question sent by relayUntilOutcome. The
 // owner check is the task's: anyone else's answer is ignored like an unknown id.
 func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) Result {
 	taskID, qid, ok := parseQuestionRequestID(id)
@@ -105,56 +99,33 @@ func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) 
 // basic/patterns/mrtr). nil: the client went away.
 func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool) []byte {
 	if x.Modern == nil {
-		return g.whileRelayingQuestions(ctx, own, id, emit, func(ctx context.Context) []byte {
-			return g.outcomeResponse(ctx, x, own, id)
-		})
+		return g.relayUntilOutcome(ctx, x, own, id, emit)
 	}
 	if own == tasks.Anonymous {
 		// An anonymous caller's retry makes a task of its own (no one to attach it to), so it
 		// could not continue this one: its question waits for the tollgate_* tools.
 		return g.outcomeResponse(ctx, x, own, id)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	outcome := make(chan []byte, 1)
-	go func() { outcome <- g.outcomeResponse(wctx, x, own, id) }()
-	asked := make(chan *tasks.Task, 1)
-	askDone := make(chan struct{})
-	go func() {
-		defer close(askDone)
-		seen := ""
-		for {
-			q, err := g.d.Tasks.NextQuestion(wctx, own, id, seen)
-			if err != nil || q == nil {
-				return
-			}
-			seen = q.ID
-			// Only what the request's clientCapabilities declare may be asked (the others
-			// wait for the tollgate_* tools or time out).
-			if c, known := inputCapability[q.Method]; !known || jsonrpc.Member(x.Modern.Capabilities, c) == nil {
-				continue
-			}
-			if t, err := g.d.Tasks.Get(wctx, own, id); err == nil {
-				asked <- t
-			}
-			return
+	seen := ""
+	for {
+		res, rpcErr, q, err := g.d.Tasks.ResultOrQuestion(ctx, own, id, seen)
+		if q == nil {
+			return outcomeReply(x, id, res, rpcErr, err)
 		}
-	}()
-	defer func() {
-		cancel()
-		<-askDone
-	}()
-	select {
-	case out := <-outcome:
-		return out
-	case t := <-asked:
-		cancel()
-		<-outcome
-		reqs := g.inputRequests(t)
-		if reqs == nil { // answered meanwhile: the outcome is still to come
-			return g.outcomeResponse(ctx, x, own, id)
+		seen = q.ID
+		// Only what the request's clientCapabilities declare may be asked (the others wait
+		// for the tollgate_* tools or time out).
+		if c, known := inputCapability[q.Method]; !known || jsonrpc.Member(x.Modern.Capabilities, c) == nil {
+			continue
 		}
-		b, _ := jsonrpc.Marshal(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": id})
-		return jsonrpc.ResultResponse(x.Msg.ID, b)
+		t, err := g.d.Tasks.Get(ctx, own, id)
+		if err != nil {
+			continue // gone or the client went away: the next wait says which
+		}
+		if reqs := g.inputRequests(t); reqs != nil { // nil: answered meanwhile, the outcome is still to come
+			b, _ := jsonrpc.Marshal(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": id})
+			return jsonrpc.ResultResponse(x.Msg.ID, b)
+		}
 	}
 }
 

@@ -321,6 +321,12 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 // went away (the task continues).
 func (g *Gateway) outcomeResponse(ctx context.Context, x *Exchange, own, id string) []byte {
 	res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
+	return outcomeReply(x, id, res, rpcErr, err)
+}
+
+// outcomeReply is the answer to x for task id's outcome as tasks.Manager.Result gave it; nil
+// when the wait ended without one (the client went away).
+func outcomeReply(x *Exchange, id string, res json.RawMessage, rpcErr *jsonrpc.Error, err error) []byte {
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
 		return jsonrpc.ErrorResponse(x.Msg.ID, notFound(id).WithCorrelation(x.CorrID))

@@ -398,6 +398,20 @@ func (m *Manager) Cancel(ctx context.Context, owner, id string) (*Task, error) {
 // JSON-RPC error (spec 2025-11-25 tasks: tasks/result MUST block). ctx ending returns
 // ctx.Err() and leaves the task running.
 func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage, *jsonrpc.Error, error) {
+	res, rpcErr, _, err := m.result(ctx, owner, id, "", false)
+	return res, rpcErr, err
+}
+
+// ResultOrQuestion waits as Result does, and also returns, without an outcome, when a question
+// of the upstream's other than the one named seen ("" = none yet) becomes pending on the task:
+// a stream that carries the task's questions to its owner (a held call, tasks/result) relays q
+// and calls again with q.ID as seen. One wait serves both, so such a stream runs no goroutine
+// of its own.
+func (m *Manager) ResultOrQuestion(ctx context.Context, owner, id, seen string) (json.RawMessage, *jsonrpc.Error, *Question, error) {
+	return m.result(ctx, owner, id, seen, true)
+}
+
+func (m *Manager) result(ctx context.Context, owner, id, seen string, questions bool) (json.RawMessage, *jsonrpc.Error, *Question, error) {
 	for {
 		w := m.acquireWaiter(id) // before reading, so no change is missed
 		t, err := m.getOwned(ctx, owner, id, false)
@@ -407,22 +421,26 @@ func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage
 		}
 		if err != nil {
 			m.releaseWaiter(id, w)
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if t.State.Terminal() {
 			m.releaseWaiter(id, w)
 			res, rpcErr := outcome(t)
-			return res, rpcErr, nil
+			return res, rpcErr, nil, nil
+		}
+		if q := t.PendingQuestion(); questions && q != nil && q.ID != seen {
+			m.releaseWaiter(id, w)
+			return nil, nil, q, nil
 		}
 		woken, _ := m.waitChange(ctx, id, w, nil) // close happens after last is set: reading it is safe
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		}
 		// The task as committed by the change that woke us: it may be deleted right after
 		// (retention 0), and a waiter must still learn the outcome, e.g. TaskExpired.
 		if last := w.last; woken && last != nil && last.State.Terminal() {
 			res, rpcErr := outcome(last)
-			return res, rpcErr, nil
+			return res, rpcErr, nil, nil
 		}
 	}
 }
