@@ -24,7 +24,7 @@ gobench=$(mktemp)
 trap 'rm -f "$gobench"' EXIT
 echo "run.sh: go benchmarks (-benchtime $BENCHTIME)" >&2
 $GO test -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" \
-  ./internal/jsonrpc/ ./internal/intercept/ ./internal/rules/ ./internal/policy/ ./internal/sse/ ./internal/proxy/ ./internal/upstream/ ./internal/tasks/ \
+  ./internal/jsonrpc/ ./internal/intercept/ ./internal/rules/ ./internal/policy/ ./internal/sse/ ./internal/proxy/ ./internal/upstream/ ./internal/tasks/ ./internal/gwtools/ \
   | tee "$gobench" >&2
 
 echo "run.sh: load harness" >&2
