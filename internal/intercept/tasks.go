@@ -108,9 +108,8 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 			g.askRequester(t, own, emit) // input_required: the question travels on this stream
 		}
 		// and so do the upstream's questions during the call
-		return g.whileRelayingQuestions(ctx, own, id, emit, func(ctx context.Context) []byte {
-			return g.outcomeResponse(ctx, x, own, id)
-		})
+		st, err := g.d.Tasks.Follow(ctx, own, id, tasks.Relay{Ask: onStream(id, emit)})
+		return outcomeReply(x, id, st.Result, st.Error, err)
 	}}
 }
 
