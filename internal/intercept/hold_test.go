@@ -3,9 +3,12 @@ package intercept
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -303,6 +306,85 @@ func TestHeldResultNamesTheConsoleOnce(t *testing.T) {
 		}
 		if n := strings.Count(r.Content[0].Text, url); n != 1 {
 			t.Errorf("%s: the console URL appears %d times in %q", tk.ID, n, r.Content[0].Text)
+		}
+	}
+}
+
+// TestHeldCallGoroutines: a held plain call waits on the goroutine that runs its Wait (the
+// proxy's handler) and starts none of its own — no question relay, no progress sender, no
+// outcome waiter — in either era: thousands of held calls are open connections (issue 21,
+// docs/PERFORMANCE.md "Held plain calls"). Structural, not timed: the goroutine growth is
+// read once all n calls are parked in their wait.
+func TestHeldCallGoroutines(t *testing.T) {
+	const n = 50
+	sess := &session.Session{ID: "s1"}
+	for _, tc := range []struct {
+		name string
+		x    func(i int) *Exchange
+	}{
+		{"2025-11-25", func(i int) *Exchange {
+			return exchange(t, sess, callRequest(`{"name":"delete_x","arguments":{"id":1}}`))
+		}},
+		{"2025-11-25 with a progressToken", func(i int) *Exchange {
+			return exchange(t, sess, callRequest(`{"name":"delete_x","arguments":{"id":1},"_meta":{"progressToken":`+strconv.Itoa(i)+`}}`))
+		}},
+		{"2026-07-28", func(int) *Exchange {
+			return modernExchange(t, "tools/call", `{"name":"delete_x","arguments":{"id":1}}`, `{"elicitation":{}}`, "X-User", "alice")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, holdConfig("10m", "\nserver: {identity_header: X-User}\n"))
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			base := runtime.NumGoroutine()
+			var wg sync.WaitGroup
+			answers := make(chan []byte, n)
+			for i := range n {
+				res := h.router.Route(ctx, tc.x(i))
+				if res.Wait == nil {
+					t.Fatalf("call %d not held: %s", i, res.Reply)
+				}
+				wg.Go(func() { answers <- res.Wait(ctx, func([]byte) bool { return true }) })
+			}
+			waitHeld(t, ctx, n)
+			grown := runtime.NumGoroutine() - base
+			cancel()
+			wg.Wait()
+			close(answers)
+			for a := range answers {
+				if a != nil {
+					t.Errorf("a held call answered before a decision: %s", a)
+				}
+			}
+			per := float64(grown) / n
+			t.Logf("%d held calls: %d goroutines more (%.2f each)", n, grown, per)
+			if per >= 1.5 { // one, its own waiter; 2 or 3 when a relay (and a progress sender) ran beside it
+				t.Errorf("%.2f goroutines per held call, want 1 (the one running its Wait)", per)
+			}
+		})
+	}
+}
+
+// waitHeld waits until n goroutines are parked in a held call's Wait (a select, in the task
+// wait or beside the goroutines it started): a structural wait, there is no event to await
+// when a goroutine parks.
+func waitHeld(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	buf := make([]byte, 4<<20)
+	for {
+		k := 0
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if head, _, _ := strings.Cut(g, "\n"); strings.Contains(head, "[select") && strings.Contains(g, "intercept.(*Gateway).hold.func") {
+				k++
+			}
+		}
+		if k >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d held calls parked", k, n)
+		case <-time.After(time.Millisecond):
 		}
 	}
 }
