@@ -75,6 +75,9 @@ type Options struct {
 	MaxAwait     time.Duration // cap for timeout_ms; default 5m
 	DefaultAwait time.Duration // timeout_ms when absent; default 30s
 	Logger       *slog.Logger
+	// ConsoleURL is the approvals console the task manager names in status messages (its
+	// tasks.Options.ConsoleURL), so a queued event rebuilds them instead of keeping them.
+	ConsoleURL string
 }
 
 // Tools is the tollgate_* tool server. Safe for concurrent use.

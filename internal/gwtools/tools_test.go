@@ -590,7 +590,7 @@ func TestTaskEvent(t *testing.T) {
 				Accelerated: tc.accelerated, Arguments: json.RawMessage(`{"secret":"hunter2"}`),
 				Decision: &tasks.Decision{Approved: tc.state == tasks.Approved, By: "bob", At: t0}}
 			tr := tasks.Transition{From: tc.from, To: tc.state, Task: task}
-			typ, _, ok := TaskEvent(tr)
+			typ, _, ok := TaskEvent(tr, nil)
 			if typ != tc.want || ok != tc.ok {
 				t.Fatalf("TaskEvent = %q, %v; want %q, %v", typ, ok, tc.want, tc.ok)
 			}
@@ -646,5 +646,60 @@ func waitUntil(t *testing.T, cond func() bool) {
 			return
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestTaskEventDataAsBefore: a queued task event's data, kept compact and encoded when read,
+// is byte for byte the JSON object the event carried when it was built as a map and encoded at
+// once (what clients of tollgate_await_activity read): awaiting approval with the standard
+// message (rebuilt, one or two approvals needed) and another one, decided, failed, input required.
+func TestTaskEventDataAsBefore(t *testing.T) {
+	const console = "http://127.0.0.1:7469/approvals?x=<&>"
+	asMap := func(tr tasks.Transition, typ string) []byte { // the encoding before
+		tk := tr.Task
+		data := map[string]any{"toolName": tk.Tool, "status": tk.WireStatus(), "state": string(tk.State)}
+		if tk.StatusMessage != "" {
+			data["statusMessage"] = tk.StatusMessage
+		}
+		if d := tk.Decision; d != nil && (typ == events.TypeTaskDecided || tk.State == tasks.TimedOut) {
+			data["decision"] = decisionView{Approved: d.Approved, By: d.By, Reason: d.Reason, At: d.At.UTC().Truncate(time.Millisecond)}
+		}
+		if tk.Error != nil {
+			data["error"] = map[string]any{"code": tk.Error.Code, "name": tk.Error.Name(), "message": tk.Error.Message}
+		}
+		b, _ := json.Marshal(data)
+		return b
+	}
+	at := time.Date(2026, 11, 26, 10, 0, 0, 123456789, time.FixedZone("x", 3600))
+	awaiting := func(given, need int) *tasks.Task {
+		return &tasks.Task{ID: "tg_a", Tool: "delete_<file>", Workflow: "ops & co", State: tasks.AwaitingApproval, RequiredApprovals: need,
+			Approvals: make([]tasks.Vote, given), StatusMessage: tasks.AwaitingMessage("ops & co", "tg_a", console, given, need)}
+	}
+	other := awaiting(0, 1)
+	other.StatusMessage = "Waiting for the requester's answer"
+	input := &tasks.Task{ID: "tg_q", Tool: "t", State: tasks.Executing, StatusMessage: "Executing (input required)",
+		Question: &tasks.Question{ID: "q1", Method: tasks.MethodElicit}}
+	for name, tr := range map[string]tasks.Transition{
+		"requested":  {To: tasks.AwaitingApproval, Task: awaiting(0, 1)},
+		"other msg":  {To: tasks.AwaitingApproval, Task: other},
+		"two needed": {To: tasks.AwaitingApproval, Task: awaiting(0, 2)},
+		"no message": {To: tasks.AwaitingApproval, Task: &tasks.Task{ID: "tg_n", Tool: "t", State: tasks.AwaitingApproval}},
+		"rejected": {From: tasks.AwaitingApproval, To: tasks.Rejected, Task: &tasks.Task{ID: "tg_r", Tool: "t", State: tasks.Rejected,
+			StatusMessage: "Rejected by bob", Decision: &tasks.Decision{By: "bob", Reason: "no <way>", At: at},
+			Error: jsonrpc.NewError(jsonrpc.CodeApprovalRejected, "ApprovalRejected", "rejected by bob: no <way>")}},
+		"timed out": {From: tasks.AwaitingApproval, To: tasks.TimedOut, Task: &tasks.Task{ID: "tg_t", Tool: "t", State: tasks.TimedOut,
+			Decision: &tasks.Decision{By: tasks.ByTimeout, At: at}, Error: jsonrpc.NewError(jsonrpc.CodeApprovalTimedOut, "ApprovalTimedOut", "timed out")}},
+		"input": {From: tasks.Executing, To: tasks.Executing, Task: input},
+	} {
+		typ, data, ok := TaskEvent(tr, new(console))
+		if !ok {
+			t.Fatalf("%s: no event", name)
+		}
+		if d := data.(*taskEventData); d.rebuild != (name == "requested" || name == "two needed") || (d.rebuild && d.msg != "") {
+			t.Errorf("%s: message rebuilt %v, kept %q", name, d.rebuild, d.msg)
+		}
+		if got, want := string(data.EventData()), string(asMap(tr, typ)); got != want {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, want)
+		}
 	}
 }

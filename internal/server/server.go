@@ -222,7 +222,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		ConsoleURL:      consoleURL,
 	})
 	undo = append(undo, func() { _ = s.tasks.Close() })
-	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log})
+	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log, ConsoleURL: consoleURL})
 	var upTasks intercept.UpstreamTaskStore
 	if ut, ok := s.store.(store.UpstreamTasks); ok && store.IsShared(s.store) {
 		upTasks = ut // replicas share upstream task bindings (docs/operations.md)

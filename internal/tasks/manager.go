@@ -294,7 +294,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		if ok {
 			t.RequiredApprovals = max(wf.MinApprovals, 1)
 		}
-		t.StatusMessage = awaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL, 0, t.RequiredApprovals)
+		t.StatusMessage = AwaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL, 0, t.RequiredApprovals)
 		if t.AskRequester {
 			// spec 2025-11-25 tasks: input_required tells the requestor to call tasks/result,
 			// where the approval question is asked with elicitation/create.
@@ -403,11 +403,11 @@ func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage
 	return ev.Result, ev.Error, err
 }
 
-// awaitingMessage is the statusMessage of a task waiting for a human: what it waits for and
+// AwaitingMessage is the statusMessage of a task waiting for a human: what it waits for and
 // where to decide, since a task-aware client shows statusMessage and nothing else (both eras:
 // tasks/get, notifications, a 2026-07-28 requester's every poll).
 // With several approvals needed it counts them: "(workflow ops, 1 of 2 approvals)".
-func awaitingMessage(workflow, id, consoleURL string, given, need int) string {
+func AwaitingMessage(workflow, id, consoleURL string, given, need int) string {
 	where := "in the approvals console"
 	if consoleURL != "" {
 		where = "in the console at " + consoleURL
@@ -476,7 +476,7 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 		need := m.required(t)
 		t.RequiredApprovals = need // only ever raised: subscribers read "k of N" off the task
 		if len(t.Approvals) < need {
-			t.StatusMessage = awaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL, len(t.Approvals), need)
+			t.StatusMessage = AwaitingMessage(t.Workflow, t.ID, m.opts.ConsoleURL, len(t.Approvals), need)
 			return nil // AwaitingApproval → AwaitingApproval: a vote
 		}
 		t.Decision = &Decision{Approved: true, By: approver, Reason: reason, At: now}

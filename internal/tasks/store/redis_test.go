@@ -427,7 +427,7 @@ func TestRedisUpstreamTasksBounded(t *testing.T) {
 		return ok
 	}
 	bind(a, "id:quiet", "q1", time.Minute) // expires first of all
-	for i := range 6 {                      // through both replicas
+	for i := range 6 {                     // through both replicas
 		st := a
 		if i%2 == 1 {
 			st = b
