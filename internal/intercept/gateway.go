@@ -68,7 +68,6 @@ type Gateway struct {
 	rates    limiters          // server.rate_limit per caller
 
 	questions questions // approval questions asked of requesters (elicitation)
-	asking    asking    // streams carrying a task's questions now (relayUntilOutcome)
 
 	// Warnings any client can trigger at will are sampled (logcap).
 	warnOnDemand, warnTTL *logcap.Sampler

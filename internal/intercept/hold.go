@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/governance"
@@ -33,18 +32,21 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 	budget := s.Config.Tasks.HoldBudget.D()
 	own, id := owner(x), t.ID
 	token := progressToken(x.Msg.Params)
-	// The wait keeps what it needs of t, not t: a held call is an open connection, and the
-	// task (arguments, headers) is in the store.
-	wf, status := t.Workflow, t.StatusMessage
+	// The wait keeps what it needs of t and p, not them: a held call is an open connection,
+	// and the task (arguments, headers) is in the store.
+	tool, wf, status := p.Name, t.Workflow, t.StatusMessage
 	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		outcome := holdAnswered
 		defer func(end func(string)) { end(outcome) }(g.m.holdStarted(attached))
 		hctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
-		stop := keepAlive(hctx, emit, token, status, budget, progressMeta(id, g.d.ConsoleURL))
-		// The upstream's questions during the approved call go to the caller (outcomeOrQuestion).
-		answer := g.outcomeOrQuestion(hctx, x, own, id, emit)
-		stop()
+		// One loop on this goroutine waits, relays the upstream's questions during the
+		// approved call (outcomeOrQuestion) and sends the progress notifications.
+		var r tasks.Relay
+		if tick := progress(emit, token, status, budget, progressMeta(id, g.d.ConsoleURL)); tick != nil && tick() {
+			r.Tick, r.Every = tick, holdProgressEvery
+		}
+		answer := g.outcomeOrQuestion(hctx, x, own, id, emit, r)
 		switch {
 		case answer != nil:
 			return answer
@@ -60,8 +62,8 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 			return g.outcomeResponse(ctx, x, own, id)
 		}
 		outcome = holdSettled
-		g.log.Info("held call settled undecided", "task_id", id, "tool", p.Name, "workflow", wf, "budget", budget.String())
-		return jsonrpc.ResultResponse(x.Msg.ID, heldResult(cur, g.d.ConsoleURL, g.ann.tool(p.Name).outputSchema))
+		g.log.Info("held call settled undecided", "task_id", id, "tool", tool, "workflow", wf, "budget", budget.String())
+		return jsonrpc.ResultResponse(x.Msg.ID, heldResult(cur, g.d.ConsoleURL, g.ann.tool(tool).outputSchema))
 	}}
 }
 
@@ -85,38 +87,20 @@ func progressToken(params json.RawMessage) json.RawMessage {
 	return tok
 }
 
-// keepAlive sends notifications/progress for token on the held call's stream at once and then
-// every holdProgressEvery until ctx ends; stop waits for the sender, so nothing is emitted
-// after the answer. Without a token it sends nothing (the proxy's SSE comments keep the
-// connection alive).
-func keepAlive(ctx context.Context, emit func([]byte) bool, token json.RawMessage, status string, budget time.Duration, meta string) (stop func()) {
+// progress returns what sends the next notifications/progress for token on the held call's
+// stream: at once, then every holdProgressEvery (tasks.Relay's ticks); false when it cannot
+// (no stream, the client went away). Without a token it is nil: the proxy's SSE comments keep
+// the connection alive.
+func progress(emit func([]byte) bool, token json.RawMessage, status string, budget time.Duration, meta string) func() bool {
 	if token == nil {
-		return func() {}
+		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(holdProgressEvery)
-		defer tick.Stop()
-		msg := string(rawString(fmt.Sprintf("%s; held up to %s", status, budget)))
-		for n := 1; ; n++ {
-			note := `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(token) +
-				`,"progress":` + strconv.Itoa(n) + `,"message":` + msg + `,"_meta":` + meta + `}}`
-			if !emit([]byte(note)) {
-				return // no stream (JSON reply) or the client went away
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
+	msg := string(rawString(fmt.Sprintf("%s; held up to %s", status, budget)))
+	n := 0
+	return func() bool {
+		n++
+		return emit([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(token) +
+			`,"progress":` + strconv.Itoa(n) + `,"message":` + msg + `,"_meta":` + meta + `}}`))
 	}
 }
 

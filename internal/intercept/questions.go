@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -48,31 +47,21 @@ func questionRequest(id string, q *tasks.Question) []byte {
 	return jsonrpc.Request(rawString(questionRequestID(id, q.ID)), q.Method, params)
 }
 
-// relayUntilOutcome waits for the outcome of task id and answers x with it, sending every
-// question of the upstream's that becomes pending meanwhile to the owner on this stream (emit):
-// the tasks/result stream of a task, a held plain call's own stream (spec 2025-11-25 tasks:
-// input_required → the question travels on tasks/result). Once emit fails (a JSON answer, the
-// client went away) it only waits: the question stays on the task for the tollgate_* tools and
-// tasks/get. One wait (tasks.Manager.ResultOrQuestion) serves both: no goroutine of its own.
-func (g *Gateway) relayUntilOutcome(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool) []byte {
-	g.asking.add(id, 1)
-	defer g.asking.add(id, -1)
-	seen, relay := "", true
-	for {
-		res, rpcErr, q, err := g.d.Tasks.ResultOrQuestion(ctx, own, id, seen)
-		if q == nil {
-			return outcomeReply(x, id, res, rpcErr, err)
+// onStream is the tasks.Relay Ask that puts each question of task id to its owner on this
+// stream (emit): the tasks/result stream of a task, a held plain call's own stream (spec
+// 2025-11-25 tasks: input_required → the question travels on tasks/result). When emit fails
+// (a JSON answer, the client went away) the question stays on the task for the tollgate_*
+// tools and tasks/get.
+func onStream(id string, emit func([]byte) bool) func(*tasks.Question) tasks.Asked {
+	return func(q *tasks.Question) tasks.Asked {
+		if !emit(questionRequest(id, q)) {
+			return tasks.RelayClosed
 		}
-		if !relay {
-			seen = q.ID // not sent: it waits for the tollgate_* tools
-			continue
-		}
-		seen = q.ID
-		relay = emit(questionRequest(id, q))
+		return tasks.Relayed
 	}
 }
 
-// questionResponse takes a client's answer to a question sent by relayUntilOutcome. The
+// questionResponse takes a client's answer to a question sent by onStream. The
 // owner check is the task's: anyone else's answer is ignored like an unknown id.
 func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) Result {
 	taskID, qid, ok := parseQuestionRequestID(id)
@@ -91,41 +80,42 @@ func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) 
 	return Result{Accepted: true}
 }
 
-// outcomeOrQuestion waits for the outcome of a plain call's task (a held or blocked call) and
-// puts the upstream's questions during its call to the caller: a 2025-11-25 caller gets them
-// on the call's own stream, as a direct proxy would relay them; a 2026-07-28 caller, which
-// takes no requests on a stream, gets an InputRequiredResult naming the question, and its retry
-// with inputResponses (answerFromRetry) continues the call (spec 2026-07-28
-// basic/patterns/mrtr). nil: the client went away.
-func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool) []byte {
-	if x.Modern == nil {
-		return g.relayUntilOutcome(ctx, x, own, id, emit)
-	}
-	if own == tasks.Anonymous {
-		// An anonymous caller's retry makes a task of its own (no one to attach it to), so it
-		// could not continue this one: its question waits for the tollgate_* tools.
-		return g.outcomeResponse(ctx, x, own, id)
-	}
-	seen := ""
-	for {
-		res, rpcErr, q, err := g.d.Tasks.ResultOrQuestion(ctx, own, id, seen)
-		if q == nil {
-			return outcomeReply(x, id, res, rpcErr, err)
-		}
-		seen = q.ID
+// outcomeOrQuestion waits for the outcome of a plain call's task (a held or blocked call),
+// with r's ticks, and puts the upstream's questions during its call to the caller: a
+// 2025-11-25 caller gets them on the call's own stream, as a direct proxy would relay them; a
+// 2026-07-28 caller, which takes no requests on a stream, gets an InputRequiredResult naming
+// the question, and its retry with inputResponses (answerFromRetry) continues the call (spec
+// 2026-07-28 basic/patterns/mrtr). nil: the client went away.
+func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool, r tasks.Relay) []byte {
+	switch {
+	case x.Modern == nil:
+		r.Ask = onStream(id, emit)
+	case own != tasks.Anonymous:
 		// Only what the request's clientCapabilities declare may be asked (the others wait
 		// for the tollgate_* tools or time out).
-		if c, known := inputCapability[q.Method]; !known || jsonrpc.Member(x.Modern.Capabilities, c) == nil {
-			continue
+		r.Ask = func(q *tasks.Question) tasks.Asked {
+			if c, known := inputCapability[q.Method]; known && jsonrpc.Member(x.Modern.Capabilities, c) != nil {
+				return tasks.RelayReturn
+			}
+			return tasks.Relayed
+		}
+		// An anonymous caller's retry makes a task of its own (no one to attach it to), so it
+		// could not continue this one: its question waits for the tollgate_* tools.
+	}
+	for {
+		st, err := g.d.Tasks.Follow(ctx, own, id, r)
+		if err != nil || st.Done {
+			return outcomeReply(x, id, st.Result, st.Error, err)
 		}
 		t, err := g.d.Tasks.Get(ctx, own, id)
 		if err != nil {
-			continue // gone or the client went away: the next wait says which
+			return outcomeReply(x, id, nil, nil, err)
 		}
-		if reqs := g.inputRequests(t); reqs != nil { // nil: answered meanwhile, the outcome is still to come
+		if reqs := g.inputRequests(t); reqs != nil {
 			b, _ := jsonrpc.Marshal(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": id})
 			return jsonrpc.ResultResponse(x.Msg.ID, b)
 		}
+		// answered meanwhile: the outcome, or the next question, is still to come
 	}
 }
 
@@ -158,30 +148,6 @@ func (g *Gateway) answerQuestions(ctx context.Context, own, id string, responses
 	return nil
 }
 
-// asking counts, per task, the streams of this replica that carry its questions to the owner
-// (an open tasks/result, a held call's own stream).
-type asking struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (a *asking) add(id string, d int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.n == nil {
-		a.n = map[string]int{}
-	}
-	if a.n[id] += d; a.n[id] <= 0 {
-		delete(a.n, id)
-	}
-}
-
-func (a *asking) open(id string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n[id] > 0
-}
-
 // OnTaskQuestion is a tasks.Manager subscriber: a question of the upstream's that becomes
 // pending on a 2025-11-25 task while no tasks/result (or held call) of this replica carries
 // its questions goes to the owning session's GET stream (spec 2025-11-25 tasks: a request
@@ -190,7 +156,7 @@ func (a *asking) open(id string) bool {
 // counts. It never blocks (session.Push drops the message when the stream is full).
 func (g *Gateway) OnTaskQuestion(tr tasks.Transition) {
 	t := tr.Task
-	if tr.Event() != tasks.EventInput || t.Era == tasks.EraModern || t.SessionID == "" || g.asking.open(t.ID) {
+	if tr.Event() != tasks.EventInput || t.Era == tasks.EraModern || t.SessionID == "" || g.d.Tasks.Relaying(t.ID) {
 		return
 	}
 	q := t.PendingQuestion()

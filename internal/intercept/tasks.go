@@ -108,7 +108,8 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 			g.askRequester(t, own, emit) // input_required: the question travels on this stream
 		}
 		// and so do the upstream's questions during the call
-		return g.relayUntilOutcome(ctx, x, own, id, emit)
+		st, err := g.d.Tasks.Follow(ctx, own, id, tasks.Relay{Ask: onStream(id, emit)})
+		return outcomeReply(x, id, st.Result, st.Error, err)
 	}}
 }
 

@@ -307,7 +307,7 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 	switch s.Config.Tasks.SyncApproval {
 	case config.SyncApprovalBlock:
 		return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
-			return g.outcomeOrQuestion(ctx, x, own, id, emit)
+			return g.outcomeOrQuestion(ctx, x, own, id, emit, tasks.Relay{})
 		}}
 	case config.SyncApprovalHold:
 		return g.hold(s, x, p, t, attached)
@@ -324,8 +324,8 @@ func (g *Gateway) outcomeResponse(ctx context.Context, x *Exchange, own, id stri
 	return outcomeReply(x, id, res, rpcErr, err)
 }
 
-// outcomeReply is the answer to x for task id's outcome as tasks.Manager.Result gave it; nil
-// when the wait ended without one (the client went away).
+// outcomeReply answers x with the outcome of task id as tasks.Manager.Result (or Follow)
+// returned it; nil when the wait ended with its context.
 func outcomeReply(x *Exchange, id string, res json.RawMessage, rpcErr *jsonrpc.Error, err error) []byte {
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):

@@ -131,6 +131,7 @@ type Manager struct {
 	nextSub int
 
 	sweep   sweeper
+	relays  relays        // streams of this process relaying a task's questions now (Follow)
 	runDone chan struct{} // closed when Run returns; nil until Run starts
 
 	// awaiting counts the tasks awaiting approval by workflow, kept where the tollgate_tasks
@@ -398,51 +399,8 @@ func (m *Manager) Cancel(ctx context.Context, owner, id string) (*Task, error) {
 // JSON-RPC error (spec 2025-11-25 tasks: tasks/result MUST block). ctx ending returns
 // ctx.Err() and leaves the task running.
 func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage, *jsonrpc.Error, error) {
-	res, rpcErr, _, err := m.result(ctx, owner, id, "", false)
-	return res, rpcErr, err
-}
-
-// ResultOrQuestion waits as Result does, and also returns, without an outcome, when a question
-// of the upstream's other than the one named seen ("" = none yet) becomes pending on the task:
-// a stream that carries the task's questions to its owner (a held call, tasks/result) relays q
-// and calls again with q.ID as seen. One wait serves both, so such a stream runs no goroutine
-// of its own.
-func (m *Manager) ResultOrQuestion(ctx context.Context, owner, id, seen string) (json.RawMessage, *jsonrpc.Error, *Question, error) {
-	return m.result(ctx, owner, id, seen, true)
-}
-
-func (m *Manager) result(ctx context.Context, owner, id, seen string, questions bool) (json.RawMessage, *jsonrpc.Error, *Question, error) {
-	for {
-		w := m.acquireWaiter(id) // before reading, so no change is missed
-		t, err := m.getOwned(ctx, owner, id, false)
-		if err == nil && !m.now().Before(t.ExpiresAt()) && t.State != Expired {
-			// past its TTL a finished task's result is gone (spec: MAY delete after ttl)
-			err = ErrNotFound
-		}
-		if err != nil {
-			m.releaseWaiter(id, w)
-			return nil, nil, nil, err
-		}
-		if t.State.Terminal() {
-			m.releaseWaiter(id, w)
-			res, rpcErr := outcome(t)
-			return res, rpcErr, nil, nil
-		}
-		if q := t.PendingQuestion(); questions && q != nil && q.ID != seen {
-			m.releaseWaiter(id, w)
-			return nil, nil, q, nil
-		}
-		woken, _ := m.waitChange(ctx, id, w, nil) // close happens after last is set: reading it is safe
-		if ctx.Err() != nil {
-			return nil, nil, nil, ctx.Err()
-		}
-		// The task as committed by the change that woke us: it may be deleted right after
-		// (retention 0), and a waiter must still learn the outcome, e.g. TaskExpired.
-		if last := w.last; woken && last != nil && last.State.Terminal() {
-			res, rpcErr := outcome(last)
-			return res, rpcErr, nil, nil
-		}
-	}
+	ev, err := m.await(ctx, owner, id, "", false, nil)
+	return ev.Result, ev.Error, err
 }
 
 // AwaitingMessage is the statusMessage of a task waiting for a human: what it waits for and

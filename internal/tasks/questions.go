@@ -396,30 +396,3 @@ func (m *Manager) Answer(ctx context.Context, owner, id, qid string, result json
 	m.log.Info("task: the owner answered", "task_id", id, "question", qid)
 	return t, nil
 }
-
-// NextQuestion blocks until the owner's task id has a pending question other than the one
-// named seen ("" = none seen yet) and returns it; it returns nil when the task is finished,
-// and ctx's error when ctx ends. A foreign owner gets ErrNotFound. It serves the streams that
-// carry questions to the owner (tasks/result, a held call's own stream).
-func (m *Manager) NextQuestion(ctx context.Context, owner, id, seen string) (*Question, error) {
-	for {
-		w := m.acquireWaiter(id) // before reading, so no change is missed
-		t, err := m.getOwned(ctx, owner, id, false)
-		if err != nil {
-			m.releaseWaiter(id, w)
-			return nil, err
-		}
-		if t.State.Terminal() {
-			m.releaseWaiter(id, w)
-			return nil, nil
-		}
-		if q := t.PendingQuestion(); q != nil && q.ID != seen {
-			m.releaseWaiter(id, w)
-			return q, nil
-		}
-		m.waitChange(ctx, id, w, nil)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-	}
-}
