@@ -156,6 +156,27 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// clickJS clicks the element sel matches from JavaScript, once it exists. The console redraws
+// its rows and summary counts when it polls, so a node found first and clicked after (as
+// chromedp.Click does, by node id) may be gone by then ("Could not find node with given id");
+// finding and clicking it in one script cannot miss.
+func clickJS(sel string) chromedp.Action[chromedp.Void] {
+	click := chromedp.Evaluate[bool](`(() => { const e = document.querySelector(` + jsString(sel) + `); if (!e) return false; e.click(); return true; })()`)
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		for {
+			ok, err := click(ctx, t)
+			if err != nil || ok {
+				return chromedp.Void{}, err
+			}
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
 // eval evaluates a JavaScript expression through DevTools. (chromedp.Poll is not usable here:
 // it compiles its predicate with new Function, which the console's CSP rightly forbids.)
 func eval[T any](b *browser, expr string) T {
@@ -299,7 +320,7 @@ func TestApprovalConsole(t *testing.T) {
 	}
 
 	// Detail: redacted arguments, never the secret anywhere on the page.
-	b.do("open the request", chromedp.Click(chromedp.CSS(rowSel(approveID))), chromedp.WaitVisible(chromedp.ID("args")))
+	b.do("open the request", clickJS(rowSel(approveID)), chromedp.WaitVisible(chromedp.ID("args")))
 	args := eval[string](b, `document.getElementById('args').textContent`)
 	if !strings.Contains(args, `"password": "[REDACTED]"`) || !strings.Contains(args, `"user_id": "u-002"`) {
 		t.Errorf("arguments shown: %s", args)
@@ -330,7 +351,7 @@ func TestApprovalConsole(t *testing.T) {
 	// Reject without a reason: optional in the console as in the API and the CLI.
 	rejectID := c.CallTask(3, "delete_user", `{"user_id":"u-003","password":"`+secret+`"}`)
 	b.do("the second request is listed", chromedp.WaitVisible(chromedp.CSS(rowSel(rejectID))))
-	b.do("open the second request", chromedp.Click(chromedp.CSS(rowSel(rejectID))))
+	b.do("open the second request", clickJS(rowSel(rejectID)))
 	b.waitFor("the detail of the second request", `document.getElementById('d-id').textContent === `+jsString(rejectID))
 	b.do("reject without a reason", chromedp.Click(chromedp.ID("reject")))
 	b.messageIs("ok", "Rejected delete_user")
@@ -348,7 +369,7 @@ func TestApprovalConsole(t *testing.T) {
 	// Someone else decides first: the page shows the standing decision (409).
 	lateID := c.CallTask(5, "delete_user", `{"user_id":"u-004"}`)
 	b.do("the third request is listed", chromedp.WaitVisible(chromedp.CSS(rowSel(lateID))))
-	b.do("open the third request", chromedp.Click(chromedp.CSS(rowSel(lateID))))
+	b.do("open the third request", clickJS(rowSel(lateID)))
 	b.waitFor("the detail of the third request", `document.getElementById('d-id').textContent === `+jsString(lateID))
 	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+lateID+"/approve", bobToken, `{"reason":"bob was faster"}`); st != 200 {
 		t.Fatalf("bob's approval: %d", st)
@@ -364,7 +385,7 @@ func TestApprovalConsole(t *testing.T) {
 	if eval[bool](b, `!!document.querySelector(`+jsString(rowSel(approveID))+`)`) {
 		t.Error("the rejected filter lists an approved request")
 	}
-	b.do("open the rejected request", chromedp.Click(chromedp.CSS(rowSel(rejectID))))
+	b.do("open the rejected request", clickJS(rowSel(rejectID)))
 	b.waitFor("the decision of the rejected request", `document.getElementById('d-decision-text').textContent.includes('Rejected by alice') && document.getElementById('approve').disabled`)
 
 	b.do("sign out", chromedp.Click(chromedp.ID("signout")), chromedp.WaitVisible(chromedp.ID("token")))
@@ -415,7 +436,7 @@ func TestConsoleAgainstHostileData(t *testing.T) {
 
 	b.do("open and sign in", chromedp.Navigate(srv.URL+console.Path), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), "stub"), chromedp.Click(chromedp.ID("signin")),
-		chromedp.WaitVisible(chromedp.CSS(rowSel("tg_hostile"))), chromedp.Click(chromedp.CSS(rowSel("tg_hostile"))),
+		chromedp.WaitVisible(chromedp.CSS(rowSel("tg_hostile"))), clickJS(rowSel("tg_hostile")),
 		chromedp.WaitVisible(chromedp.ID("args")))
 	if got := eval[string](b, `document.getElementById('args').textContent`); !strings.Contains(got, `<script>window.pwned=3</script>`) {
 		t.Errorf("arguments not shown as text: %s", got)
@@ -484,9 +505,9 @@ func TestConsoleReachesBuriedApprovals(t *testing.T) {
 	b.waitFor("page 1 again", `document.getElementById('page').textContent === 'Page 1' && document.getElementById('prev').disabled`)
 
 	// One click on the owner's count shows only that owner's requests; decide from there.
-	b.do("filter by the owner", chromedp.Click(chromedp.CSS(ownerChip(victimOwner))), chromedp.WaitVisible(chromedp.CSS(rowSel(victimID))))
+	b.do("filter by the owner", clickJS(ownerChip(victimOwner)), chromedp.WaitVisible(chromedp.CSS(rowSel(victimID))))
 	b.waitFor("only the owner's request", rows+` === 1 && document.getElementById('f-owner').value === `+jsString(victimOwner))
-	b.do("open and approve it", chromedp.Click(chromedp.CSS(rowSel(victimID))), chromedp.WaitVisible(chromedp.ID("args")),
+	b.do("open and approve it", clickJS(rowSel(victimID)), chromedp.WaitVisible(chromedp.ID("args")),
 		chromedp.Click(chromedp.ID("approve")))
 	b.messageIs("ok", "Approved delete_user")
 	if st, v := g.AdminRequest(t, "GET", "/api/v1/approvals/"+victimID, bobToken, ""); st != 200 || testkit.Dig(v, "decision", "by") != "alice" {

@@ -133,7 +133,7 @@ func TestConsoleBehindLoginProxy(t *testing.T) {
 	if !eval[bool](b, `document.getElementById('login').hidden && document.getElementById('signout').hidden && sessionStorage.length === 0`) {
 		t.Error("the console asked for a token, offered a sign-out or stored something")
 	}
-	b.do("open the request", chromedp.Click(chromedp.CSS(rowSel(taskID))))
+	b.do("open the request", clickJS(rowSel(taskID)))
 	b.waitFor("the detail", `document.getElementById('d-id').textContent === `+jsString(taskID))
 	b.do("approve", chromedp.Click(chromedp.ID("approve")))
 	b.messageIs("ok", "Approved delete_user")
@@ -264,7 +264,7 @@ func TestConsoleBehindOAuth2Proxy(t *testing.T) {
 	if eval[bool](b, `document.querySelector(`+jsString(rowSel(deleteID))+`) !== null`) {
 		t.Error("a finance approver sees SRE's held delete")
 	}
-	b.do("open the request", chromedp.Click(chromedp.CSS(rowSel(taskID))))
+	b.do("open the request", clickJS(rowSel(taskID)))
 	b.waitFor("the detail", `document.getElementById('d-id').textContent === `+jsString(taskID))
 	b.do("approve", chromedp.Click(chromedp.ID("approve")))
 	b.messageIs("ok", "Approved transfer_funds")

@@ -51,7 +51,7 @@ func TestConsoleWhoMayDecide(t *testing.T) {
 	b.waitFor("only what bob may decide", `document.querySelectorAll('#approvals tbody tr').length === 1 && !document.querySelector(`+jsString(rowSel(transferID))+`)`+
 		` && document.getElementById('summary-total').textContent.startsWith('1 pending') && !document.documentElement.outerHTML.includes('transfer_funds')`)
 
-	b.do("open the delete", chromedp.Click(chromedp.CSS(rowSel(deleteID))), chromedp.WaitVisible(chromedp.ID("args")))
+	b.do("open the delete", clickJS(rowSel(deleteID)), chromedp.WaitVisible(chromedp.ID("args")))
 	path := filepath.Join(g.Dir, "tollgate.yaml")
 	if err := os.WriteFile(path, []byte(testkit.BasicConfig(upURL, whoRules(`approvers: [alice]`))), 0o644); err != nil {
 		t.Fatal(err)
