@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -277,6 +278,17 @@ func TestModernUpstreamTaskBindingFair(t *testing.T) {
 	}
 	if r := get("up-0", "Bearer flood", "192.0.2.66"); r.Forward != nil {
 		t.Error("the flooding caller kept its oldest binding past its share")
+	}
+	// 99 001 bindings gave way: one warning says so, naming the source by its hash only.
+	var warned []string
+	for _, l := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(l, "upstream task bindings full") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "source_hash="+disclose.OwnerHash("ip:192.0.2.66")) ||
+		!strings.Contains(warned[0], "reason=source_share") || strings.Contains(warned[0], "192.0.2.66") {
+		t.Errorf("warnings about evicted bindings: %q, want one, with the flooding source hashed", warned)
 	}
 }
 

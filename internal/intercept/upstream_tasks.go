@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
@@ -15,6 +19,46 @@ type UpstreamTaskStore interface {
 	UpstreamTaskOwner(ctx context.Context, id string) (owner string, ok bool, err error)
 }
 
+// The tables of upstream task bindings, the label "table" of
+// tollgate_upstream_task_bindings_evicted_total.
+const (
+	upTasksMemory = "memory" // this process's (upstreamTasks)
+	upTasksStore  = "store"  // the shared store's (Deps.UpstreamTasks)
+)
+
+// upTasksWarnEvery spaces the warnings that bindings give way: a flood evicts one per new
+// task, and one line a minute (with the count held back) says it as well.
+const upTasksWarnEvery = time.Minute
+
+// initUpstreamTasks gives the shared store (when there is one) the bounds of the upstream task
+// bindings, and exposes how many this process holds.
+func (g *Gateway) initUpstreamTasks() {
+	g.modern.upTasksWarn = logcap.NewSampler(upTasksWarnEvery, 1)
+	if l, ok := g.d.UpstreamTasks.(interface {
+		LimitUpstreamTasks(perSource, total int, evicted func(reason, source string))
+	}); ok {
+		q := g.d.Snapshots.Load().Config.Tasks.Quotas
+		l.LimitUpstreamTasks(q.MaxUpstreamTasksPerSource, q.MaxUpstreamTasksTotal, g.upstreamTaskEvicted(upTasksStore))
+	}
+	if g.d.Registerer != nil {
+		g.d.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_upstream_task_bindings",
+			Help: "2026-07-28 upstream task ids this process keeps bound to their creators (bounded by tasks.quotas.max_upstream_tasks_total)."},
+			func() float64 { return float64(g.upstreamTasks().Len()) }))
+	}
+}
+
+// upstreamTaskEvicted counts a binding of table that gave way, and warns (sampled) naming the
+// source that held it by its hash only: a source may be a caller's identity.
+func (g *Gateway) upstreamTaskEvicted(table string) func(reason, src string) {
+	return func(reason, src string) {
+		g.m.upstreamTaskEvicted(table, reason)
+		if ok, held := g.modern.upTasksWarn.Allow(); ok {
+			g.log.Warn("upstream task bindings full: an older binding gave way; its creator now gets \"not found\" for that upstream task",
+				"table", table, "reason", reason, "source_hash", disclose.OwnerHash(src), "suppressed", held)
+		}
+	}
+}
+
 // upstreamTasks is this process's table of upstream task ids and their owners, bounded per
 // source (tasks.quotas.max_upstream_tasks_per_source) and in total (max_upstream_tasks_total,
 // read at start): one source creating task after task makes room with its own oldest
@@ -22,7 +66,7 @@ type UpstreamTaskStore interface {
 func (g *Gateway) upstreamTasks() *source.Shares[string] {
 	g.modern.upTasksOnce.Do(func() {
 		q := g.d.Snapshots.Load().Config.Tasks.Quotas
-		g.modern.upTasks = source.NewShares[string](q.MaxUpstreamTasksPerSource, q.MaxUpstreamTasksTotal, g.m.upstreamTaskEvicted)
+		g.modern.upTasks = source.NewShares[string](q.MaxUpstreamTasksPerSource, q.MaxUpstreamTasksTotal, g.upstreamTaskEvicted(upTasksMemory))
 	})
 	return g.modern.upTasks
 }

@@ -19,7 +19,7 @@ type Shares[V any] struct {
 	sources   map[string]*list.List    // each source's entries, most recently used at the front
 	buckets   map[int]map[string]struct{}
 	most      int // the largest count any source holds
-	evicted   func(reason string)
+	evicted   func(reason, source string)
 }
 
 type share[V any] struct {
@@ -35,8 +35,8 @@ const (
 
 // NewShares returns a table of at most total entries, perSource of one source (both > 0).
 // evicted, if not nil, is called (under the table's lock: keep it cheap) for every entry that
-// gives way.
-func NewShares[V any](perSource, total int, evicted func(reason string)) *Shares[V] {
+// gives way, with the reason and the source that held it.
+func NewShares[V any](perSource, total int, evicted func(reason, source string)) *Shares[V] {
 	return &Shares[V]{perSource: max(perSource, 1), total: max(total, 1), entries: map[string]*list.Element{},
 		sources: map[string]*list.List{}, buckets: map[int]map[string]struct{}{}, evicted: evicted}
 }
@@ -123,7 +123,7 @@ func (s *Shares[V]) evictOldest(source, reason string) {
 		delete(s.sources, source)
 	}
 	if s.evicted != nil {
-		s.evicted(reason)
+		s.evicted(reason, source)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 // the oldest entry of the source holding the most gives way, never one of a source holding
 // fewer, however old; the first value put for an id stays.
 func TestSharesFair(t *testing.T) {
-	reasons := map[string]int{}
-	s := NewShares[string](3, 5, func(r string) { reasons[r]++ })
+	reasons, victims := map[string]int{}, map[string]int{}
+	s := NewShares[string](3, 5, func(r, src string) { reasons[r]++; victims[src]++ })
 	s.Put("quiet", "q1", "alice") // the oldest entry from now on
 	for i := range 10 {
 		s.Put("flood", fmt.Sprint("f", i), "mallory")
@@ -18,8 +18,8 @@ func TestSharesFair(t *testing.T) {
 	if v, ok := s.Get("q1"); !ok || v != "alice" {
 		t.Fatalf("the quiet source's entry: %q %v", v, ok)
 	}
-	if s.Held("flood") != 3 || s.Len() != 4 || reasons[EvictedSourceShare] != 7 {
-		t.Fatalf("flood holds %d, %d in all, evictions %v", s.Held("flood"), s.Len(), reasons)
+	if s.Held("flood") != 3 || s.Len() != 4 || reasons[EvictedSourceShare] != 7 || victims["flood"] != 7 {
+		t.Fatalf("flood holds %d, %d in all, evictions %v of %v", s.Held("flood"), s.Len(), reasons, victims)
 	}
 	for _, id := range []string{"f7", "f8", "f9"} {
 		if _, ok := s.Get(id); !ok {
@@ -37,6 +37,9 @@ func TestSharesFair(t *testing.T) {
 	s.Put("third", "t2", "bob") // flood (3) holds the most: its least recently used goes
 	if _, ok := s.Get("q1"); !ok || s.Held("flood") != 2 || s.Held("third") != 2 || reasons[EvictedTotal] != 1 {
 		t.Fatalf("at the total bound: q1 kept %v, flood %d, third %d, %v", s.Held("quiet") == 1, s.Held("flood"), s.Held("third"), reasons)
+	}
+	if victims["flood"] != 8 || len(victims) != 1 {
+		t.Errorf("evictions charged to %v, want flood's 8", victims)
 	}
 	if _, ok := s.Get("f7"); ok { // f8 and f9 were used after f7
 		t.Error("flood's least recently used entry f7 was kept")
