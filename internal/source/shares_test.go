@@ -75,3 +75,29 @@ func TestSharesMostTracked(t *testing.T) {
 		t.Error("c0 kept: c should have given way with its own oldest")
 	}
 }
+
+// BenchmarkSharesPut: one Put into a full table over 1000 sources, each making room (the
+// flooding source at its share, or the heaviest at the total); the cost does not grow with
+// the table (compare the sizes).
+func BenchmarkSharesPut(b *testing.B) {
+	for _, total := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprint(total), func(b *testing.B) {
+			s := NewShares[string](total/100, total, nil)
+			for i := range total {
+				s.Put(fmt.Sprint("src", i%1000), fmt.Sprint("seed", i), "o")
+			}
+			srcs, ids := make([]string, 7), make([]string, b.N)
+			for i := range srcs {
+				srcs[i] = fmt.Sprint("src", i)
+			}
+			for i := range ids {
+				ids[i] = fmt.Sprint("new", i)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				s.Put(srcs[i%7], ids[i], "o")
+			}
+		})
+	}
+}
