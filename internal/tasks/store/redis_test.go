@@ -390,10 +390,10 @@ func TestRedisUpstreamTasks(t *testing.T) {
 	if got, err := b.BindUpstreamTask(ctx, "id:mallory", "up-1", "mallory", exp); err != nil || got != "alice" {
 		t.Fatalf("second bind: %q %v, want alice kept", got, err)
 	}
-	if owner, ok, err := b.UpstreamTaskOwner(ctx, "up-1"); err != nil || !ok || owner != "alice" {
-		t.Fatalf("owner through b: %q %v %v", owner, ok, err)
+	if owner, exp2, ok, err := b.UpstreamTaskOwner(ctx, "up-1"); err != nil || !ok || owner != "alice" || exp2.Before(exp.Add(-time.Minute)) || exp2.After(exp.Add(time.Second)) {
+		t.Fatalf("owner through b: %q until %v (bound until %v) %v %v", owner, exp2, exp, ok, err)
 	}
-	if _, ok, err := a.UpstreamTaskOwner(ctx, "up-2"); err != nil || ok {
+	if _, _, ok, err := a.UpstreamTaskOwner(ctx, "up-2"); err != nil || ok {
 		t.Fatalf("unbound id: %v %v", ok, err)
 	}
 }
@@ -424,7 +424,7 @@ func TestRedisUpstreamTasksBounded(t *testing.T) {
 	}
 	bound := func(id string) bool {
 		t.Helper()
-		_, ok, err := a.UpstreamTaskOwner(ctx, id)
+		_, _, ok, err := a.UpstreamTaskOwner(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -497,7 +497,7 @@ func TestRedisUpstreamTaskRebound(t *testing.T) {
 	bind("id:s", "dup", time.Second) // expires last of all
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, ok, err := st.UpstreamTaskOwner(ctx, "dup")
+		_, _, ok, err := st.UpstreamTaskOwner(ctx, "dup")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -513,7 +513,7 @@ func TestRedisUpstreamTaskRebound(t *testing.T) {
 	bind("id:s", "a", time.Hour+time.Second)
 	bind("id:s", "b", time.Hour+2*time.Second) // three live bindings: the share, not past it
 	for _, id := range []string{"dup", "a", "b"} {
-		if owner, ok, err := st.UpstreamTaskOwner(ctx, id); err != nil || !ok || owner != "owner-id:s" {
+		if owner, _, ok, err := st.UpstreamTaskOwner(ctx, id); err != nil || !ok || owner != "owner-id:s" {
 			t.Errorf("%s: %q %v %v, want bound to owner-id:s", id, owner, ok, err)
 		}
 	}

@@ -20,9 +20,9 @@ type UpstreamTasks interface {
 	// BindUpstreamTask binds id to owner for source src until expires unless it is bound
 	// already, and returns the owner it is bound to.
 	BindUpstreamTask(ctx context.Context, src, id, owner string, expires time.Time) (string, error)
-	// UpstreamTaskOwner returns the owner id is bound to; ok is false for an unbound or
-	// expired id.
-	UpstreamTaskOwner(ctx context.Context, id string) (owner string, ok bool, err error)
+	// UpstreamTaskOwner returns the owner id is bound to and when the binding ends; ok is
+	// false for an unbound or expired id.
+	UpstreamTaskOwner(ctx context.Context, id string) (owner string, expires time.Time, ok bool, err error)
 }
 
 var _ UpstreamTasks = (*Redis)(nil)
@@ -129,16 +129,26 @@ func (r *Redis) BindUpstreamTask(ctx context.Context, src, id, owner string, exp
 	return got[0], nil
 }
 
-func (r *Redis) UpstreamTaskOwner(ctx context.Context, id string) (string, bool, error) {
+func (r *Redis) UpstreamTaskOwner(ctx context.Context, id string) (string, time.Time, bool, error) {
 	if r.closed.Load() {
-		return "", false, ErrClosed
+		return "", time.Time{}, false, ErrClosed
 	}
-	owner, err := r.client.Get(ctx, r.prefix+"ut:"+id).Result()
-	if err == redis.Nil {
-		return "", false, nil
+	var get *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get, ttl = p.Get(ctx, r.prefix+"ut:"+id), p.PTTL(ctx, r.prefix+"ut:"+id)
+		return nil
+	})
+	owner, gerr := get.Result()
+	if gerr == redis.Nil {
+		return "", time.Time{}, false, nil
 	}
 	if err != nil {
-		return "", false, r.wrap("upstream task owner", "", err)
+		return "", time.Time{}, false, r.wrap("upstream task owner", "", err)
 	}
-	return owner, true, nil
+	left := ttl.Val()
+	if left <= 0 { // every binding is set with an expiry: none left means it just ended
+		return "", time.Time{}, false, nil
+	}
+	return owner, time.Now().Add(left), true, nil
 }
