@@ -359,6 +359,18 @@ func TestEnvOverrides(t *testing.T) {
 			check: func(c *Config) bool { return c.Tasks.ExecutionLease.D() == 3*time.Second }},
 		{name: "execution timeout default clamped to max ttl from env", env: map[string]string{EnvTaskMaxTTLMS: "120000", EnvTaskDefaultTTLMS: "60000"},
 			check: func(c *Config) bool { return c.Tasks.ExecutionTimeout.D() == 2*time.Minute }},
+		{name: "upstream task share defaults to a smaller total", yaml: minimal + "tasks: {quotas: {max_upstream_tasks_total: 500}}\n",
+			check: func(c *Config) bool {
+				return c.Tasks.Quotas.MaxUpstreamTasksPerSource == 500 && c.Tasks.Quotas.MaxUpstreamTasksTotal == 500
+			}},
+		{name: "upstream task share and total", yaml: minimal + "tasks: {quotas: {max_upstream_tasks_per_source: 7, max_upstream_tasks_total: 9}}\n",
+			check: func(c *Config) bool {
+				return c.Tasks.Quotas.MaxUpstreamTasksPerSource == 7 && c.Tasks.Quotas.MaxUpstreamTasksTotal == 9
+			}},
+		{name: "upstream task share past the total", yaml: minimal + "tasks: {quotas: {max_upstream_tasks_per_source: 10, max_upstream_tasks_total: 9}}\n",
+			err: []string{"tasks.quotas.max_upstream_tasks_total: must be ≥ max_upstream_tasks_per_source (10)"}},
+		{name: "upstream task bounds zero", yaml: minimal + "tasks: {quotas: {max_upstream_tasks_per_source: 0, max_upstream_tasks_total: 0}}\n",
+			err: []string{"tasks.quotas.max_upstream_tasks_per_source: must be > 0", "tasks.quotas.max_upstream_tasks_total: must be > 0"}},
 		{name: "ttl env below file max", yaml: minimal + "tasks: {max_ttl: 1m}\n", env: map[string]string{EnvTaskDefaultTTLMS: "120000"},
 			err: []string{"tasks.default_ttl: must not exceed tasks.max_ttl (2m > 1m) (set by $TOLLGATE_TASK_DEFAULT_TTL_MS)"}},
 	}

@@ -199,8 +199,12 @@ func (c *Config) applyDefaults(present map[string]int) {
 	num(&t.Quotas.MaxPendingPerOwner, "tasks.quotas.max_pending_per_owner", DefaultMaxPendingPerOwner)
 	num(&t.Quotas.MaxPendingPerSource, "tasks.quotas.max_pending_per_source", DefaultMaxPendingPerSource)
 	num(&t.Quotas.MaxPendingTotal, "tasks.quotas.max_pending_total", DefaultMaxPendingTotal)
-	num(&t.Quotas.MaxUpstreamTasksPerSource, "tasks.quotas.max_upstream_tasks_per_source", DefaultMaxUpstreamTasksPerSource)
 	num(&t.Quotas.MaxUpstreamTasksTotal, "tasks.quotas.max_upstream_tasks_total", DefaultMaxUpstreamTasksTotal)
+	if t.Quotas.MaxUpstreamTasksTotal > 0 { // a total set below the default share is the share too
+		num(&t.Quotas.MaxUpstreamTasksPerSource, "tasks.quotas.max_upstream_tasks_per_source", min(DefaultMaxUpstreamTasksPerSource, t.Quotas.MaxUpstreamTasksTotal))
+	} else {
+		num(&t.Quotas.MaxUpstreamTasksPerSource, "tasks.quotas.max_upstream_tasks_per_source", DefaultMaxUpstreamTasksPerSource)
+	}
 	i64(&t.Quotas.MaxArgumentBytes, "tasks.quotas.max_argument_bytes", DefaultMaxArgumentBytes)
 	i64(&t.Quotas.MaxStoredBytes, "tasks.quotas.max_stored_bytes", DefaultMaxStoredBytes)
 

@@ -575,7 +575,9 @@ func (v *validator) tasks() {
 	if q.MaxUpstreamTasksPerSource <= 0 {
 		v.add("tasks.quotas.max_upstream_tasks_per_source", "must be > 0")
 	}
-	if q.MaxUpstreamTasksTotal < q.MaxUpstreamTasksPerSource {
+	if q.MaxUpstreamTasksTotal <= 0 {
+		v.add("tasks.quotas.max_upstream_tasks_total", "must be > 0")
+	} else if q.MaxUpstreamTasksTotal < q.MaxUpstreamTasksPerSource {
 		v.add("tasks.quotas.max_upstream_tasks_total", "must be ≥ max_upstream_tasks_per_source (%d)", q.MaxUpstreamTasksPerSource)
 	}
 	if q.MaxArgumentBytes <= 0 {

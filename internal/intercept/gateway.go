@@ -90,12 +90,7 @@ func NewGateway(d Deps) *Gateway {
 		listed:       map[string]rules.TaskSupport{},
 		warnOnDemand: logcap.NewSampler(warnEvery, warnBurst), warnTTL: logcap.NewSampler(warnEvery, warnBurst)}
 	g.m = newGatewayMetrics(d.Registerer, g.toolLabel)
-	if l, ok := d.UpstreamTasks.(interface {
-		LimitUpstreamTasks(perSource, total int, evicted func(reason string))
-	}); ok {
-		q := d.Snapshots.Load().Config.Tasks.Quotas
-		l.LimitUpstreamTasks(q.MaxUpstreamTasksPerSource, q.MaxUpstreamTasksTotal, g.m.upstreamTaskEvicted)
-	}
+	g.initUpstreamTasks()
 	return g
 }
 

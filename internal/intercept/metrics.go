@@ -75,10 +75,12 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 		Buckets: []float64{.1, .5, 1, 5, 10, 20, 30, 40, 50, 60, 120, 300}}, []string{"outcome"})
 	reg.MustRegister(m.held, m.heldAttached, m.heldSettled, m.heldReplayed, m.heldNow, m.holdWait)
 	m.upTasksEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_upstream_task_bindings_evicted_total",
-		Help: "2026-07-28 upstream task ids bound to their creators that this process forgot to make room, by reason (source_share: the creating source was at tasks.quotas.max_upstream_tasks_per_source; total: the table was at max_upstream_tasks_total). The creator then gets \"not found\" for that task through Tollgate."}, []string{"reason"})
+		Help: "2026-07-28 upstream task ids bound to their creators that gave way to a new binding, by table (memory: this process's; store: the shared Redis store's, when this replica made the new binding) and reason (source_share: the source holding it was at tasks.quotas.max_upstream_tasks_per_source; total: the table was at max_upstream_tasks_total). The creator then gets \"not found\" for that task through Tollgate."}, []string{"table", "reason"})
 	reg.MustRegister(m.upTasksEvicted)
-	for _, r := range []string{source.EvictedSourceShare, source.EvictedTotal} {
-		m.upTasksEvicted.WithLabelValues(r)
+	for _, table := range []string{upTasksMemory, upTasksStore} {
+		for _, r := range []string{source.EvictedSourceShare, source.EvictedTotal} {
+			m.upTasksEvicted.WithLabelValues(table, r)
+		}
 	}
 	for _, o := range []string{holdAnswered, holdSettled, holdClientGone} {
 		m.holdWait.WithLabelValues(o)
@@ -163,8 +165,8 @@ func (m *gatewayMetrics) holdReplayed() {
 	}
 }
 
-func (m *gatewayMetrics) upstreamTaskEvicted(reason string) {
+func (m *gatewayMetrics) upstreamTaskEvicted(table, reason string) {
 	if m != nil {
-		m.upTasksEvicted.WithLabelValues(reason).Inc()
+		m.upTasksEvicted.WithLabelValues(table, reason).Inc()
 	}
 }

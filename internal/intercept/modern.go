@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
@@ -165,6 +166,8 @@ type modernState struct {
 	parked      parking     // bridged calls waiting for a client's inputResponses (MRTR)
 	sessCaps    sessionCaps // capabilities legacy clients of a modern-only upstream declared
 	asks        legacyAsks  // MRTR requests sent to those clients, by request id
+
+	upTasksWarn *logcap.Sampler // an upstream task binding gave way: one warning a minute
 }
 
 // eraRecheck is how long the upstream's era is trusted before it is probed again.

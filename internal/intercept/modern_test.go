@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
@@ -229,7 +230,7 @@ func TestModernUpstreamTaskBinding(t *testing.T) {
 	call := modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", "Bearer a")
 	res := h.routeModern(call)
 	for _, id := range []string{"up-1", "tg_upstream"} {
-		applyTransform(t, res.Forward, call, `{"jsonrpc":"2.0","id":7,"result":{"resultType":"task","taskId":"`+id+`","status":"working","createdAt":"x","lastUpdatedAt":"x","ttlMs":1}}`)
+		applyTransform(t, res.Forward, call, `{"jsonrpc":"2.0","id":7,"result":{"resultType":"task","taskId":"`+id+`","status":"working","createdAt":"x","lastUpdatedAt":"x","ttlMs":60000}}`)
 		if r := h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"`+id+`"}`, tasksCaps, "Authorization", "Bearer a")); r.Forward == nil {
 			t.Errorf("%s: creator not forwarded: %s", id, r.Reply)
 		}
@@ -246,6 +247,38 @@ func TestModernUpstreamTaskBinding(t *testing.T) {
 	}
 	if r := h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"up-unknown"}`, tasksCaps)); r.Forward == nil {
 		t.Errorf("unbound id for an anonymous caller was not forwarded")
+	}
+}
+
+// TestModernUpstreamTaskBindingExpires: a binding lasts for the upstream task's ttlMs, as the
+// shared store's does: after it the creator gets "not found" from Tollgate, and the id may be
+// bound anew by the caller whose CreateTaskResult carries it next.
+func TestModernUpstreamTaskBindingExpires(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	h.modernUpstream()
+	created := func(cred, ttl string) {
+		x := modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", cred)
+		applyTransform(t, h.routeModern(x).Forward, x, `{"jsonrpc":"2.0","id":7,"result":{"resultType":"task","taskId":"up-short","status":"working","createdAt":"x","lastUpdatedAt":"x","ttlMs":`+ttl+`}}`)
+	}
+	get := func(cred string) Result {
+		return h.routeModern(modernExchange(t, "tasks/get", `{"taskId":"up-short"}`, tasksCaps, "Authorization", cred))
+	}
+	created("Bearer a", "50")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for get("Bearer a").Forward != nil { // forwarded while the binding lasts
+		select {
+		case <-ctx.Done():
+			t.Fatal("the binding outlived its ttlMs")
+		case <-time.After(10 * time.Millisecond): // the clock: no event to await
+		}
+	}
+	if e := replyError(t, get("Bearer a")); e.Code != -32602 {
+		t.Fatalf("after its ttlMs the creator got %d, want -32602", e.Code)
+	}
+	created("Bearer b", "60000")
+	if get("Bearer b").Forward == nil || get("Bearer a").Forward != nil {
+		t.Error("an expired id bound anew is not its new creator's alone")
 	}
 }
 
@@ -277,6 +310,17 @@ func TestModernUpstreamTaskBindingFair(t *testing.T) {
 	}
 	if r := get("up-0", "Bearer flood", "192.0.2.66"); r.Forward != nil {
 		t.Error("the flooding caller kept its oldest binding past its share")
+	}
+	// 99 001 bindings gave way: one warning says so, naming the source by its hash only.
+	var warned []string
+	for _, l := range strings.Split(h.logs.String(), "\n") {
+		if strings.Contains(l, "upstream task bindings full") {
+			warned = append(warned, l)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "source_hash="+disclose.OwnerHash("ip:192.0.2.66")) ||
+		!strings.Contains(warned[0], "reason=source_share") || strings.Contains(warned[0], "192.0.2.66") {
+		t.Errorf("warnings about evicted bindings: %q, want one, with the flooding source hashed", warned)
 	}
 }
 

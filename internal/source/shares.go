@@ -3,14 +3,17 @@ package source
 import (
 	"container/list"
 	"sync"
+	"time"
 )
 
 // Shares is a table of values by id, bounded per source and in total, fairly: a source past
 // its share gives way with its own least recently used entry, and at the total bound the
 // least recently used entry of the source holding the most gives way — the new entry's own
 // source, or one holding more, never one holding fewer (as Victim chooses). Finding that
-// source costs O(1): sources are kept in buckets by how many entries they hold. Safe for
-// concurrent use; the zero value is not usable, call NewShares.
+// source costs O(1): sources are kept in buckets by how many entries they hold. An entry may
+// expire: then it is gone for Get and Put, and when it is the one to give way that costs
+// nobody anything (evicted is not called). Safe for concurrent use; the zero value is not
+// usable, call NewShares.
 type Shares[V any] struct {
 	mu        sync.Mutex
 	perSource int
@@ -19,13 +22,16 @@ type Shares[V any] struct {
 	sources   map[string]*list.List    // each source's entries, most recently used at the front
 	buckets   map[int]map[string]struct{}
 	most      int // the largest count any source holds
-	evicted   func(reason string)
+	evicted   func(reason, source string)
 }
 
 type share[V any] struct {
 	id, source string
 	v          V
+	expires    int64 // Unix nanoseconds; 0: never
 }
+
+func (sh *share[V]) expired(now int64) bool { return sh.expires != 0 && sh.expires <= now }
 
 // Reasons an entry gave way, for the evicted callback.
 const (
@@ -35,26 +41,31 @@ const (
 
 // NewShares returns a table of at most total entries, perSource of one source (both > 0).
 // evicted, if not nil, is called (under the table's lock: keep it cheap) for every entry that
-// gives way.
-func NewShares[V any](perSource, total int, evicted func(reason string)) *Shares[V] {
+// gives way, with the reason and the source that held it.
+func NewShares[V any](perSource, total int, evicted func(reason, source string)) *Shares[V] {
 	return &Shares[V]{perSource: max(perSource, 1), total: max(total, 1), entries: map[string]*list.Element{},
 		sources: map[string]*list.List{}, buckets: map[int]map[string]struct{}{}, evicted: evicted}
 }
 
-// Put adds id with v for source unless id is known, and returns the value id holds: v, or the
-// one it was first put with (the first wins; it is marked as used). Room is made first when
-// source is at its share or the table is full.
-func (s *Shares[V]) Put(source, id string, v V) V {
+// Put adds id with v for source until expires (zero: no expiry) unless id is known, and
+// returns the value id holds: v, or the one it was first put with (the first wins while it
+// lasts; it is marked as used). Room is made first when source is at its share or the table
+// is full.
+func (s *Shares[V]) Put(source, id string, v V, expires time.Time) V {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now().UnixNano()
 	if e, ok := s.entries[id]; ok {
 		sh := e.Value.(*share[V])
-		s.sources[sh.source].MoveToFront(e)
-		return sh.v
+		if !sh.expired(now) {
+			s.sources[sh.source].MoveToFront(e)
+			return sh.v
+		}
+		s.remove(e)
 	}
 	switch own := s.count(source); {
 	case own >= s.perSource:
-		s.evictOldest(source, EvictedSourceShare)
+		s.evictOldest(source, EvictedSourceShare, now)
 	case len(s.entries) >= s.total:
 		victim := source
 		if s.most > own {
@@ -63,7 +74,7 @@ func (s *Shares[V]) Put(source, id string, v V) V {
 				break
 			}
 		}
-		s.evictOldest(victim, EvictedTotal)
+		s.evictOldest(victim, EvictedTotal, now)
 	}
 	l := s.sources[source]
 	if l == nil {
@@ -71,7 +82,11 @@ func (s *Shares[V]) Put(source, id string, v V) V {
 		s.sources[source] = l
 	}
 	s.move(source, l.Len(), l.Len()+1)
-	s.entries[id] = l.PushFront(&share[V]{id: id, source: source, v: v})
+	sh := &share[V]{id: id, source: source, v: v}
+	if !expires.IsZero() {
+		sh.expires = expires.UnixNano()
+	}
+	s.entries[id] = l.PushFront(sh)
 	return v
 }
 
@@ -85,6 +100,11 @@ func (s *Shares[V]) Get(id string) (V, bool) {
 		return zero, false
 	}
 	sh := e.Value.(*share[V])
+	if sh.expired(time.Now().UnixNano()) {
+		s.remove(e)
+		var zero V
+		return zero, false
+	}
 	s.sources[sh.source].MoveToFront(e)
 	return sh.v, true
 }
@@ -110,21 +130,30 @@ func (s *Shares[V]) count(source string) int {
 	return 0
 }
 
-// evictOldest removes source's least recently used entry. Called with s.mu held.
-func (s *Shares[V]) evictOldest(source, reason string) {
+// evictOldest removes source's least recently used entry, reported to evicted unless it had
+// expired. Called with s.mu held.
+func (s *Shares[V]) evictOldest(source, reason string, now int64) {
 	l := s.sources[source]
 	if l == nil || l.Len() == 0 {
 		return
 	}
-	sh := l.Remove(l.Back()).(*share[V])
+	sh := s.remove(l.Back())
+	if s.evicted != nil && !sh.expired(now) {
+		s.evicted(reason, source)
+	}
+}
+
+// remove takes entry e out of the table. Called with s.mu held.
+func (s *Shares[V]) remove(e *list.Element) *share[V] {
+	sh := e.Value.(*share[V])
+	l := s.sources[sh.source]
+	l.Remove(e)
 	delete(s.entries, sh.id)
-	s.move(source, l.Len()+1, l.Len())
+	s.move(sh.source, l.Len()+1, l.Len())
 	if l.Len() == 0 {
-		delete(s.sources, source)
+		delete(s.sources, sh.source)
 	}
-	if s.evicted != nil {
-		s.evicted(reason)
-	}
+	return sh
 }
 
 // move records that source now holds to entries instead of from (they differ by one).

@@ -390,10 +390,10 @@ func TestRedisUpstreamTasks(t *testing.T) {
 	if got, err := b.BindUpstreamTask(ctx, "id:mallory", "up-1", "mallory", exp); err != nil || got != "alice" {
 		t.Fatalf("second bind: %q %v, want alice kept", got, err)
 	}
-	if owner, ok, err := b.UpstreamTaskOwner(ctx, "up-1"); err != nil || !ok || owner != "alice" {
-		t.Fatalf("owner through b: %q %v %v", owner, ok, err)
+	if owner, exp2, ok, err := b.UpstreamTaskOwner(ctx, "up-1"); err != nil || !ok || owner != "alice" || exp2.Before(exp.Add(-time.Minute)) || exp2.After(exp.Add(time.Second)) {
+		t.Fatalf("owner through b: %q until %v (bound until %v) %v %v", owner, exp2, exp, ok, err)
 	}
-	if _, ok, err := a.UpstreamTaskOwner(ctx, "up-2"); err != nil || ok {
+	if _, _, ok, err := a.UpstreamTaskOwner(ctx, "up-2"); err != nil || ok {
 		t.Fatalf("unbound id: %v %v", ok, err)
 	}
 }
@@ -405,9 +405,13 @@ func TestRedisUpstreamTasks(t *testing.T) {
 func TestRedisUpstreamTasksBounded(t *testing.T) {
 	u, _ := withPrefix(t, redisURL(t), nil)
 	a, b := openRedis(t, u), openRedis(t, u)
-	var reasons []string
+	var reasons, victims []string
 	var mu sync.Mutex
-	count := func(r string) { mu.Lock(); reasons = append(reasons, r); mu.Unlock() }
+	count := func(r, src string) {
+		mu.Lock()
+		reasons, victims = append(reasons, r), append(victims, src)
+		mu.Unlock()
+	}
 	a.LimitUpstreamTasks(3, 5, count)
 	b.LimitUpstreamTasks(3, 5, count)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -420,7 +424,7 @@ func TestRedisUpstreamTasksBounded(t *testing.T) {
 	}
 	bound := func(id string) bool {
 		t.Helper()
-		_, ok, err := a.UpstreamTaskOwner(ctx, id)
+		_, _, ok, err := a.UpstreamTaskOwner(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -451,6 +455,9 @@ func TestRedisUpstreamTasksBounded(t *testing.T) {
 	if got := fmt.Sprint(reasons); got != "[source_share source_share source_share total]" {
 		t.Errorf("evictions %s", got)
 	}
+	if got := fmt.Sprint(victims); got != "[id:flood id:flood id:flood id:flood]" {
+		t.Errorf("evictions charged to %s, want the flooding source every time", got)
+	}
 	mu.Unlock()
 
 	// An expired binding leaves the count: once it is gone, a new binding needs no room.
@@ -464,5 +471,55 @@ func TestRedisUpstreamTasksBounded(t *testing.T) {
 	defer mu.Unlock()
 	if got := fmt.Sprint(reasons); got != "[source_share source_share source_share total total]" {
 		t.Errorf("evictions after the expiry %s, want one more total (for s1), none for x1", got)
+	}
+}
+
+// TestRedisUpstreamTaskRebound: an id bound again after its binding expired, while the
+// expired member is still in its source's set (the pruning of one binding is bounded: 64
+// members), counts once for its source: the source's share is not used up by ghosts.
+func TestRedisUpstreamTaskRebound(t *testing.T) {
+	u, _ := withPrefix(t, redisURL(t), nil)
+	st := openRedis(t, u)
+	var mu sync.Mutex
+	var evicted []string
+	st.LimitUpstreamTasks(3, 1000, func(r, src string) { mu.Lock(); evicted = append(evicted, r+":"+src); mu.Unlock() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bind := func(src, id string, ttl time.Duration) {
+		t.Helper()
+		if _, err := st.BindUpstreamTask(ctx, src, id, "owner-"+src, time.Now().Add(ttl)); err != nil {
+			t.Fatalf("bind %s: %v", id, err)
+		}
+	}
+	for i := range 70 { // more expired bindings than one binding prunes
+		bind(fmt.Sprint("id:x", i), fmt.Sprint("x", i), time.Second)
+	}
+	bind("id:s", "dup", time.Second) // expires last of all
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, _, ok, err := st.UpstreamTaskOwner(ctx, "dup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("dup outlived its TTL")
+		}
+		time.Sleep(50 * time.Millisecond) // Redis's clock: no event to await
+	}
+	bind("id:s", "dup", time.Hour) // bound anew: its expired member was not pruned yet
+	bind("id:s", "a", time.Hour+time.Second)
+	bind("id:s", "b", time.Hour+2*time.Second) // three live bindings: the share, not past it
+	for _, id := range []string{"dup", "a", "b"} {
+		if owner, _, ok, err := st.UpstreamTaskOwner(ctx, id); err != nil || !ok || owner != "owner-id:s" {
+			t.Errorf("%s: %q %v %v, want bound to owner-id:s", id, owner, ok, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(evicted) != 0 {
+		t.Errorf("evictions %v, want none", evicted)
 	}
 }

@@ -20,9 +20,9 @@ type UpstreamTasks interface {
 	// BindUpstreamTask binds id to owner for source src until expires unless it is bound
 	// already, and returns the owner it is bound to.
 	BindUpstreamTask(ctx context.Context, src, id, owner string, expires time.Time) (string, error)
-	// UpstreamTaskOwner returns the owner id is bound to; ok is false for an unbound or
-	// expired id.
-	UpstreamTaskOwner(ctx context.Context, id string) (owner string, ok bool, err error)
+	// UpstreamTaskOwner returns the owner id is bound to and when the binding ends; ok is
+	// false for an unbound or expired id.
+	UpstreamTaskOwner(ctx context.Context, id string) (owner string, expires time.Time, ok bool, err error)
 }
 
 var _ UpstreamTasks = (*Redis)(nil)
@@ -38,13 +38,13 @@ const (
 
 type upstreamTaskLimits struct {
 	perSource, total int
-	evicted          func(reason string)
+	evicted          func(reason, source string)
 }
 
 // LimitUpstreamTasks sets the bounds of the upstream task bindings (both > 0; before use).
-// evicted, if not nil, is called with "source_share" or "total" for each binding that gave
-// way to a new one.
-func (r *Redis) LimitUpstreamTasks(perSource, total int, evicted func(reason string)) {
+// evicted, if not nil, is called with "source_share" or "total" and the source that held it
+// for each binding that gave way to a new one.
+func (r *Redis) LimitUpstreamTasks(perSource, total int, evicted func(reason, source string)) {
 	r.upTasks = upstreamTaskLimits{perSource: perSource, total: total, evicted: evicted}
 }
 
@@ -56,7 +56,7 @@ var redisBindUpstreamTask = redis.NewScript(luaCommon + `
 local id, owner, ttl, src = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local perSource, total = tonumber(ARGV[6]), tonumber(ARGV[7])
 local k = P .. 'ut:' .. id
-if not redis.call('SET', k, owner, 'NX', 'PX', ttl) then return {redis.call('GET', k), ''} end
+if not redis.call('SET', k, owner, 'NX', 'PX', ttl) then return {redis.call('GET', k), '', ''} end
 local now = nowms()
 local function drop(s, i, del)
   redis.call('ZREM', P .. 'utall', s .. '\n' .. i)
@@ -78,18 +78,26 @@ elseif redis.call('ZCARD', P .. 'utall') >= total then
   if top[1] and tonumber(top[2]) > own then victim = top[1] end
 end
 if victim then
-  local gone = redis.call('ZRANGE', P .. 'uts:' .. victim, 0, 0)[1]
-  if gone then drop(victim, gone, true) else reason = '' end
+  local gone = redis.call('ZRANGE', P .. 'uts:' .. victim, 0, 0, 'WITHSCORES')
+  if not gone[1] then
+    reason = ''
+  elseif tonumber(gone[2]) <= now then
+    -- expired, left by the bounded pruning: only its place is taken (its id may be bound anew)
+    drop(victim, gone[1], false)
+    reason = ''
+  else
+    drop(victim, gone[1], true)
+  end
 end
 local exp = now + ttl
-redis.call('ZADD', P .. 'uts:' .. src, exp, id)
 redis.call('ZADD', P .. 'utall', exp, src .. '\n' .. id)
-redis.call('ZINCRBY', P .. 'utn', 1, src)
+-- counted once: a member left expired for this id (bounded pruning) is only moved
+if redis.call('ZADD', P .. 'uts:' .. src, exp, id) == 1 then redis.call('ZINCRBY', P .. 'utn', 1, src) end
 local keep = ARGV[8]
 redis.call('PEXPIRE', P .. 'uts:' .. src, keep)
 redis.call('PEXPIRE', P .. 'utall', keep)
 redis.call('PEXPIRE', P .. 'utn', keep)
-return {owner, reason}
+return {owner, reason, victim or ''}
 `)
 
 func (r *Redis) BindUpstreamTask(ctx context.Context, src, id, owner string, expires time.Time) (string, error) {
@@ -112,25 +120,35 @@ func (r *Redis) BindUpstreamTask(ctx context.Context, src, id, owner string, exp
 	if err != nil {
 		return "", r.wrap("bind upstream task", "", err)
 	}
-	if len(got) != 2 {
+	if len(got) != 3 {
 		return "", r.wrap("bind upstream task", "", redis.Nil)
 	}
 	if got[1] != "" && lim.evicted != nil {
-		lim.evicted(got[1])
+		lim.evicted(got[1], got[2])
 	}
 	return got[0], nil
 }
 
-func (r *Redis) UpstreamTaskOwner(ctx context.Context, id string) (string, bool, error) {
+func (r *Redis) UpstreamTaskOwner(ctx context.Context, id string) (string, time.Time, bool, error) {
 	if r.closed.Load() {
-		return "", false, ErrClosed
+		return "", time.Time{}, false, ErrClosed
 	}
-	owner, err := r.client.Get(ctx, r.prefix+"ut:"+id).Result()
-	if err == redis.Nil {
-		return "", false, nil
+	var get *redis.StringCmd
+	var ttl *redis.DurationCmd
+	_, err := r.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get, ttl = p.Get(ctx, r.prefix+"ut:"+id), p.PTTL(ctx, r.prefix+"ut:"+id)
+		return nil
+	})
+	owner, gerr := get.Result()
+	if gerr == redis.Nil {
+		return "", time.Time{}, false, nil
 	}
 	if err != nil {
-		return "", false, r.wrap("upstream task owner", "", err)
+		return "", time.Time{}, false, r.wrap("upstream task owner", "", err)
 	}
-	return owner, true, nil
+	left := ttl.Val()
+	if left <= 0 { // every binding is set with an expiry: none left means it just ended
+		return "", time.Time{}, false, nil
+	}
+	return owner, time.Now().Add(left), true, nil
 }
