@@ -68,10 +68,18 @@ func TestFollowRelayClosed(t *testing.T) {
 	tk := approved(t, e, "alice")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	relayed := make(chan struct{}, 2)
 	go func() { // the owner answers both on another path (tollgate_answer_question)
-		for range 2 {
+		for i := range 2 {
 			select {
 			case q := <-asked:
+				if i == 0 { // the first once Follow has put it to Ask (else Follow might never see it)
+					select {
+					case <-relayed:
+					case <-ctx.Done():
+						return
+					}
+				}
 				_, _ = e.m.Answer(ctx, "alice", tk.ID, q.PendingQuestion().ID, json.RawMessage(`{"action":"decline"}`), nil)
 			case <-ctx.Done():
 				return
@@ -79,7 +87,7 @@ func TestFollowRelayClosed(t *testing.T) {
 		}
 	}()
 	n := 0
-	st, err := e.m.Follow(ctx, "alice", tk.ID, Relay{Ask: func(*Question) Asked { n++; return RelayClosed }})
+	st, err := e.m.Follow(ctx, "alice", tk.ID, Relay{Ask: func(*Question) Asked { n++; relayed <- struct{}{}; return RelayClosed }})
 	if err != nil || !st.Done || st.Error != nil {
 		t.Fatalf("Follow = %+v, %v", st, err)
 	}
