@@ -272,6 +272,12 @@ func TestConsoleBehindOAuth2Proxy(t *testing.T) {
 	if st != 200 || testkit.Dig(view, "decision", "by") != "alice" {
 		t.Errorf("after the console's approval: %d %v", st, view)
 	}
+	// The approved call runs right after the decision, not within it: wait for its outcome.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, v := g.AdminRequest(t, "GET", "/api/v1/approvals/"+taskID, bobToken, ""); v["state"] == "completed" || time.Now().After(deadline) {
+			break
+		}
+	}
 	if n := d.Calls("transfer_funds"); n != 1 {
 		t.Errorf("transfer_funds ran %d times, want 1", n)
 	}
