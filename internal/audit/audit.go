@@ -71,6 +71,10 @@ type Logger struct {
 	closer io.Closer
 	log    *slog.Logger
 	failed bool // a write failed already (warn once)
+	// buf and enc encode each line, reused under mu: a buffer grown anew per line was most
+	// of what auditing a created task allocated.
+	buf bytes.Buffer
+	enc *json.Encoder
 
 	// OnTaskChange bookkeeping: last state seen per task, and a FIFO of finished task ids.
 	seen     map[string]seen
@@ -125,19 +129,29 @@ func (l *Logger) Record(e Event) {
 	l.record(e)
 }
 
+// maxKeptLine is the largest encoding buffer a Logger keeps between lines.
+const maxKeptLine = 16 << 10
+
 func (l *Logger) record(e Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
 	e.Time = e.Time.UTC()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(e); err != nil { // Encode appends the newline
+	if l.enc == nil {
+		l.enc = json.NewEncoder(&l.buf)
+		l.enc.SetEscapeHTML(false)
+	}
+	l.buf.Reset()
+	defer func() {
+		if l.buf.Cap() > maxKeptLine {
+			l.buf = bytes.Buffer{} // an unusually long line does not stay allocated
+		}
+	}()
+	if err := l.enc.Encode(e); err != nil { // Encode appends the newline
 		return
 	}
 	// One Write per line so concurrent writers (O_APPEND) never interleave within a line.
-	if _, err := l.w.Write(buf.Bytes()); err != nil && !l.failed {
+	if _, err := l.w.Write(l.buf.Bytes()); err != nil && !l.failed {
 		l.failed = true
 		l.log.Error("audit log write failed; further failures are not reported", "err", err)
 	}

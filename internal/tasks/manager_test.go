@@ -773,6 +773,38 @@ func TestSubscribe(t *testing.T) {
 	}
 }
 
+// TestSubscribersShareOneCopy: every subscriber of a transition gets the same copy of the task
+// (one clone per transition, not one per subscriber: with the server's eight subscribers the
+// copies were most of a create's garbage besides the store's), and the copy is not the task
+// the manager goes on changing.
+func TestSubscribersShareOneCopy(t *testing.T) {
+	e := newEnv(t, nil)
+	var mu sync.Mutex
+	got := map[int][]*Task{}
+	for i := range 3 {
+		e.m.Subscribe(func(tr Transition) { mu.Lock(); got[i] = append(got[i], tr.Task); mu.Unlock() })
+	}
+	tk := e.create(t, "alice")
+	if _, err := e.m.Approve(bg, tk.ID, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got[0]) < 2 {
+		t.Fatalf("subscriber saw %d transitions, want at least 2", len(got[0]))
+	}
+	for n, first := range got[0] {
+		for i := 1; i < 3; i++ {
+			if len(got[i]) != len(got[0]) || got[i][n] != first {
+				t.Fatalf("transition %d: subscriber %d got another copy of the task than subscriber 0", n, i)
+			}
+		}
+	}
+	if got[0][0] == got[0][1] || got[0][0].State != AwaitingApproval || got[0][1].State != Approved {
+		t.Errorf("transitions share a copy across changes: states %s, %s", got[0][0].State, got[0][1].State)
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, nil, func(o *Options, _ *fakeExec) { o.Registerer = reg })
