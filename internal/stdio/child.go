@@ -30,6 +30,7 @@ type child struct {
 	waited  chan struct{} // closed once the process has been reaped (waitErr set)
 	waitErr error
 	done    chan struct{} // closed after stdout ended and every pending call was failed
+	errDone chan struct{} // closed once stderr is read to its end (or given up on)
 	stopped sync.Once
 	stopReq bool // the exit was asked for (stop), not a crash
 
@@ -93,7 +94,7 @@ func (t *Transport) spawn(label string) (*child, error) {
 	}
 	c := &child{
 		t: t, n: t.seq.Add(1), cmd: cmd, stdin: inW, started: time.Now(),
-		waited: make(chan struct{}), done: make(chan struct{}),
+		waited: make(chan struct{}), done: make(chan struct{}), errDone: make(chan struct{}),
 		calls: map[string]*call{}, asks: map[string]*session{},
 		logs: logcap.NewSampler(50*time.Millisecond, 100),
 	}
@@ -113,6 +114,7 @@ func (t *Transport) spawn(label string) (*child, error) {
 	}()
 	go func() {
 		defer t.wg.Done()
+		defer close(c.errDone)
 		c.readStderr(errR, label)
 	}()
 	go func() {
@@ -401,6 +403,12 @@ func (c *child) halt() {
 // UpstreamExited, and tells the transport.
 func (c *child) finish() {
 	<-c.waited
+	// What the server wrote to stderr before it ended is logged before its end is (a helper
+	// it started may hold stderr open a little longer: not past the stop grace).
+	select {
+	case <-c.errDone:
+	case <-time.After(c.t.o.StopGrace):
+	}
 	exit := "exit status 0"
 	var ee *exec.ExitError
 	switch {
