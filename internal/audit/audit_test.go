@@ -287,7 +287,15 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func (s *syncBuffer) Bytes() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.Bytes()
+	return bytes.Clone(s.b.Bytes())
+}
+
+func (s *syncBuffer) String() string { return string(s.Bytes()) }
+
+func (s *syncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
 }
 
 func TestFailedEventNamesErrorOnly(t *testing.T) {

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -32,7 +31,7 @@ func TestVotesAudited(t *testing.T) {
 		Workflow: func(string) (config.Workflow, bool) { return wf, true },
 	})
 	defer m.Close()
-	var buf bytes.Buffer
+	var buf syncBuffer // written by the manager's goroutines
 	l := New(&buf)
 	defer m.Subscribe(l.OnTaskChange)()
 	create := func() *tasks.Task {
@@ -43,11 +42,24 @@ func TestVotesAudited(t *testing.T) {
 		}
 		return tk
 	}
-	wait := func(id string) {
+	// wait returns the audit events once id's execution is logged: its outcome can be read
+	// (Result) a moment before the transition's subscribers have run.
+	wait := func(id string) []Event {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if _, _, err := m.Result(c, "o", id); err != nil {
 			t.Fatal(err)
+		}
+		for {
+			got := decode(t, buf.Bytes())
+			if len(got) > 0 && got[len(got)-1].Kind == "executed" {
+				return got
+			}
+			select {
+			case <-c.Done():
+				t.Fatalf("no executed event for %s: %s", id, buf.String())
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	}
 
@@ -61,8 +73,7 @@ func TestVotesAudited(t *testing.T) {
 	if _, err := m.Approve(ctx, a.ID, "bob", ""); err != nil {
 		t.Fatal(err)
 	}
-	wait(a.ID)
-	got := decode(t, buf.Bytes())
+	got := wait(a.ID)
 	if k := kinds(got); k != "created:carol,vote:alice,approved:bob,executed:" {
 		t.Fatalf("events %s", k)
 	}
@@ -82,8 +93,7 @@ func TestVotesAudited(t *testing.T) {
 	}
 	now = now.Add(time.Minute)
 	m.Sweep(ctx)
-	wait(b.ID)
-	got = decode(t, buf.Bytes())
+	got = wait(b.ID)
 	if k := kinds(got); k != "created:carol,vote:alice,approved:system:on_timeout,executed:" {
 		t.Fatalf("events %s", k)
 	}
