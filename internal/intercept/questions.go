@@ -12,7 +12,7 @@ import (
 )
 
 // questionIDPrefix starts the ids of the requests that carry a task's pending question (the
-// upstream's, kept on the task: tasks.Manager.NextQuestion) to its owner; the id names the
+// upstream's, kept on the task; tasks.Manager.Follow hands it on) to its owner; the id names the
 // task and the question, so the answer may reach any replica sharing the store.
 const questionIDPrefix = ElicitIDPrefix + "q-"
 

@@ -12,8 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
-
-	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // LocalPrefix marks session ids Tollgate minted because the upstream runs without sessions;
@@ -312,28 +310,38 @@ func (r *Registry) Admit(source string) (*Ticket, error) {
 	return &Ticket{r: r, source: source}, nil
 }
 
-// evictIdle removes the idle session source.Victim chooses for a new session of req: idle
-// sessions are the candidates, least recently seen first. Busy sessions passed on the way move
-// to the front so the next search does not walk them again. nil: no idle session may give
-// way to req. Called with r.mu held.
+// evictIdle removes the idle session source.Victim would choose for a new session of req —
+// the least recently seen idle one of the source holding the most, among req and the sources
+// holding more than req — walking from the least recently seen without collecting the
+// candidates, and stopping at the first idle session of a source that holds as many as any
+// source does (none can beat it). Busy sessions passed on the way move to the front so the
+// next search does not walk them again. nil: no idle session may give way to req. Called with
+// r.mu held.
 func (r *Registry) evictIdle(now time.Time, req string) *Session {
-	var idle []*list.Element
-	var sources []string
+	most := 0
+	for _, n := range r.held {
+		most = max(most, n)
+	}
+	var best *list.Element
+	bestHeld := -1
 	for e, n := r.lru.Back(), r.lru.Len(); e != nil && n > 0; n-- {
 		prev := e.Prev()
-		if s := e.Value.(*Session); s.busy(now) {
+		s := e.Value.(*Session)
+		if s.busy(now) {
 			r.lru.MoveToFront(e)
-		} else {
-			idle, sources = append(idle, e), append(sources, s.source)
+		} else if h := r.held[s.source]; (s.source == req || h > r.held[req]) && h > bestHeld {
+			best, bestHeld = e, h
+			if h == most {
+				break
+			}
 		}
 		e = prev
 	}
-	i := source.Victim(req, sources, r.held)
-	if i < 0 {
+	if best == nil {
 		return nil
 	}
-	s := idle[i].Value.(*Session)
-	r.lru.Remove(idle[i])
+	s := best.Value.(*Session)
+	r.lru.Remove(best)
 	r.dropLocked(s)
 	return s
 }
