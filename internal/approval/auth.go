@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -187,14 +188,20 @@ func (t *throttle) sources() int {
 type SignIn struct {
 	nets                []netip.Prefix
 	user, email, groups string // header names
-	approvers           []config.Approver
+	people              *identity.Directory
 }
 
 // NewSignIn compiles server.admin_auth with the approvers it maps users to. It returns nil
 // (sign-in off, the headers ignored) when no trusted proxy is configured. Entries Validate
 // refuses are skipped here.
 func NewSignIn(a config.AdminAuth, approvers []config.Approver) *SignIn {
-	s := &SignIn{user: a.UserHeader, email: a.EmailHeader, groups: a.GroupsHeader, approvers: approvers}
+	// Sign-in maps the proxy's user and e-mail to an approver exactly (identity.Directory.Grant),
+	// never "admin": the admin token's holder is no person a proxy can sign in.
+	people := make([]identity.Person, len(approvers))
+	for i, a := range approvers {
+		people[i] = a.Person()
+	}
+	s := &SignIn{user: a.UserHeader, email: a.EmailHeader, groups: a.GroupsHeader, people: identity.NewDirectory(people)}
 	for _, c := range a.TrustedProxy {
 		if p, err := netip.ParsePrefix(c); err == nil && p.Bits() > 0 {
 			s.nets = append(s.nets, p.Masked())
@@ -273,7 +280,10 @@ type ProxyOptions struct {
 	// OnUntrusted, if not nil, runs for each request refused for carrying the headers from a
 	// peer that is not the login proxy (metrics).
 	OnUntrusted func()
-	Logger      *slog.Logger // nil = slog.Default()
+	// OnRefused, if not nil, runs for each sign-in the proxy's names refused: "lookalike" (a
+	// name only looking like an approver's), "unknown", "ambiguous" (metrics).
+	OnRefused func(reason string)
+	Logger    *slog.Logger // nil = slog.Default()
 }
 
 // ProxySignIn wraps the approvals API (outside Throttle) so a request the login proxy signed
@@ -326,6 +336,15 @@ func ProxySignIn(next http.Handler, o ProxyOptions) http.Handler {
 		}
 		name, err := s.approver(user, email)
 		if err != nil {
+			if o.OnRefused != nil {
+				o.OnRefused(err.reason)
+			}
+			if err.reason == "lookalike" {
+				if ok, held := sampled.Allow(); ok {
+					log.Warn("admin API: login-proxy sign-in refused: the name only looks like an approver's",
+						"approver", err.other, "path", r.URL.Path, "suppressed", held)
+				}
+			}
 			writeError(w, http.StatusForbidden, err.code, err.msg, nil)
 			return
 		}
@@ -336,40 +355,35 @@ func ProxySignIn(next http.Handler, o ProxyOptions) http.Handler {
 	})
 }
 
-type signInError struct{ code, msg string }
+type signInError struct{ code, msg, reason, other string }
 
-// approver maps the proxy's user and e-mail to a configured approver: the user equal to a
-// name (as identity.Same compares, like the self-approval check), or the e-mail equal to an
-// approver's email (case-insensitive). Both naming different approvers is refused.
+// approver maps the proxy's user and e-mail to a configured approver exactly: the user is an
+// approver's name, the e-mail an approver's email (ASCII case aside), both the same approver
+// when both are sent (identity.Directory.Grant). A name that only looks like an approver's
+// ("аlice" with a Cyrillic а, "ａｌｉｃｅ", "alıce") signs in nobody: look-alike folding only
+// ever refuses (self-approval), it never grants.
 func (s *SignIn) approver(user, email string) (string, *signInError) {
 	for _, v := range []string{user, email} {
 		if len(v) > maxClaimBytes {
-			return "", &signInError{"unknown_approver", fmt.Sprintf("the login proxy's user or e-mail is longer than %d bytes", maxClaimBytes)}
+			return "", &signInError{code: "unknown_approver", msg: fmt.Sprintf("the login proxy's user or e-mail is longer than %d bytes", maxClaimBytes), reason: "unknown"}
 		}
 		if err := identity.Check(v); err != nil {
-			return "", &signInError{"unknown_approver", "the login proxy's user or e-mail is not usable: " + err.Error()}
+			return "", &signInError{code: "unknown_approver", msg: "the login proxy's user or e-mail is not usable: " + err.Error(), reason: "unknown"}
 		}
 	}
-	byUser, byEmail := "", ""
-	// The exact name first: the confusable skeleton costs ~2 µs a name (BenchmarkProxySignIn).
-	if i := slices.IndexFunc(s.approvers, func(a config.Approver) bool { return a.Name == user }); user != "" && i >= 0 {
-		byUser = s.approvers[i].Name
+	p, err := s.people.Grant(identity.Claim{Kind: identity.KindName, Value: user}, identity.Claim{Kind: identity.KindEmail, Value: email})
+	if err == nil {
+		return p.Name, nil
 	}
-	for _, a := range s.approvers {
-		if user != "" && byUser == "" && identity.Same(a.Name, user) {
-			byUser = a.Name
-		}
-		if email != "" && byEmail == "" && a.Email != "" && strings.EqualFold(a.Email, email) {
-			byEmail = a.Name
-		}
-	}
+	var ne *identity.NameError
+	errors.As(err, &ne)
 	switch {
-	case byUser != "" && byEmail != "" && byUser != byEmail:
-		return "", &signInError{"ambiguous_identity", fmt.Sprintf("the login proxy's user %q is approver %q but its e-mail %q is approver %q", user, byUser, email, byEmail)}
-	case byUser != "":
-		return byUser, nil
-	case byEmail != "":
-		return byEmail, nil
+	case errors.Is(err, identity.ErrAmbiguous):
+		return "", &signInError{code: "ambiguous_identity", reason: "ambiguous",
+			msg: fmt.Sprintf("the login proxy's user %q and e-mail %q name two different approvers", user, email)}
+	case errors.Is(err, identity.ErrLookalike):
+		return "", &signInError{code: "unknown_approver", reason: "lookalike", other: ne.Other,
+			msg: fmt.Sprintf("signed in through the login proxy as %q, which only looks like a configured approver's name; names are matched exactly", ne.Name)}
 	}
 	who := user
 	if who == "" {
@@ -377,7 +391,7 @@ func (s *SignIn) approver(user, email string) (string, *signInError) {
 	} else if email != "" {
 		who += " <" + email + ">"
 	}
-	return "", &signInError{"unknown_approver", fmt.Sprintf("signed in through the login proxy as %q, who is not an approver: add them to approvers (name or email) in Tollgate's configuration", who)}
+	return "", &signInError{code: "unknown_approver", reason: "unknown", msg: fmt.Sprintf("signed in through the login proxy as %q, who is not an approver: add them to approvers (name or email) in Tollgate's configuration", who)}
 }
 
 func firstNonEmpty(vs []string) string {

@@ -32,13 +32,24 @@ func signInConfig() *config.Config {
 
 // signInStack is the admin API as internal/server mounts it: ProxySignIn → Throttle → API.
 func signInStack(cfg *config.Config) (http.Handler, *fakeTasks, *atomic.Int64) {
+	h, f, untrusted, _ := signInStackRefused(cfg)
+	return h, f, untrusted
+}
+
+// signInStackRefused also counts the sign-ins refused as look-alikes of an approver.
+func signInStackRefused(cfg *config.Config) (http.Handler, *fakeTasks, *atomic.Int64, *atomic.Int64) {
 	f := newFake(pendingTask("t1", 0))
-	var untrusted atomic.Int64
+	var untrusted, lookalike atomic.Int64
 	api := Throttle(NewHandler(f, testAuth(), Options{Workflow: testWorkflows}), ThrottleOptions{})
 	return ProxySignIn(api, ProxyOptions{
 		SignIn:      SignInFrom(func() *config.Config { return cfg }),
 		OnUntrusted: func() { untrusted.Add(1) },
-	}), f, &untrusted
+		OnRefused: func(reason string) {
+			if reason == "lookalike" {
+				lookalike.Add(1)
+			}
+		},
+	}), f, &untrusted, &lookalike
 }
 
 func send(h http.Handler, method, path, remote string, hdr map[string][]string) *httptest.ResponseRecorder {
@@ -91,9 +102,17 @@ func TestProxySignIn(t *testing.T) {
 		approver  string // decision.by on success
 		code      string // error code otherwise
 		untrusted int64
+		lookalike int64 // sign-ins refused as a look-alike of an approver
 	}{
 		{name: "proxy user", remote: proxy4, hdr: user("alice"), status: 200, approver: "alice"},
-		{name: "proxy user, other case", remote: proxy4, hdr: user("Alice"), status: 200, approver: "alice"},
+		// Sign-in grants, so names match exactly: a name that only looks like an approver's
+		// is refused and counted (identity: folding only ever refuses).
+		{name: "proxy user, other case", remote: proxy4, hdr: user("Alice"), status: 403, code: "unknown_approver", lookalike: 1},
+		{name: "proxy user with a Cyrillic a", remote: proxy4, hdr: user("\u0430lice"), status: 403, code: "unknown_approver", lookalike: 1},
+		{name: "proxy user with a dotless i", remote: proxy4, hdr: user("al\u0131ce"), status: 403, code: "unknown_approver", lookalike: 1},
+		{name: "proxy user in full width", remote: proxy4, hdr: user("ａｌｉｃｅ"), status: 403, code: "unknown_approver", lookalike: 1},
+		{name: "proxy user with a capital dotted I", remote: proxy4, hdr: user("al\u0130ce"), status: 403, code: "unknown_approver", lookalike: 1},
+		{name: "proxy e-mail in full width", remote: proxy4, hdr: map[string][]string{"X-Auth-Request-Email": {"ａlice@example.com"}}, status: 403, code: "unknown_approver", lookalike: 1},
 		{name: "proxy e-mail only", remote: proxy4, hdr: map[string][]string{"X-Auth-Request-Email": {"ALICE@example.com"}}, status: 200, approver: "alice"},
 		{name: "proxy over IPv6", remote: proxy6, hdr: user("bob"), status: 200, approver: "bob"},
 		{name: "proxy as IPv4-mapped IPv6", remote: mapped, hdr: user("alice"), status: 200, approver: "alice"},
@@ -129,7 +148,7 @@ func TestProxySignIn(t *testing.T) {
 			if tc.off {
 				cfg.Server.AdminAuth.TrustedProxy = nil
 			}
-			h, f, untrusted := signInStack(cfg)
+			h, f, untrusted, lookalike := signInStackRefused(cfg)
 			w := send(h, http.MethodPost, "/api/v1/approvals/t1/approve", tc.remote, tc.hdr)
 			if w.Code != tc.status {
 				t.Fatalf("HTTP %d, want %d: %s", w.Code, tc.status, w.Body)
@@ -148,6 +167,9 @@ func TestProxySignIn(t *testing.T) {
 			}
 			if n := untrusted.Load(); n != tc.untrusted {
 				t.Errorf("untrusted refusals counted %d, want %d", n, tc.untrusted)
+			}
+			if n := lookalike.Load(); n != tc.lookalike {
+				t.Errorf("look-alike refusals counted %d, want %d", n, tc.lookalike)
 			}
 		})
 	}

@@ -7,6 +7,8 @@ package config
 import (
 	"slices"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 )
 
 // Action is what governance does with a tool call.
@@ -168,6 +170,34 @@ type Approver struct {
 	// SlackUserID is the approver's Slack member id (U…/W…): a click on a Slack button by
 	// that user decides as this approver.
 	SlackUserID string `yaml:"slack_user_id"`
+	// Subjects are the approver's verified token subjects (server.caller_auth: the subject as
+	// Tollgate names it, issuer-prefixed when several issuers are configured): a call made
+	// with such a token is this approver's own call, which they may not approve, and an admin
+	// API request with such a token (server.admin_auth.issuers) is this approver.
+	Subjects []string `yaml:"subjects"`
+}
+
+// Person is the approver as identity.Person: every name they carry.
+func (a Approver) Person() identity.Person {
+	p := identity.Person{Name: a.Name, Subjects: a.Subjects}
+	if a.Email != "" {
+		p.Emails = []string{a.Email}
+	}
+	if a.SlackUserID != "" {
+		p.SlackIDs = []string{a.SlackUserID}
+	}
+	return p
+}
+
+// Directory maps every name of the configured approvers (and "admin", the holder of
+// $TOLLGATE_ADMIN_TOKEN) to the person carrying it (identity.Directory).
+func (c *Config) Directory() *identity.Directory {
+	people := make([]identity.Person, 0, len(c.Approvers)+1)
+	for _, a := range c.Approvers {
+		people = append(people, a.Person())
+	}
+	people = append(people, identity.Person{Name: AdminApprover})
+	return identity.NewDirectory(people)
 }
 
 // Cedar lists the policy files for action: policy.

@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 	v.governance()
 	v.workflows()
 	v.approvers()
+	v.sharedNames()
 	v.approverGroups()
 	v.cedar()
 	for i, t := range c.TaskAnnotationOverrides.ForceRequired {
@@ -340,6 +341,14 @@ func (v *validator) approvers() {
 				v.add(p+".name", "duplicate approver %q (also approvers[%d])", a.Name, j)
 			}
 		}
+		for k, sub := range a.Subjects {
+			sp := idx(p+".subjects", k)
+			if strings.TrimSpace(sub) == "" || len(sub) > 256 {
+				v.add(sp, "must be a token subject of 1 to 256 bytes")
+			} else if err := identity.Check(sub); err != nil {
+				v.add(sp, "%v", err)
+			}
+		}
 		if id := a.SlackUserID; id != "" {
 			if !slackUserID().MatchString(id) {
 				v.add(p+".slack_user_id", "must be a Slack member id like U012AB3CD (Slack: profile, ⋮, Copy member ID), got %q", id)
@@ -427,14 +436,55 @@ func (v *validator) adminAuth() {
 	}
 }
 
-// knownApprover reports whether name is a configured approver (or $TOLLGATE_ADMIN_TOKEN's
-// "admin"), compared as the self-approval check compares names (identity.Same).
+// knownApprover reports whether name is exactly a configured approver's name (or
+// $TOLLGATE_ADMIN_TOKEN's "admin"). Lists grant: a look-alike is not the approver
+// (identity: folding only refuses), see lookalikeApprover for the message.
 func (v *validator) knownApprover(name string) bool {
 	if strings.TrimSpace(name) == "" {
 		return false
 	}
-	return identity.Same(name, AdminApprover) ||
-		slices.ContainsFunc(v.c.Approvers, func(a Approver) bool { return identity.Same(a.Name, name) })
+	return name == AdminApprover || slices.ContainsFunc(v.c.Approvers, func(a Approver) bool { return a.Name == name })
+}
+
+// lookalikeApprover returns the configured approver name looks like (identity.Same), "" if none.
+func (v *validator) lookalikeApprover(name string) string {
+	if identity.Same(name, AdminApprover) {
+		return AdminApprover
+	}
+	if i := slices.IndexFunc(v.c.Approvers, func(a Approver) bool { return identity.Same(a.Name, name) }); i >= 0 {
+		return v.c.Approvers[i].Name
+	}
+	return ""
+}
+
+// didYouMean names the approver a list entry only looks like: lists grant, so they must name
+// approvers exactly.
+func (v *validator) didYouMean(name string) string {
+	if o := v.lookalikeApprover(name); o != "" {
+		return fmt.Sprintf(": write it exactly as configured, %q (names that only look alike are different people to a list)", o)
+	}
+	return ""
+}
+
+// sharedNames refuses a token subject that another approver also carries, as a subject or as
+// any other name (names, e-mails and Slack ids are checked as such above): the directory could
+// not tell which person it is (identity.NewDirectory).
+func (v *validator) sharedNames() {
+	owner := map[string]int{}
+	for i, a := range v.c.Approvers {
+		for _, n := range a.Person().Names() {
+			if _, ok := owner[n]; !ok {
+				owner[n] = i
+			}
+		}
+	}
+	for i, a := range v.c.Approvers {
+		for k, sub := range a.Subjects {
+			if j, ok := owner[sub]; ok && j != i {
+				v.add(idx(idx("approvers", i)+".subjects", k), "%q is also a name of approvers[%d] (%s): one name, one person", sub, j, v.c.Approvers[j].Name)
+			}
+		}
+	}
 }
 
 // approverGroups checks approver_groups: lower-case names, each a non-empty list of
@@ -456,7 +506,7 @@ func (v *validator) approverGroups() {
 		}
 		for i, m := range members {
 			if !v.knownApprover(m) {
-				v.add(idx(p, i), "unknown approver %q (approvers[].name)", m)
+				v.add(idx(p, i), "unknown approver %q (approvers[].name)%s", m, v.didYouMean(m))
 			}
 		}
 	}
@@ -479,7 +529,7 @@ func (v *validator) workflowApprovers(path string, list []string) {
 			continue
 		}
 		if !v.knownApprover(e) {
-			v.add(idx(path, i), "unknown approver %q (approvers[].name, or \"%s<name>\" for a group)", e, GroupPrefix)
+			v.add(idx(path, i), "unknown approver %q (approvers[].name, or \"%s<name>\" for a group)%s", e, GroupPrefix, v.didYouMean(e))
 		}
 	}
 }

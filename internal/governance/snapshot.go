@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/policy"
@@ -20,9 +21,11 @@ import (
 
 // Snapshot is one immutable view of the configuration.
 type Snapshot struct {
-	Config   *config.Config
-	Rules    *rules.Engine
-	Policy   *policy.Engine // nil when no Cedar policies are configured
+	Config *config.Config
+	Rules  *rules.Engine
+	Policy *policy.Engine // nil when no Cedar policies are configured
+	// People maps every name of the configured approvers to its person (identity.Directory).
+	People   *identity.Directory
 	Built    time.Time
 	Revision uint64
 }
@@ -34,7 +37,7 @@ func Build(cfg *config.Config, forceRequired []string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("compiling rules: %w", err)
 	}
-	s := &Snapshot{Config: cfg, Rules: re, Built: time.Now()}
+	s := &Snapshot{Config: cfg, Rules: re, Built: time.Now(), People: cfg.Directory()}
 	if len(cfg.Cedar.Policies) > 0 {
 		files := make([]string, len(cfg.Cedar.Policies))
 		for i, p := range cfg.Cedar.Policies {
@@ -75,6 +78,14 @@ func (h *Holder) Workflow(name string) (config.Workflow, bool) {
 		return config.Workflow{}, false
 	}
 	return s.Config.WorkflowFor(name)
+}
+
+// People returns the current snapshot's directory of approvers (nil before the first store).
+func (h *Holder) People() *identity.Directory {
+	if s := h.Load(); s != nil {
+		return s.People
+	}
+	return nil
 }
 
 // Caller identifies who makes a call, for Cedar's principal.

@@ -1,9 +1,23 @@
-// Package identity compares and checks the names people act under in Tollgate: the caller an
-// authenticating proxy names in server.identity_header, and approvers (config approvers, the
-// decisions they record). An approver may not decide a call they requested, so two names that
-// look the same must compare the same: "alice", "Alice", "ａlice", "alıce" (dotless i) and
-// "alicе" (Cyrillic е) are one person (Same). Names carrying invisible code points ("alice"
-// followed by U+200B, a soft hyphen inside) are refused where they enter (Check).
+// Package identity is Tollgate's one answer to "who is this?" and "are these the same person?"
+// (docs/SECURITY.md "One person, many names").
+//
+// Who: a request's verified caller (Caller: the subject of a token Tollgate verified, or the
+// name a trusted proxy asserts in server.identity_header) is resolved once at the door and
+// carried in the request's context (NewContext, FromContext).
+//
+// The same person: every name a person carries — approver name, e-mail, login-proxy user, token
+// subject, Slack member id — belongs to one Person, and a Directory built from the configured
+// approvers maps each name to its person. Two comparisons, for two purposes:
+//
+//   - Refusing (self-approval, a second vote by one person): SamePerson and Same fold
+//     look-alikes, so "alice", "Alice", "ａlice", "alıce", "Alİce" and "alicе" (Cyrillic е) are
+//     one person. Folding may only ever refuse.
+//   - Granting (sign-in, who an approver list admits): Directory.SignIn and Directory.Approver
+//     match names exactly; a look-alike of a configured name is refused (ErrLookalike), never
+//     taken for it.
+//
+// Names carrying invisible code points ("alice" followed by U+200B, a soft hyphen inside) are
+// refused where they enter (Check).
 package identity
 
 import (
@@ -28,18 +42,22 @@ func Same(a, b string) bool {
 
 var fold = cases.Fold()
 
-// key is what Same compares. The skeleton is applied last: it maps I to l and 0 to O, so a
-// fold after it would separate what it joined.
+// key is what Same compares. Nonspacing marks are dropped after the fold: folding U+0130
+// ("İ") gives "i" followed by U+0307, a dot no reader sees on an i, and marks stacked on a
+// letter are what look-alike names are made of. Refusing only, so "josé" and "jose" being one
+// person costs nothing. The skeleton is applied last: it maps I to l and 0 to O, so a fold
+// after it would separate what it joined.
 func key(s string) string {
 	s = norm.NFKC.String(strings.TrimSpace(s))
 	s = fold.String(s)
+	s = norm.NFD.String(s)
 	s = strings.Map(func(r rune) rune {
-		if IsDefaultIgnorable(r) {
+		if IsDefaultIgnorable(r) || unicode.Is(unicode.Mn, r) {
 			return -1
 		}
 		return r
 	}, s)
-	return confusable.Skeleton(s)
+	return confusable.Skeleton(norm.NFC.String(s))
 }
 
 // Error says why a name was refused.

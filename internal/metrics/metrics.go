@@ -25,6 +25,7 @@ type Metrics struct {
 
 	upstreamDur *prometheus.HistogramVec
 	refusals    *prometheus.CounterVec
+	signIn      *prometheus.CounterVec
 	sessionsFn  atomic.Pointer[func() int]
 	stdioFn     atomic.Pointer[func() int]
 	pendingFn   atomic.Pointer[pendingSource]
@@ -68,11 +69,16 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	}
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_limit_refusals_total",
 		Help: "Requests and connections refused by a server.limits bound, by limit."}, []string{"limit"})
+	m.signIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_signin_refused_total",
+		Help: "Login-proxy sign-ins refused by reason: lookalike (a name only looking like an approver's), unknown, ambiguous."}, []string{"reason"})
+	for _, r := range signInReasons {
+		m.signIn.WithLabelValues(r)
+	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tollgate_build_info",
 		Help: "Build information; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, build,
-		m.upstreamDur, m.sessionsGauge(), m.stdioGauge(), &pendingCollector{m: m}, m.refusals)
+		m.upstreamDur, m.sessionsGauge(), m.stdioGauge(), &pendingCollector{m: m}, m.refusals, m.signIn)
 	for _, l := range Limits {
 		m.refusals.WithLabelValues(l)
 	}
@@ -91,6 +97,17 @@ func (m *Metrics) Exchange(method, outcome string, d time.Duration) {
 	switch outcome {
 	case "ok", "upstream_http_error", "upstream_invalid_reply", "timeout", "upstream_unreachable", "client_gone":
 		m.upstream.WithLabelValues(outcome).Inc()
+	}
+}
+
+var signInReasons = []string{"lookalike", "unknown", "ambiguous"}
+
+// SignInRefused counts a login-proxy sign-in its names refused (one of signInReasons).
+func (m *Metrics) SignInRefused(reason string) {
+	for _, r := range signInReasons {
+		if r == reason {
+			m.signIn.WithLabelValues(r).Inc()
+		}
 	}
 }
 

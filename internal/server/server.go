@@ -216,7 +216,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	t := cfg.Tasks
 	s.tasks = tasks.NewManager(s.store, runner, s.ann.Recheck, tasks.Options{
 		DefaultTTL: t.DefaultTTL.D(), MaxTTL: t.MaxTTL.D(), PollInterval: t.PollInterval.D(), Retention: t.Retention.D(),
-		ExecutionTimeout: t.ExecutionTimeout.D(), InputTimeout: t.InputTimeout.D(), ExecutionLease: t.ExecutionLease.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, Logger: s.log, Registerer: s.reg,
+		ExecutionTimeout: t.ExecutionTimeout.D(), InputTimeout: t.InputTimeout.D(), ExecutionLease: t.ExecutionLease.D(), Quotas: t.Quotas, Workflow: s.snaps.Workflow, People: s.snaps.People, Logger: s.log, Registerer: s.reg,
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 		ConsoleURL:      consoleURL,
@@ -279,7 +279,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	// The login proxy (server.admin_auth) signs approvers in before the token throttle.
 	api = approval.ProxySignIn(api, approval.ProxyOptions{
 		SignIn:      approval.SignInFrom(func() *config.Config { return s.snaps.Load().Config }),
-		OnUntrusted: func() { s.metrics.Limited("admin_proxy_header") }, Logger: s.log,
+		OnUntrusted: func() { s.metrics.Limited("admin_proxy_header") }, OnRefused: s.metrics.SignInRefused, Logger: s.log,
 	})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)

@@ -48,6 +48,9 @@ type Options struct {
 	InputTimeout time.Duration
 	Quotas       config.Quotas
 	Workflow     func(name string) (config.Workflow, bool) // current snapshot's workflows (reload-safe)
+	// People is the current snapshot's directory of approvers (every name each carries): who
+	// is the same person as a task's requester or as an earlier vote. nil = names alone.
+	People func() *identity.Directory
 	Now          func() time.Time                          // nil = time.Now
 	Logger       *slog.Logger
 	Registerer   prometheus.Registerer // nil = no metrics
@@ -82,7 +85,10 @@ type CreateRequest struct {
 	// then gets an owner of its own); Source is who sent the call (package source), counted
 	// by tasks.quotas.max_pending_per_source.
 	Owner, Source, SessionID, RequestedBy, Tool string
-	Arguments                                   json.RawMessage
+	// Caller is the request's verified caller (nil without one): kept with the task so the
+	// self-approval check and the re-check before execution know every name and group it had.
+	Caller    *identity.Caller
+	Arguments json.RawMessage
 	Headers                                     http.Header
 	TTL                                         time.Duration // 0 = default; above max = clamped (caller logs the WARN)
 	Workflow                                    string
@@ -269,7 +275,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	}
 	ttl = min(ttl, m.opts.MaxTTL)
 	t := &Task{
-		ID: NewID(), Source: req.Source, SessionID: req.SessionID, RequestedBy: req.RequestedBy,
+		ID: NewID(), Source: req.Source, SessionID: req.SessionID, RequestedBy: req.RequestedBy, Requester: req.Caller.Clone(),
 		Tool: req.Tool, Arguments: req.Arguments, ArgsHash: m.argsHash(req.Tool, req.Arguments),
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated, Promoted: req.Promoted,
 		AskRequester: req.AskRequester && !req.Accelerated,
@@ -451,7 +457,8 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 	if err := identity.Check(approver); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidApprover, err)
 	}
-	if cur.RequestedBy != "" && SameIdentity(approver, cur.RequestedBy) {
+	people := m.people()
+	if requester := cur.RequesterPerson(); len(requester.Names()) > 0 && people.Same(requester, identity.Person{Name: approver}) {
 		return nil, ErrSelfApproval // the requester never counts, also toward min_approvals
 	}
 	now := m.now()
@@ -467,7 +474,7 @@ func (m *Manager) decide(ctx context.Context, id, approver, reason string, appro
 			return nil
 		}
 		for _, v := range t.Approvals {
-			if SameIdentity(v.By, approver) {
+			if people.SameName(v.By, approver) {
 				// a second vote by one approver never counts twice (read again on every CAS retry)
 				return &DuplicateVoteError{Task: t.Clone(), Approver: approver, Required: m.required(t)}
 			}
@@ -936,11 +943,15 @@ func (m *Manager) approvalTimeout(ctx context.Context, id string) *Task {
 	return t
 }
 
-// SameIdentity reports whether two identity names denote the same person (identity.Same:
-// case, width, invisible code points and UTS #39 confusables — "alice", "Alice", "alıce",
-// Cyrillic "alicе" are one person), so a requester cannot approve their own call under a
-// look-alike name.
-func SameIdentity(a, b string) bool { return identity.Same(a, b) }
+// people is the current directory of approvers; without one, names are compared alone.
+func (m *Manager) people() *identity.Directory {
+	if m.opts.People != nil {
+		if d := m.opts.People(); d != nil {
+			return d
+		}
+	}
+	return identity.NewDirectory(nil)
+}
 
 // argsHash is the keyed hash an approval is bound to.
 func (m *Manager) argsHash(tool string, args json.RawMessage) string {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tollgate-mcp/tollgate/internal/identity"
+
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 )
@@ -56,14 +58,17 @@ type Task struct {
 	ID    string `json:"id"`
 	Owner string `json:"owner"`
 	// Source is who created the task (package source), for the per-source pending quota.
-	Source      string          `json:"source,omitempty"`
-	SessionID   string          `json:"session_id"`
-	RequestedBy string          `json:"requested_by,omitzero"`
-	Tool        string          `json:"tool"`
-	Arguments   json.RawMessage `json:"-"` // stored as bytes in taskData, kept exact
-	ArgsHash    string          `json:"args_hash"`
-	Headers     http.Header     `json:"headers,omitempty"`
-	Workflow    string          `json:"workflow,omitempty"`
+	Source      string `json:"source,omitempty"`
+	SessionID   string `json:"session_id"`
+	RequestedBy string `json:"requested_by,omitzero"`
+	// Requester is the verified caller that created the task (subject, e-mail, groups,
+	// scopes), nil for a caller without one.
+	Requester *identity.Caller `json:"requester,omitempty"`
+	Tool      string           `json:"tool"`
+	Arguments json.RawMessage  `json:"-"` // stored as bytes in taskData, kept exact
+	ArgsHash  string           `json:"args_hash"`
+	Headers   http.Header      `json:"headers,omitempty"`
+	Workflow  string           `json:"workflow,omitempty"`
 	// AskRequester: the approval is asked of the requester itself (workflow destination
 	// elicitation); while awaiting it the wire status is input_required (docs/contract.md §2).
 	AskRequester bool `json:"ask_requester,omitempty"`
@@ -121,6 +126,7 @@ func (t *Task) Clone() *Task {
 	c.Result = slices.Clone(t.Result)
 	c.Meta = slices.Clone(t.Meta)
 	c.Headers = t.Headers.Clone()
+	c.Requester = t.Requester.Clone()
 	c.Approvals = slices.Clone(t.Approvals)
 	c.Messages = slices.Clone(t.Messages)
 	c.Question = t.Question.clone()
@@ -250,4 +256,16 @@ func decodeTask(r store.Record) (*Task, error) {
 		t.Headers.Del(legacyPromotionHeader)
 	}
 	return &t, nil
+}
+
+// RequesterPerson is the requester as a person to compare with an approver: the name it
+// requested under and, for a verified caller, its subject and e-mail.
+func (t *Task) RequesterPerson() identity.Person {
+	p := t.Requester.Person()
+	if p.Name == "" {
+		p.Name = t.RequestedBy
+	} else if t.RequestedBy != "" && t.RequestedBy != p.Name {
+		p.Subjects = append(p.Subjects, t.RequestedBy)
+	}
+	return p
 }
