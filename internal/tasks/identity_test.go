@@ -3,6 +3,9 @@ package tasks
 import (
 	"errors"
 	"testing"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 )
 
 // TestSelfApprovalLookalikes: a requester cannot decide their own call under an invisible or
@@ -51,5 +54,69 @@ func TestSelfApprovalLookalikes(t *testing.T) {
 	tk := e.create(t, "owner", func(r *CreateRequest) { r.RequestedBy = "alice" })
 	if _, err := e.m.Reject(bg, tk.ID, "bob", "no"); err != nil {
 		t.Fatalf("bob rejects alice's call: %v", err)
+	}
+}
+
+// TestSelfApprovalEveryName: the requester is compared with every name the approver carries
+// (identity.Directory): a call requested as alice's e-mail (server.identity_header carrying
+// e-mails, the README's setup), as her token subject, or by a verified caller whose e-mail
+// claim is hers, is alice's own call — alone or as one of min_approvals 2.
+func TestSelfApprovalEveryName(t *testing.T) {
+	dir := identity.NewDirectory([]identity.Person{
+		{Name: "alice", Emails: []string{"alice@example.com"}, Subjects: []string{"agents:a-1"}, SlackIDs: []string{"U0ALICE01"}},
+		{Name: "bob", Emails: []string{"bob@example.com"}},
+	})
+	people := func(o *Options, _ *fakeExec) {
+		o.People = func() *identity.Directory { return dir }
+		o.Workflow = func(string) (config.Workflow, bool) { return config.Workflow{MinApprovals: 2}, true }
+	}
+	for _, tc := range []struct {
+		name string
+		req  func(*CreateRequest)
+	}{
+		{"requested as her e-mail", func(r *CreateRequest) { r.RequestedBy = "alice@example.com" }},
+		{"requested as her e-mail in other case", func(r *CreateRequest) { r.RequestedBy = "Alice@Example.com" }},
+		{"requested with her token subject", func(r *CreateRequest) {
+			r.RequestedBy = "agents:a-1"
+			r.Caller = &identity.Caller{Subject: "agents:a-1", Verified: true}
+		}},
+		{"requested by a verified caller with her e-mail claim", func(r *CreateRequest) {
+			r.RequestedBy = "agents:other"
+			r.Caller = &identity.Caller{Subject: "agents:other", Email: "alice@example.com", Verified: true}
+		}},
+		{"requested as her Slack id", func(r *CreateRequest) { r.RequestedBy = "U0ALICE01" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil, people)
+			tk := e.create(t, "owner", tc.req)
+			if _, err := e.m.Approve(bg, tk.ID, "alice", "mine"); !errors.Is(err, ErrSelfApproval) {
+				t.Fatalf("alice approves her own call: err = %v, want %v", err, ErrSelfApproval)
+			}
+			if _, err := e.m.Approve(bg, tk.ID, "bob", "ok"); err != nil {
+				t.Fatalf("bob approves: %v", err)
+			}
+			if s := e.state(t, tk.ID); s != AwaitingApproval {
+				t.Errorf("state %s after bob's vote and alice's refused one, want %s (two people must approve)", s, AwaitingApproval)
+			}
+			if n := e.exec.calls.Load(); n != 0 {
+				t.Errorf("executed %d times", n)
+			}
+		})
+	}
+}
+
+// TestVotesOnePersonManyNames: alice voting under her name and then her e-mail is one vote.
+func TestVotesOnePersonManyNames(t *testing.T) {
+	dir := identity.NewDirectory([]identity.Person{{Name: "alice", Emails: []string{"alice@example.com"}}, {Name: "bob"}})
+	e := newEnv(t, nil, func(o *Options, _ *fakeExec) {
+		o.People = func() *identity.Directory { return dir }
+		o.Workflow = func(string) (config.Workflow, bool) { return config.Workflow{MinApprovals: 2}, true }
+	})
+	tk := e.create(t, "owner", func(r *CreateRequest) { r.RequestedBy = "carol" })
+	if _, err := e.m.Approve(bg, tk.ID, "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Approve(bg, tk.ID, "alice@example.com", ""); !errors.As(err, new(*DuplicateVoteError)) {
+		t.Fatalf("second vote under alice's e-mail: %v, want a duplicate vote", err)
 	}
 }
