@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
-	"github.com/tollgate-mcp/tollgate/internal/identity"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -36,9 +35,9 @@ func (p Policy) WithGroups(groups []string) Policy {
 // behaviour without lists).
 func PolicyOf(cfg *config.Config) Policy { return Policy{cfg: cfg} }
 
-// MayDecide reports whether approver may see and decide the calls of workflow wf. Names are
-// compared as the self-approval check compares them (identity.Same: case, width and
-// confusable letters do not make two people).
+// MayDecide reports whether approver may see and decide the calls of workflow wf. A list
+// grants, so names match exactly (configuration validation makes lists name approvers
+// exactly; identity: look-alike folding only ever refuses).
 func (p Policy) MayDecide(approver string, wf config.Workflow) bool {
 	if wf.Approvers == nil {
 		return true // no list: every approver
@@ -46,7 +45,7 @@ func (p Policy) MayDecide(approver string, wf config.Workflow) bool {
 	if strings.TrimSpace(approver) == "" {
 		return false
 	}
-	same := func(name string) bool { return identity.Same(name, approver) }
+	same := func(name string) bool { return name == approver }
 	for _, e := range wf.Approvers {
 		if g, ok := strings.CutPrefix(e, config.GroupPrefix); ok {
 			if p.cfg != nil && slices.ContainsFunc(p.cfg.ApproverGroups[g], same) || slices.Contains(p.groups, g) {
