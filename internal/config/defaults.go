@@ -220,6 +220,9 @@ func (c *Config) applyDefaults(present map[string]int) {
 	str(&s.AdminAuth.UserHeader, "server.admin_auth.user_header", DefaultUserHeader)
 	str(&s.AdminAuth.EmailHeader, "server.admin_auth.email_header", DefaultEmailHeader)
 	str(&s.AdminAuth.GroupsHeader, "server.admin_auth.groups_header", DefaultGroupsHeader)
+	str(&s.CallerAuth.Type, "server.caller_auth.type", CallerAuthNone)
+	dur(&s.CallerAuth.ClockSkew, "server.caller_auth.clock_skew", DefaultClockSkew)
+	str(&s.CallerAuth.ToolView, "server.caller_auth.tool_view", ToolViewCaller)
 
 	l := &s.Limits
 	num(&l.MaxConnections, "server.limits.max_connections", DefaultMaxConnections)

@@ -6,6 +6,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/identity"
@@ -73,6 +74,11 @@ type Source struct {
 	// long, and its process (default 10m).
 	MaxProcesses int      `yaml:"max_processes"`
 	IdleTimeout  Duration `yaml:"idle_timeout"`
+
+	// ForwardAuthorization passes the caller's verified bearer token to the upstream (with
+	// server.caller_auth): only for an upstream that is the same OAuth resource and validates
+	// the same audience. Default false: the upstream never sees callers' tokens.
+	ForwardAuthorization bool `yaml:"forward_authorization"`
 }
 
 // Stdio reports whether the source is a command Tollgate runs.
@@ -275,6 +281,111 @@ type Server struct {
 	ToolsMaxPages      int       `yaml:"tools_max_pages"`      // default 100 (TOLLGATE_TOOLS_MAX_PAGES)
 	Limits             Limits    `yaml:"limits"`               // what one client can make Tollgate hold
 	AdminAuth          AdminAuth `yaml:"admin_auth"`           // approvers signed in by the cluster's login proxy
+	// PublicURL is the URL clients reach Tollgate at (scheme, host, optional path prefix):
+	// the OAuth resource is PublicURL + "/mcp" (RFC 8707, RFC 9728). Default: from listen.
+	PublicURL string `yaml:"public_url"`
+	// CallerAuth makes /mcp an OAuth 2.1 resource server: the caller is who a verified bearer
+	// token says (docs/contract.md §6).
+	CallerAuth CallerAuth `yaml:"caller_auth"`
+}
+
+// Caller authentication types (server.caller_auth.type).
+const (
+	CallerAuthNone          = "none"
+	CallerAuthJWT           = "jwt"
+	CallerAuthIntrospection = "introspection"
+)
+
+// CallerAuth is server.caller_auth: the first issuer's settings at the top, more issuers
+// under issuers (each with a name), and what applies to all.
+type CallerAuth struct {
+	Type             string   `yaml:"type"` // none (default) | jwt | introspection
+	Name             string   `yaml:"name"` // prefix of this issuer's subjects ("name:sub"); required with issuers
+	Issuer           string   `yaml:"issuer"`
+	Audience         string   `yaml:"audience"` // default: public_url + "/mcp"
+	JWKSURL          string   `yaml:"jwks_url"` // default: from the issuer's metadata
+	Algorithms       []string `yaml:"algorithms"`
+	SubjectClaim     string   `yaml:"subject_claim"` // default sub
+	GroupsClaim      string   `yaml:"groups_claim"`  // default groups
+	EmailClaim       string   `yaml:"email_claim"`   // default email
+	RequiredScopes   []string `yaml:"required_scopes"`
+	MaxKeyAge        Duration `yaml:"max_key_age"` // cached keys stay usable this long while the issuer is unreachable; default 1h
+	IntrospectionURL string   `yaml:"introspection_url"`
+	ClientID         string   `yaml:"client_id"`          // introspection client
+	ClientSecretFile string   `yaml:"client_secret_file"` // or client_secret_env
+	ClientSecretEnv  string   `yaml:"client_secret_env"`
+	CacheTTL         Duration `yaml:"cache_ttl"` // introspection answers kept at most this long (and never past exp); default 60s
+
+	Issuers   []CallerIssuer `yaml:"issuers"`    // more issuers (agents and humans)
+	ClockSkew Duration       `yaml:"clock_skew"` // exp/nbf/iat tolerance, default 60s
+	// ToolView: "caller" (default with caller auth) lists to each caller only the tools it may
+	// call; "all" lists every tool (calls are governed either way).
+	ToolView string `yaml:"tool_view"`
+}
+
+// CallerIssuer is one trusted token issuer (server.caller_auth, or one of its issuers).
+type CallerIssuer struct {
+	Type             string   `yaml:"type"` // jwt | introspection; default the caller_auth type
+	Name             string   `yaml:"name"`
+	Issuer           string   `yaml:"issuer"`
+	Audience         string   `yaml:"audience"`
+	JWKSURL          string   `yaml:"jwks_url"`
+	Algorithms       []string `yaml:"algorithms"`
+	SubjectClaim     string   `yaml:"subject_claim"`
+	GroupsClaim      string   `yaml:"groups_claim"`
+	EmailClaim       string   `yaml:"email_claim"`
+	RequiredScopes   []string `yaml:"required_scopes"`
+	MaxKeyAge        Duration `yaml:"max_key_age"`
+	IntrospectionURL string   `yaml:"introspection_url"`
+	ClientID         string   `yaml:"client_id"`
+	ClientSecretFile string   `yaml:"client_secret_file"`
+	ClientSecretEnv  string   `yaml:"client_secret_env"`
+	CacheTTL         Duration `yaml:"cache_ttl"`
+}
+
+// Caller-auth defaults and values (docs/configuration.md server.caller_auth).
+const (
+	DefaultClockSkew = 60 * time.Second
+	DefaultMaxKeyAge = time.Hour
+	DefaultCacheTTL  = 60 * time.Second
+	ToolViewCaller   = "caller"
+	ToolViewAll      = "all"
+)
+
+// DefaultAlgorithms are the JWS algorithms accepted by default: asymmetric only (an HMAC
+// key could be taken from a public key; "none" is no signature).
+var DefaultAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+
+// Resource is the OAuth resource identifier of /mcp (RFC 8707, RFC 9728): public_url +
+// "/mcp", public_url defaulting to http://<listen>.
+func (s Server) Resource() string {
+	base := strings.TrimRight(s.PublicURL, "/")
+	if base == "" {
+		base = "http://" + s.Listen
+	}
+	return base + "/mcp"
+}
+
+// Enabled reports whether /mcp requires a verified bearer token.
+func (c CallerAuth) Enabled() bool { return c.Type != "" && c.Type != CallerAuthNone }
+
+// All lists every configured issuer, the top-level one first.
+func (c CallerAuth) All() []CallerIssuer {
+	if !c.Enabled() {
+		return nil
+	}
+	first := CallerIssuer{Type: c.Type, Name: c.Name, Issuer: c.Issuer, Audience: c.Audience, JWKSURL: c.JWKSURL,
+		Algorithms: c.Algorithms, SubjectClaim: c.SubjectClaim, GroupsClaim: c.GroupsClaim, EmailClaim: c.EmailClaim,
+		RequiredScopes: c.RequiredScopes, MaxKeyAge: c.MaxKeyAge, IntrospectionURL: c.IntrospectionURL,
+		ClientID: c.ClientID, ClientSecretFile: c.ClientSecretFile, ClientSecretEnv: c.ClientSecretEnv, CacheTTL: c.CacheTTL}
+	out := []CallerIssuer{first}
+	for _, i := range c.Issuers {
+		if i.Type == "" {
+			i.Type = c.Type
+		}
+		out = append(out, i)
+	}
+	return out
 }
 
 // AdminAuth lets a login proxy (oauth2-proxy) in front of the admin listener sign approvers in:

@@ -660,6 +660,7 @@ func (v *validator) server() {
 		v.add("server.identity_header", "must be an HTTP header name, got %q", h)
 	}
 	v.adminAuth()
+	v.callerAuth()
 	if s.MaxBodyBytes <= 0 {
 		v.add("server.max_body_bytes", "must be > 0")
 	}
@@ -782,5 +783,120 @@ func (v *validator) slackDestination(p string, d Destination) {
 		}
 	default:
 		v.httpURL(p+".url", d.URL)
+	}
+}
+
+// callerAuth checks server.public_url and server.caller_auth.
+func (v *validator) callerAuth() {
+	s := v.c.Server
+	if s.PublicURL != "" {
+		if u, err := url.Parse(s.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			v.add("server.public_url", "must be an http(s) URL without query or fragment, like https://mcp.example.com, got %q", s.PublicURL)
+		}
+	}
+	ca := s.CallerAuth
+	switch ca.Type {
+	case CallerAuthNone:
+		if len(ca.Issuers) > 0 || ca.Issuer != "" {
+			v.add("server.caller_auth.type", "is none, but issuers are configured: set jwt or introspection")
+		}
+		return
+	case CallerAuthJWT, CallerAuthIntrospection:
+	default:
+		v.add("server.caller_auth.type", "must be none, jwt or introspection, got %q", ca.Type)
+		return
+	}
+	if s.IdentityHeader != "" {
+		v.add("server.identity_header", "cannot be set with server.caller_auth: the caller is who a verified token says (a header could name anyone); remove one of them")
+	}
+	if ca.ClockSkew < 0 || ca.ClockSkew.D() > 10*60*1e9 {
+		v.add("server.caller_auth.clock_skew", "must be between 0 and 10m")
+	}
+	if ca.ToolView != ToolViewCaller && ca.ToolView != ToolViewAll {
+		v.add("server.caller_auth.tool_view", "must be caller or all, got %q", ca.ToolView)
+	}
+	all := ca.All()
+	names := map[string]int{}
+	issuers := map[string]int{}
+	for i, is := range all {
+		p := "server.caller_auth"
+		if i > 0 {
+			p = idx("server.caller_auth.issuers", i-1)
+		}
+		if len(all) > 1 {
+			if is.Name == "" {
+				v.add(p+".name", "is required when several issuers are configured (it prefixes their subjects: name:sub)")
+			} else if j, ok := names[is.Name]; ok {
+				v.add(p+".name", "duplicate issuer name %q (also issuer %d)", is.Name, j)
+			}
+			names[is.Name] = i
+		}
+		if is.Name != "" && !groupName.MatchString(is.Name) {
+			v.add(p+".name", "must use only a-z, 0-9, '-' and '_', got %q", is.Name)
+		}
+		switch is.Type {
+		case CallerAuthJWT, CallerAuthIntrospection:
+		default:
+			v.add(p+".type", "must be jwt or introspection, got %q", is.Type)
+		}
+		if is.Issuer == "" {
+			v.add(p+".issuer", "is required: the issuer URL (iss) of the tokens Tollgate accepts")
+		} else {
+			v.issuerURL(p+".issuer", is.Issuer)
+			if j, ok := issuers[is.Issuer]; ok {
+				v.add(p+".issuer", "duplicate issuer %q (also issuer %d)", is.Issuer, j)
+			}
+			issuers[is.Issuer] = i
+		}
+		if is.JWKSURL != "" {
+			v.issuerURL(p+".jwks_url", is.JWKSURL)
+		}
+		if is.Audience != "" && strings.TrimSpace(is.Audience) != is.Audience {
+			v.add(p+".audience", "must not have surrounding spaces")
+		}
+		for k, a := range is.Algorithms {
+			if !slices.Contains(DefaultAlgorithms, a) {
+				v.add(idx(p+".algorithms", k), "must be one of %s (asymmetric algorithms only: never none, never HMAC), got %q", strings.Join(DefaultAlgorithms, ", "), a)
+			}
+		}
+		for k, sc := range is.RequiredScopes {
+			if sc == "" || strings.ContainsAny(sc, " \"\\") {
+				v.add(idx(p+".required_scopes", k), "must be a scope token (no spaces or quotes), got %q", sc)
+			}
+		}
+		if is.MaxKeyAge < 0 {
+			v.add(p+".max_key_age", "must not be negative")
+		}
+		if is.Type == CallerAuthIntrospection {
+			if is.IntrospectionURL == "" {
+				v.add(p+".introspection_url", "is required for introspection (RFC 7662 endpoint)")
+			} else {
+				v.issuerURL(p+".introspection_url", is.IntrospectionURL)
+			}
+			if is.ClientID == "" {
+				v.add(p+".client_id", "is required for introspection")
+			}
+			if (is.ClientSecretFile == "") == (is.ClientSecretEnv == "") {
+				v.add(p+".client_secret_file", "exactly one of client_secret_file and client_secret_env is required for introspection")
+			}
+		}
+	}
+}
+
+// issuerURL requires https, or http to a loopback host (a local test issuer).
+func (v *validator) issuerURL(path, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		v.add(path, "must be an absolute https URL without query or fragment, got %q", raw)
+		return
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			v.add(path, "must use https (http only for a loopback issuer), got %q", raw)
+		}
+	default:
+		v.add(path, "must be an https URL, got %q", raw)
 	}
 }

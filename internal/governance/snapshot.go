@@ -92,6 +92,9 @@ func (h *Holder) People() *identity.Directory {
 type Caller struct {
 	Subject   string
 	SessionID string
+	// Verified is the verified caller (server.caller_auth), nil without one: its groups are
+	// the Cedar principal's parents, its claims and scopes part of the request.
+	Verified *identity.Caller
 }
 
 // Effective is the action that applies to one concrete call.
@@ -119,11 +122,15 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 		eff.Action = config.ActionDeny
 		return eff
 	}
-	pd, err := s.Policy.Decide(policy.Request{
+	req := policy.Request{
 		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
 		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: time.Now(),
 		Annotations: hints,
-	})
+	}
+	if v := c.Verified; v != nil {
+		req.Groups, req.Email, req.Name, req.Scopes = v.Groups, v.Email, v.Name, v.Scopes
+	}
+	pd, err := s.Policy.Decide(req)
 	if err != nil {
 		if ok, held := cedarWarn.Allow(); ok {
 			log.Warn("cedar evaluation failed; denying", "tool", tool, "policy_id", d.PolicyID,

@@ -104,7 +104,7 @@ func (a *Annotations) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error
 	if t.Accelerated {
 		return nil
 	}
-	return a.snaps.Load().Recheck(ctx, a.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID},
+	return a.snaps.Load().Recheck(ctx, a.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID, Verified: t.Requester},
 		t.Tool, a.tool(t.Tool).hints, t.Arguments, t.ID)
 }
 

@@ -127,10 +127,14 @@ func (g *Gateway) Register(r *Router) {
 // maxSubjectLen bounds an asserted identity.
 const maxSubjectLen = 256
 
-// identified sets Exchange.Subject from server.identity_header before h runs.
+// identified sets Exchange.Subject before h runs: the verified caller the proxy put in the
+// request's context (server.caller_auth; package callerauth decided it), else the
+// server.identity_header value.
 func (g *Gateway) identified(h Handler) Handler {
 	return func(ctx context.Context, x *Exchange) Result {
-		if name := g.d.Snapshots.Load().Config.Server.IdentityHeader; name != "" {
+		if c := identity.FromContext(x.HTTP.Context()); c != nil {
+			x.Subject, x.Caller = c.Subject, c
+		} else if name := g.d.Snapshots.Load().Config.Server.IdentityHeader; name != "" {
 			if v := strings.TrimSpace(x.HTTP.Header.Get(name)); v != "" && len(v) <= maxSubjectLen && utf8.ValidString(v) {
 				// Invisible code points would let one person request as "alice\u200b" and
 				// approve as "alice": refused, not stripped (the proxy should not send them).
@@ -163,7 +167,7 @@ func owner(x *Exchange) string {
 }
 
 func caller(x *Exchange) governance.Caller {
-	c := governance.Caller{Subject: x.Subject}
+	c := governance.Caller{Subject: x.Subject, Verified: x.Caller}
 	if x.Session != nil {
 		c.SessionID = x.Session.ID
 	}

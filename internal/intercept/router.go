@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/era"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 )
@@ -26,6 +27,9 @@ type Exchange struct {
 	CorrID string
 	// Subject is the caller's authenticated identity (server.identity_header), "" if unknown.
 	Subject string
+	// Caller is the verified caller (server.caller_auth), nil without one; Subject is its
+	// subject then.
+	Caller *identity.Caller
 	// Modern is set for a protocol 2026-07-28 request (package era): no session, the era's
 	// handlers serve it.
 	Modern *era.Request

@@ -250,7 +250,7 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 			"tool", p.Name, "workflow", workflow)
 	}
 	req := tasks.CreateRequest{
-		Owner: owner(x), Source: source.Of(x.HTTP, x.Subject), RequestedBy: x.Subject, Tool: p.Name, Arguments: p.Arguments,
+		Owner: owner(x), Source: source.Of(x.HTTP, x.Subject), RequestedBy: x.Subject, Caller: x.Caller, Tool: p.Name, Arguments: p.Arguments,
 		Headers: execution.CaptureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
 		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
 	}

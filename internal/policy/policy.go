@@ -40,6 +40,7 @@ const (
 // Names of the Cedar request parts (docs/contract.md §3). Policies and schemas use these.
 const (
 	EntityUser     = "User"
+	EntityGroup    = "Group"
 	EntitySession  = "Session"
 	EntityAction   = "Action"
 	EntityToolCall = "ToolCall"
@@ -63,6 +64,11 @@ type Request struct {
 	// Annotations are the tool's MCP annotation hints (context.annotations), as rules.Hints
 	// reads them. Zero = the tool declared none (the spec's defaults apply).
 	Annotations rules.Hints
+	// A verified caller (server.caller_auth): its groups are the principal's parents
+	// Group::"…", Email and Name its attributes, Scopes context.scopes.
+	Groups      []string
+	Email, Name string
+	Scopes      []string
 }
 
 // Decision is the outcome and why. It never carries argument values, so it may be logged
@@ -266,6 +272,26 @@ func (e *Engine) Decide(req Request) (Decision, error) {
 			}),
 		},
 	}
+	if req.Principal != "" {
+		attrs := types.RecordMap{}
+		if req.Email != "" {
+			attrs["email"] = types.String(req.Email)
+		}
+		if req.Name != "" {
+			attrs["name"] = types.String(req.Name)
+		}
+		parents := make([]types.EntityUID, 0, len(req.Groups))
+		for _, g := range req.Groups {
+			gid := types.NewEntityUID(EntityGroup, types.String(g))
+			parents = append(parents, gid)
+			entities[gid] = types.Entity{UID: gid}
+		}
+		entities[principal] = types.Entity{UID: principal, Attributes: types.NewRecord(attrs), Parents: types.NewEntityUIDSet(parents...)}
+	}
+	scopes := make([]types.Value, len(req.Scopes))
+	for i, sc := range req.Scopes {
+		scopes[i] = types.String(sc)
+	}
 	now := req.Time
 	if now.IsZero() {
 		now = time.Now()
@@ -283,6 +309,7 @@ func (e *Engine) Decide(req Request) (Decision, error) {
 			"policy_id":   types.String(req.PolicyID),
 			"source_id":   types.String(req.SourceID),
 			"annotations": types.NewRecord(ann),
+			"scopes":      types.NewSet(scopes...),
 			"time": types.NewRecord(types.RecordMap{
 				"unix":    types.Long(now.Unix()),
 				"hour":    types.Long(now.Hour()),

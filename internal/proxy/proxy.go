@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/callerauth"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
+
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -50,8 +53,17 @@ type Options struct {
 	// MaxStreams and MaxStreamsPerSession bound open GET streams (0 = unbounded).
 	MaxStreams, MaxStreamsPerSession int
 	// Identity, if set, returns the caller identity (server.identity_header) that names the
-	// source of new sessions for their rate; "" falls back to the remote IP.
+	// source of new sessions for their rate; "" falls back to the remote IP. A verified
+	// caller (CallerAuth) is the identity before it.
 	Identity func(*http.Request) string
+	// CallerAuth, if set, authenticates every request to /mcp before its body is read: the
+	// verified caller goes into the request's context (identity.NewContext), a request
+	// without one is refused 401/403 with the RFC 9728 challenge (server.caller_auth).
+	CallerAuth *callerauth.Authenticator
+	// ForwardAuthorization keeps the caller's Authorization header for the upstream when
+	// CallerAuth verified it (sources[0].forward_authorization); otherwise the upstream never
+	// sees the caller's token (MCP security best practices: no token passthrough).
+	ForwardAuthorization bool
 }
 
 // Observer receives per-exchange measurements (metrics live elsewhere).
@@ -116,6 +128,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, msg, http.StatusForbidden)
 		return
 	}
+	if a := h.o.CallerAuth; a != nil {
+		c, f := a.Authenticate(r)
+		if f != nil {
+			h.refuseCaller(w, r, a, f)
+			return
+		}
+		r = r.WithContext(identity.NewContext(r.Context(), c))
+		if !h.o.ForwardAuthorization {
+			r.Header.Del("Authorization") // never forwarded, captured or hashed past this point
+		}
+	}
 	if r.Method == http.MethodGet || r.Method == http.MethodDelete {
 		if rej := era.CheckHeaders(r.Header); rej != nil {
 			corr := correlationID(r)
@@ -151,6 +174,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST, DELETE")
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 	}
+}
+
+// refuseCaller answers a request without a verified caller: 401 (no token, or an invalid
+// one) or 403 (insufficient_scope) with the WWW-Authenticate challenge that names the
+// resource metadata, in both eras (MCP authorization: the client starts its OAuth flow from
+// it), and a JSON-RPC error body naming the reason. The token is never logged.
+func (h *Handler) refuseCaller(w http.ResponseWriter, r *http.Request, a *callerauth.Authenticator, f *callerauth.Failure) {
+	corr := correlationID(r)
+	w.Header().Set("X-Request-Id", corr)
+	w.Header().Set("WWW-Authenticate", a.Challenge(f))
+	w.Header().Set("Cache-Control", "no-store")
+	name, msg := "Unauthorized", "Tollgate requires a valid bearer token for "+a.Resource()+": "+f.Description
+	if f.Status == http.StatusForbidden {
+		name, msg = "InsufficientScope", "The bearer token lacks a scope Tollgate requires: "+f.Description
+	}
+	kv := []any{"reason", f.Reason, "resource_metadata", a.MetadataURL()}
+	if f.Scope != "" {
+		kv = append(kv, "scope", f.Scope)
+	}
+	e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, name, msg, kv...)
+	writeJSON(w, f.Status, jsonrpc.ErrorResponse(nil, e.WithCorrelation(corr)))
 }
 
 // correlationID reuses a sane X-Request-Id or makes one.

@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/callerauth"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -85,6 +88,8 @@ type Server struct {
 	slack     *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
 	cacheOnce sync.Once
 	cacheOK   chan struct{}
+	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
+	callers *callerauth.Authenticator
 
 	// storeWarning is set when tasks fell back to memory without being asked to (/readyz).
 	storeWarning string
@@ -203,6 +208,13 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	undo = append(undo, func() { _ = s.adminLn.Close() })
 	mcpMax, adminMax := s.connectionCaps(lim)
 	s.mcpLn = limits.NewListener(s.mcpLn, mcpMax, "MCP", func() { s.metrics.Limited("connections_mcp") })
+	srv := cfg.Server
+	if srv.PublicURL == "" {
+		srv.PublicURL = "http://" + s.mcpLn.Addr().String() // the bound address (listen may say :0)
+	}
+	if s.callers, err = callerauth.New(srv, callerauth.Options{Registerer: s.reg, Logger: s.log}); err != nil {
+		return nil, err
+	}
 	s.adminLn = limits.NewListener(s.adminLn, adminMax, "admin", func() { s.metrics.Limited("connections_admin") })
 	consoleURL := "http://" + s.AdminAddr() + console.Path
 
@@ -251,7 +263,11 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
 		BodyBudget: limits.NewSharedBudget(lim.MaxInflightBodyBytes, lim.MaxInflightBodyBytesPerSource),
 		MaxStreams: lim.MaxStreams, MaxStreamsPerSession: lim.MaxStreamsPerSession,
+		CallerAuth: s.callers, ForwardAuthorization: cfg.Sources[0].ForwardAuthorization,
 		Identity: func(r *http.Request) string {
+			if c := identity.FromContext(r.Context()); c != nil {
+				return c.Subject // the verified caller
+			}
 			if h := s.snaps.Load().Config.Server.IdentityHeader; h != "" {
 				return r.Header.Get(h)
 			}
@@ -265,6 +281,11 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	mcpMux := http.NewServeMux()
 	mcpMux.Handle("/mcp", telemetry.Middleware(s.mcp, tp))
+	if s.callers != nil {
+		for _, p := range s.callers.MetadataPaths() {
+			mcpMux.HandleFunc(p, s.callers.ServeMetadata) // RFC 9728, unauthenticated
+		}
+	}
 	s.mcpSrv = s.httpServer(mcpMux, lim)
 
 	s.slack = s.newSlack(consoleURL)
@@ -398,7 +419,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// One run group: the listeners and the background workers. The first error of any of them
 	// (a listener failing, a worker that cannot run) ends the group and is Run's result.
 	var wg sync.WaitGroup
-	const members = 7
+	const members = 8
 	errc := make(chan error, members)
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -440,6 +461,9 @@ func (s *Server) Run(ctx context.Context) error {
 	run("slack", worker(s.slack.Run))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
 	run("reloader", worker(s.reloader.Run))
+	if s.callers != nil {
+		run("caller auth keys", s.callers.Run)
+	}
 
 	var err error
 	select {
@@ -603,6 +627,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	for _, p := range degraded {
 		fmt.Fprintln(w, "degraded: "+p)
+	}
+	if d := s.callers.Degraded(); d != "" {
+		// Ready for callers whose issuer's keys are cached; said where operators look.
+		fmt.Fprintln(w, "degraded: caller auth: "+d)
 	}
 	if s.storeWarning != "" {
 		// Ready all the same (the gateway works), but say it where operators look.
