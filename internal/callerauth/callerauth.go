@@ -354,4 +354,3 @@ func (a *Authenticator) ServeMetadata(w http.ResponseWriter, r *http.Request) {
 
 // tokenKey is what caches key a token under: never the token itself.
 func tokenKey(tok string) [32]byte { return sha256.Sum256([]byte(tok)) }
-

@@ -50,10 +50,10 @@ type Options struct {
 	Workflow     func(name string) (config.Workflow, bool) // current snapshot's workflows (reload-safe)
 	// People is the current snapshot's directory of approvers (every name each carries): who
 	// is the same person as a task's requester or as an earlier vote. nil = names alone.
-	People func() *identity.Directory
-	Now          func() time.Time                          // nil = time.Now
-	Logger       *slog.Logger
-	Registerer   prometheus.Registerer // nil = no metrics
+	People     func() *identity.Directory
+	Now        func() time.Time // nil = time.Now
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil = no metrics
 	// Replica names this instance among several sharing a store ("" = a random id).
 	Replica string
 	// ArgumentHashKey keys each task's arguments hash (CanonicalHash). Empty means a random
@@ -87,14 +87,14 @@ type CreateRequest struct {
 	Owner, Source, SessionID, RequestedBy, Tool string
 	// Caller is the request's verified caller (nil without one): kept with the task so the
 	// self-approval check and the re-check before execution know every name and group it had.
-	Caller    *identity.Caller
-	Arguments json.RawMessage
-	Headers                                     http.Header
-	TTL                                         time.Duration // 0 = default; above max = clamped (caller logs the WARN)
-	Workflow                                    string
-	Accelerated                                 bool
-	Promoted                                    bool // see Task.Promoted; set with Accelerated
-	AskRequester                                bool // the approval is asked of the requester (elicitation)
+	Caller       *identity.Caller
+	Arguments    json.RawMessage
+	Headers      http.Header
+	TTL          time.Duration // 0 = default; above max = clamped (caller logs the WARN)
+	Workflow     string
+	Accelerated  bool
+	Promoted     bool // see Task.Promoted; set with Accelerated
+	AskRequester bool // the approval is asked of the requester (elicitation)
 	// DeferStart leaves an accelerated task Approved until Start is called (the caller first
 	// hands the task id to the client).
 	DeferStart bool
