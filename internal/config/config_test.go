@@ -189,7 +189,8 @@ func TestDefaults(t *testing.T) {
 				MaxInflightBodyBytes: 64 << 20, MaxInflightBodyBytesPerSource: 16 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
 				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50,
 			},
-			AdminAuth: AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
+			AdminAuth:  AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
+			CallerAuth: CallerAuth{Type: "none", ClockSkew: Duration(time.Minute), ToolView: "caller"},
 		},
 	}
 	c.meta = nil
@@ -876,7 +877,7 @@ func TestDemoConfig(t *testing.T) {
 // server (sources[].command, exclusive with url) are shown by config/example-stdio.yaml.
 func TestExampleConfig(t *testing.T) {
 	shown := map[string]bool{}
-	for _, name := range []string{"example.yaml", "example-stdio.yaml"} {
+	for _, name := range []string{"example.yaml", "example-stdio.yaml", "example-oauth.yaml"} {
 		c := shippedConfig(t, name, nil)
 		for p := range c.meta.lines {
 			shown[normalizePath(p)] = true
