@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tollgate-mcp/tollgate/test/testkit"
+)
+
+// callerAuthConfig: tokens of issuer iss; deletes need approval; alice runs agent-alice.
+func callerAuthConfig(iss string) string {
+	return `server:
+  caller_auth:
+    type: jwt
+    issuer: ` + iss + `
+governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "delete_*", action: approve}
+approval:
+  default: {}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN, email: alice@example.com, subjects: [agent-alice]}
+  - {name: bob, token_env: BOB_TOKEN}
+tasks:
+  hold_budget: 300ms
+`
+}
+
+func withBearer(c *testkit.RPC, tok string) *testkit.RPC {
+	c.Header = http.Header{"Authorization": {"Bearer " + tok}}
+	return c
+}
+
+// TestCallerAuthChallenge: without a token, or with a bad one, /mcp answers 401 with the
+// RFC 9728 challenge in both eras; the metadata it names says which authorization server
+// issues tokens for which resource; the reasons are counted.
+func TestCallerAuthChallenge(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	is := testkit.StartIssuer(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, callerAuthConfig(is.URL)), approverEnv, nil)
+	g.WaitReady(t)
+
+	legacy := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	modern := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	post := func(body, auth string, modernEra bool) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, g.MCP, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if modernEra {
+			req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", "tools/list")
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := testkit.HTTPClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	wantMeta := strings.TrimSuffix(g.MCP, "/mcp") + "/.well-known/oauth-protected-resource/mcp"
+	for _, tc := range []struct {
+		name, auth, reason string
+		modern             bool
+	}{
+		{"no token, 2025-11-25", "", "missing", false},
+		{"no token, 2026-07-28", "", "missing", true},
+		{"garbage, 2025-11-25", "Bearer not-a-token", "malformed", false},
+		{"other audience, 2026-07-28", "Bearer " + is.Token(t, "https://other.example.com/mcp", map[string]any{"sub": "x"}), "audience", true},
+		{"basic", "Basic YWxpY2U6c2VjcmV0", "malformed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := legacy
+			if tc.modern {
+				body = modern
+			}
+			resp, b := post(body, tc.auth, tc.modern)
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("HTTP %d, want 401: %s", resp.StatusCode, b)
+			}
+			ch := resp.Header.Get("WWW-Authenticate")
+			if !strings.HasPrefix(ch, `Bearer resource_metadata="`+wantMeta+`"`) {
+				t.Errorf("WWW-Authenticate %q, want resource_metadata %s", ch, wantMeta)
+			}
+			if tc.auth != "" && !strings.Contains(ch, `error="invalid_token"`) {
+				t.Errorf("WWW-Authenticate %q lacks error=invalid_token for a sent token", ch)
+			}
+			if tc.auth == "" && strings.Contains(ch, "error=") {
+				t.Errorf("WWW-Authenticate %q has an error for a request without a token (RFC 6750 §3.1)", ch)
+			}
+			if !strings.Contains(b, `"reason":"`+tc.reason+`"`) || !strings.Contains(b, `"error":"Unauthorized"`) {
+				t.Errorf("body %s, want error Unauthorized with reason %s", b, tc.reason)
+			}
+		})
+	}
+
+	resp, err := testkit.HTTPClient.Get(wantMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var md struct {
+		Resource string   `json:"resource"`
+		Servers  []string `json:"authorization_servers"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&md); err != nil || md.Resource != g.MCP || len(md.Servers) != 1 || md.Servers[0] != is.URL {
+		t.Fatalf("metadata %+v (%v), want resource %s and server %s", md, err, g.MCP, is.URL)
+	}
+	if n := metricValue(t, g, `tollgate_caller_auth_failures_total{reason="missing"}`); n != 2 {
+		t.Errorf("missing tokens counted %v, want 2", n)
+	}
+	if n := metricValue(t, g, `tollgate_caller_auth_failures_total{reason="audience"}`); n != 1 {
+		t.Errorf("wrong audiences counted %v, want 1", n)
+	}
+	if strings.Contains(g.Logs.String(), "not-a-token") {
+		t.Error("a sent token reached the log")
+	}
+}
+
+// TestCallerAuthOwners: the verified subject owns tasks across sessions: another subject
+// cannot see them, the same subject's identical retry from a new session attaches to the
+// pending approval, and the approver whose agent the subject is cannot approve it.
+func TestCallerAuthOwners(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	is := testkit.StartIssuer(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, callerAuthConfig(is.URL)), approverEnv, nil)
+	g.WaitReady(t)
+	aliceAgent := is.Token(t, g.MCP, map[string]any{"sub": "agent-alice"})
+	other := is.Token(t, g.MCP, map[string]any{"sub": "agent-carol"})
+
+	s1 := withBearer(&testkit.RPC{T: t, URL: g.MCP}, aliceAgent)
+	s1.Initialize()
+	tid := s1.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+
+	// Another subject: the task is not found, not listed.
+	c := withBearer(&testkit.RPC{T: t, URL: g.MCP}, other)
+	c.Initialize()
+	if m := c.TaskRPC(2, "tasks/get", tid).Message(t); testkit.Dig(m, "error", "data", "error") != "TaskNotFound" {
+		t.Errorf("another subject's tasks/get: %v, want TaskNotFound", m)
+	}
+	if m := c.Post(`{"jsonrpc":"2.0","id":3,"method":"tasks/list"}`).Message(t); strings.Contains(mustJSON(m), tid) {
+		t.Errorf("another subject lists %s: %v", tid, m)
+	}
+	// The same subject in a new session sees it.
+	s2 := withBearer(&testkit.RPC{T: t, URL: g.MCP}, aliceAgent)
+	s2.Initialize()
+	if m := s2.TaskRPC(4, "tasks/get", tid).Message(t); testkit.Dig(m, "result", "taskId") != tid {
+		t.Errorf("the same subject's new session: tasks/get %v", m)
+	}
+
+	// A plain held call, and its identical retry from another session: one approval.
+	first := s1.Call(5, "delete_user", map[string]any{"user_id": "u-003"}, 0)
+	held := heldTaskID(t, first)
+	retry := s2.Call(6, "delete_user", map[string]any{"user_id": "u-003"}, 0)
+	if got := heldTaskID(t, retry); got != held {
+		t.Errorf("retry from a second session made task %s, want it attached to %s", got, held)
+	}
+
+	// alice's agent made the calls: alice may not approve them; bob may.
+	if st, body := g.AdminRequest(t, "POST", "/api/v1/approvals/"+held+"/approve", "alice-secret-token", `{}`); st != http.StatusForbidden || body["error"] != "self_approval" {
+		t.Errorf("alice approves her agent's call: %d %v, want 403 self_approval", st, body)
+	}
+	if st, body := g.AdminRequest(t, "POST", "/api/v1/approvals/"+held+"/approve", "bob-secret-token", `{}`); st != http.StatusOK {
+		t.Fatalf("bob approves: %d %v", st, body)
+	}
+	waitFor(t, "the approved delete ran once", func() bool { return d.Calls("delete_user") == 1 })
+}
+
+// heldTaskID is the task a held call's "awaiting approval" result names.
+func heldTaskID(t *testing.T, m map[string]any) string {
+	t.Helper()
+	s := mustJSON(m)
+	i := strings.Index(s, "tg_")
+	if i < 0 {
+		t.Fatalf("no task named in %s", s)
+	}
+	j := i + 3
+	for j < len(s) && (s[j] == '-' || s[j] >= '0' && s[j] <= '9' || s[j] >= 'a' && s[j] <= 'f') {
+		j++
+	}
+	return s[i:j]
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
