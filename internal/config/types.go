@@ -131,7 +131,17 @@ type Rule struct {
 	// upstream's tools/list) have these values, e.g. {destructiveHint: true}. Absent hints
 	// count with the spec's defaults (see rules.Hints).
 	MatchAnnotations map[string]bool `yaml:"match_annotations"`
+	// Callers narrows the rule to some callers: "user:<subject>" (the verified subject, or
+	// the server.identity_header value, exactly) or "group:<name>" (a verified caller's
+	// groups claim). Absent: every caller.
+	Callers []string `yaml:"callers"`
 }
+
+// Prefixes of governance.rules[].callers entries.
+const (
+	CallerUserPrefix  = "user:"
+	CallerGroupPrefix = "group:"
+)
 
 // Annotation hints a rule can match (spec 2025-11-25 ToolAnnotations).
 const (

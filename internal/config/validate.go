@@ -213,6 +213,24 @@ func (v *validator) governance() {
 				v.add(p+".match_annotations."+k, "%s", msg)
 			}
 		}
+		if r.Callers != nil && len(r.Callers) == 0 {
+			v.add(p+".callers", "must list at least one caller; leave it out to apply the rule to every caller")
+		}
+		for k, c := range r.Callers {
+			name, isUser := strings.CutPrefix(c, CallerUserPrefix)
+			if !isUser {
+				var isGroup bool
+				if name, isGroup = strings.CutPrefix(c, CallerGroupPrefix); !isGroup {
+					v.add(idx(p+".callers", k), "must be \"user:<subject>\" or \"group:<name>\", got %q", c)
+					continue
+				}
+			}
+			if strings.TrimSpace(name) == "" || len(name) > 256 {
+				v.add(idx(p+".callers", k), "names nobody: %q", c)
+			} else if err := identity.Check(name); err != nil {
+				v.add(idx(p+".callers", k), "%v", err)
+			}
+		}
 		switch {
 		case !validAction(r.Action):
 			v.add(p+".action", "must be %s, got %q", actionList, r.Action)

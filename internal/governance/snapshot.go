@@ -97,6 +97,15 @@ type Caller struct {
 	Verified *identity.Caller
 }
 
+// Who is what rules' callers lists read of c.
+func (c Caller) Who() rules.Who {
+	w := rules.Who{Subject: c.Subject}
+	if c.Verified != nil {
+		w.Groups = c.Verified.Groups
+	}
+	return w
+}
+
 // Effective is the action that applies to one concrete call.
 type Effective struct {
 	Decision rules.Decision
@@ -113,7 +122,7 @@ var cedarWarn = logcap.NewSampler(time.Second, 10)
 // the call's arguments: the rule's action, or Cedar's outcome for action: policy. Cedar errors
 // fail closed (deny) and are logged with policy ids, never with arguments.
 func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, tool string, hints rules.Hints, args json.RawMessage) Effective {
-	d := s.Rules.DecideHints(tool, hints)
+	d := s.Rules.DecideFor(tool, hints, s.Rules.ViewOf(c.Who()))
 	eff := Effective{Decision: d, Action: d.Action}
 	if d.Action != config.ActionPolicy {
 		return eff

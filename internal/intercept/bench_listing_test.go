@@ -90,7 +90,7 @@ func BenchmarkRewriteTools(b *testing.B) {
 	b.SetBytes(int64(len(m.Result)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := g.rewriteTools(m.Result, true); err != nil {
+		if _, err := g.rewriteTools(m.Result, true, listView{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -94,7 +94,7 @@ func FuzzRewriteTools(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, result []byte, upTasks bool) {
 		g.ann.setUpstreamTasks(upTasks)
-		out, err := g.rewriteTools(result, true)
+		out, err := g.rewriteTools(result, true, listView{})
 		if err != nil {
 			return
 		}
@@ -289,7 +289,7 @@ func TestRewriteSeedsWellFormed(t *testing.T) {
 		wellFormed++
 		for _, up := range []bool{false, true} {
 			g.ann.setUpstreamTasks(up)
-			out, err := g.rewriteTools([]byte(s), true)
+			out, err := g.rewriteTools([]byte(s), true, listView{})
 			if err != nil {
 				t.Fatalf("%s: %v", s, err)
 			}
@@ -367,7 +367,7 @@ func TestCursorRoundTripLongUpstreamCursor(t *testing.T) {
 func TestRewriteMalformedExecution(t *testing.T) {
 	g := newRewriteGateway(t)
 	for _, ex := range []string{`[]`, `"x"`, `5`, `true`} {
-		out, err := g.rewriteTools([]byte(`{"tools":[{"name":"delete_x","execution":`+ex+`}],"nextCursor":"n"}`), true)
+		out, err := g.rewriteTools([]byte(`{"tools":[{"name":"delete_x","execution":`+ex+`}],"nextCursor":"n"}`), true, listView{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -174,10 +174,11 @@ func caller(x *Exchange) governance.Caller {
 	return c
 }
 
-// annotation computes one tool's execution.taskSupport from the current snapshot.
-func (g *Gateway) annotation(s *governance.Snapshot, tool string) (rules.Decision, rules.TaskSupport) {
+// annotation computes one tool's execution.taskSupport from the current snapshot, for a
+// caller of view v.
+func (g *Gateway) annotation(s *governance.Snapshot, tool string, v rules.View) (rules.Decision, rules.TaskSupport) {
 	ti := g.ann.tool(tool)
-	d := s.Rules.DecideHints(tool, ti.hints)
+	d := s.Rules.DecideFor(tool, ti.hints, v)
 	return d, rules.Annotation(d, g.ann.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
 }
 

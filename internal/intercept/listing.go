@@ -12,6 +12,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -87,11 +88,13 @@ func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
 	if g.ann.upstreamTasks.Load() {
 		tag = "2025-11-25 upstream-tasks=true"
 	}
+	lv := g.listView(x)
+	tag += lv.tag()
 	return Result{Forward: &Forward{Memo: g.listSlot(tag), Transform: func(x *Exchange, resp *jsonrpc.Message) []byte {
 		if resp.Result == nil {
 			return nil
 		}
-		res, err := g.rewriteTools(resp.Result, true)
+		res, err := g.rewriteTools(resp.Result, true, lv)
 		if err != nil {
 			g.log.Warn("tools/list result not rewritten", "error", err.Error())
 			return nil
@@ -104,9 +107,9 @@ func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
 // depends, besides the upstream's bytes, on the era (tag), the upstream's task capability
 // (tag), the governance snapshot and the annotation cache; a reload or a new upstream session
 // (Recompute) and the upstream's notifications/tools/list_changed (UpstreamNotification)
-// start a new generation. Nothing in it depends on the caller: every caller is shown the same
-// tools with the same annotations (governance decides per call, not per listing), so the
-// memo has no per-caller key; a per-caller listing would have to add one.
+// start a new generation. With per-caller tool views (server.caller_auth.tool_view: caller) a
+// listing depends on the caller's rules.View too, which the tag carries: one memo per distinct
+// view, not per caller or request.
 func (g *Gateway) listSlot(tag string) *MemoSlot {
 	return &MemoSlot{Memo: &g.listMemo, Gen: g.listMemo.Gen(), Tag: tag}
 }
@@ -129,9 +132,9 @@ func (g *Gateway) forgetLists() {
 // rewriteTools annotates the tools of one tools/list result. It learns each upstream tool's own
 // taskSupport as it goes (F-007.3). Identical upstream pages under the same snapshot and
 // capabilities are served from a small cache: a 1000-tool list then costs one hash.
-func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
+func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]byte, error) {
 	s := g.d.Snapshots.Load()
-	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.ann.upstreamTasks.Load(), own: appendOwn}
+	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.ann.upstreamTasks.Load(), own: appendOwn, view: lv}
 	if out, ok := g.lists.get(key); ok {
 		return out, nil
 	}
@@ -167,8 +170,12 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool) ([]byte, error) {
 			continue
 		}
 		learned[tl.name] = tl.info
+		d := s.Rules.DecideFor(tl.name, tl.info.hints, lv.view)
+		if lv.hides(d) {
+			continue // this caller can never call it (a call would still be refused)
+		}
 		sep()
-		arr = tl.appendAnnotated(arr, t, rules.Annotation(s.Rules.DecideHints(tl.name, tl.info.hints), upTasks, tl.info.own, mode))
+		arr = tl.appendAnnotated(arr, t, rules.Annotation(d, upTasks, tl.info.own, mode))
 	}
 	g.ann.learn(learned, false)
 	if appendOwn && g.d.Tools != nil && lastPage(result) {
@@ -300,6 +307,33 @@ type listKey struct {
 	rev   uint64
 	tasks bool
 	own   bool
+	view  listView
+}
+
+// listView is what of the caller a listing depends on: with per-caller tool views
+// (server.caller_auth.tool_view: caller), the tools a rule denies for the caller's rules.View
+// are left out; the annotations always follow the caller's view.
+type listView struct {
+	filter bool
+	view   rules.View
+}
+
+// listView is x's listing view under the current snapshot.
+func (g *Gateway) listView(x *Exchange) listView {
+	s := g.d.Snapshots.Load()
+	ca := s.Config.Server.CallerAuth
+	return listView{filter: ca.Enabled() && ca.ToolView == config.ToolViewCaller, view: s.Rules.ViewOf(caller(x).Who())}
+}
+
+// hides reports whether a tool decided d is left out of this view's listing.
+func (lv listView) hides(d rules.Decision) bool { return lv.filter && d.Action == config.ActionDeny }
+
+// tag is the listing memo's tag part for this view ("" for the shared view).
+func (lv listView) tag() string {
+	if !lv.filter && lv.view == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" view=%t/%x", lv.filter, uint64(lv.view))
 }
 
 // listCache keeps the last few rewritten pages (clients list the same tools again and again).
@@ -399,7 +433,7 @@ func (g *Gateway) computeOnDemand(s *governance.Snapshot, tool string) {
 	if g.ann.knowsTool(tool) {
 		return
 	}
-	_, ann := g.annotation(s, tool)
+	_, ann := g.annotation(s, tool, 0)
 	if ok, held := g.warnOnDemand.Allow(); ok {
 		g.log.Warn("tool not in annotation cache; computed on demand", "tool", tool, "annotation", string(ann), "suppressed", held)
 	}

@@ -308,11 +308,13 @@ func synthesiseDiscover(init []byte) ([]byte, error) {
 }
 
 // modernToolsList forwards tools/list and appends Tollgate's own tools to the last page. The
-// list is the same for every caller (governance decides per call, not per listing), so the
-// upstream's ttlMs and cacheScope stay as they are (spec 2026-07-28 caching).
+// list is the same for every caller unless per-caller tool views are on (listView): then the
+// tools a caller can never call are left out and the result's cacheScope becomes "private"
+// (spec 2026-07-28 caching); otherwise the upstream's ttlMs and cacheScope stay as they are.
 func (g *Gateway) modernToolsList(ctx context.Context, x *Exchange) Result {
+	lv := g.listView(x)
 	transform := func(result []byte) []byte {
-		out, err := g.appendOwnTools(result)
+		out, err := g.appendOwnTools(result, lv)
 		if err != nil {
 			g.log.Warn("tools/list result not rewritten", "error", err.Error())
 			return result
@@ -322,7 +324,7 @@ func (g *Gateway) modernToolsList(ctx context.Context, x *Exchange) Result {
 	if !g.br.upstreamModern(ctx) {
 		return g.bridge(x, transform)
 	}
-	return Result{Forward: &Forward{Memo: g.listSlot("2026-07-28"), Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
+	return Result{Forward: &Forward{Memo: g.listSlot("2026-07-28" + lv.tag()), Transform: func(_ *Exchange, resp *jsonrpc.Message) []byte {
 		if resp.Result == nil {
 			return nil
 		}
@@ -332,11 +334,12 @@ func (g *Gateway) modernToolsList(ctx context.Context, x *Exchange) Result {
 
 // appendOwnTools drops upstream tools with Tollgate's reserved prefix and appends Tollgate's
 // tools on the last page.
-func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
+func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 	elems, err := jsonrpc.Elements(jsonrpc.Member(result, "tools"))
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
+	s := g.d.Snapshots.Load()
 	kept := elems[:0]
 	learned := make(map[string]toolInfo, len(elems))
 	for _, t := range elems {
@@ -348,10 +351,18 @@ func (g *Gateway) appendOwnTools(result []byte) ([]byte, error) {
 		}
 		if err == nil {
 			learned[name] = info // annotations feed rules (match_annotations) and Cedar
+			if lv.hides(s.Rules.DecideFor(name, info.hints, lv.view)) {
+				continue // this caller can never call it (a call would still be refused)
+			}
 		}
 		kept = append(kept, t)
 	}
 	g.ann.learn(learned, false)
+	if lv.filter && jsonrpc.Member(result, "cacheScope") != nil {
+		if r, err := jsonrpc.Replace(result, "cacheScope", []byte(`"private"`)); err == nil {
+			result = r // the list depends on who asks
+		}
+	}
 	if lastPage(result) && g.d.Tools != nil {
 		for _, d := range g.d.Tools.Definitions() {
 			kept = append(kept, withoutTaskSupport(d))

@@ -483,7 +483,7 @@ func TestParking(t *testing.T) {
 // whether or not Tollgate serves that name, and Tollgate's own tools close the last page.
 func TestModernToolsListHidesReservedPrefix(t *testing.T) {
 	h := newHarness(t, unitConfig)
-	out, err := h.gw.appendOwnTools([]byte(`{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"tollgate_custom","inputSchema":{"type":"object"}},{"name":"tollgate_get_task","inputSchema":{"type":"object"}}]}`))
+	out, err := h.gw.appendOwnTools([]byte(`{"tools":[{"name":"read_file","inputSchema":{"type":"object"}},{"name":"tollgate_custom","inputSchema":{"type":"object"}},{"name":"tollgate_get_task","inputSchema":{"type":"object"}}]}`), listView{})
 	if err != nil {
 		t.Fatal(err)
 	}

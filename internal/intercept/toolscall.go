@@ -124,7 +124,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		return ReplyError(x, e)
 	}
 	g.computeOnDemand(s, p.Name)
-	d, ann := g.annotation(s, p.Name)
+	d, ann := g.annotation(s, p.Name, s.Rules.ViewOf(caller(x).Who()))
 	ttl, hasTask, terr := g.taskTTL(s, p.Task, p.Name)
 	if terr != nil {
 		g.m.validation("malformed")

@@ -48,6 +48,7 @@ type Decision struct {
 
 type compiledRule struct {
 	hints    []hintCond // match_annotations; all must hold
+	callers  View       // bits of the caller conditions of which one must hold; 0 = every caller
 	pattern  *glob.Pattern
 	prefixes []string // every match starts with one of these ({a,b} expanded); [""] = unknown
 	match    string
@@ -67,6 +68,10 @@ type Engine struct {
 	defaults      Decision
 	forceRequired map[string]struct{}
 
+	// callerConds are the distinct governance.rules[].callers entries, bit i of a View
+	// standing for callerConds[i].
+	callerConds []string
+
 	cache  sync.Map // cacheKey → Decision
 	cached atomic.Int64
 	// usesHints: some rule has match_annotations. Otherwise hints are left out of the cache
@@ -77,7 +82,44 @@ type Engine struct {
 type cacheKey struct {
 	tool  string
 	hints Hints
+	view  View
 }
+
+// MaxCallerConditions bounds the distinct callers entries of all rules (bits of a View).
+const MaxCallerConditions = 64
+
+// Who is what rules' callers lists read of a caller.
+type Who struct {
+	Subject string   // verified subject or server.identity_header value; "" = unidentified
+	Groups  []string // a verified caller's groups
+}
+
+// View is which of the rules' caller conditions a caller meets (bit i: callerConds[i]).
+// Callers with one view get the same decisions; listings are memoised per view.
+type View uint64
+
+// ViewOf returns w's view. Entries match exactly (they grant).
+func (e *Engine) ViewOf(w Who) View {
+	var v View
+	for i, c := range e.callerConds {
+		if u, ok := strings.CutPrefix(c, config.CallerUserPrefix); ok {
+			if w.Subject != "" && u == w.Subject {
+				v |= 1 << i
+			}
+		} else if g, ok := strings.CutPrefix(c, config.CallerGroupPrefix); ok {
+			for _, have := range w.Groups {
+				if have == g {
+					v |= 1 << i
+					break
+				}
+			}
+		}
+	}
+	return v
+}
+
+// UsesCallers reports whether any rule has a callers list (decisions depend on the caller).
+func (e *Engine) UsesCallers() bool { return len(e.callerConds) > 0 }
 
 // Compile compiles every rule glob once. Globs use gobwas/glob syntax without separators
 // (docs/contract.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`. forceRequired lists exact tool names
@@ -104,7 +146,21 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 			continue
 		}
 		e.usesHints = e.usesHints || len(conds) > 0
+		var callers View
+		for _, c := range r.Callers {
+			j := slices.Index(e.callerConds, c)
+			if j < 0 {
+				if len(e.callerConds) == MaxCallerConditions {
+					errs = append(errs, fmt.Sprintf("governance.rules[%d].callers: more than %d distinct callers entries in all rules", i, MaxCallerConditions))
+					break
+				}
+				j = len(e.callerConds)
+				e.callerConds = append(e.callerConds, c)
+			}
+			callers |= 1 << j
+		}
 		e.rules = append(e.rules, compiledRule{
+			callers:  callers,
 			hints:    conds,
 			pattern:  p,
 			prefixes: literalPrefixes(r.Match, 0),
@@ -147,16 +203,20 @@ func (e *Engine) Len() int { return len(e.rules) }
 // spec's defaults, see Hints): the first matching rule wins, else the defaults.
 func (e *Engine) Decide(tool string) Decision { return e.DecideHints(tool, 0) }
 
-// DecideHints returns the decision for tool with the annotations h the upstream listed for it.
-func (e *Engine) DecideHints(tool string, h Hints) Decision {
+// DecideHints returns the decision for tool with the annotations h the upstream listed for it,
+// for a caller no callers list names (rules with callers do not apply).
+func (e *Engine) DecideHints(tool string, h Hints) Decision { return e.DecideFor(tool, h, 0) }
+
+// DecideFor returns the decision for tool with annotations h for a caller of view v.
+func (e *Engine) DecideFor(tool string, h Hints, v View) Decision {
 	if !e.usesHints {
 		h = 0 // no rule reads them: one cache entry per tool
 	}
-	key := cacheKey{tool, h}
-	if v, ok := e.cache.Load(key); ok {
-		return v.(Decision)
+	key := cacheKey{tool, h, v}
+	if c, ok := e.cache.Load(key); ok {
+		return c.(Decision)
 	}
-	d := e.decide(tool, h)
+	d := e.decide(tool, h, v)
 	// Stop caching at the cap: the counter may overshoot by the number of racing
 	// goroutines, which is harmless.
 	if len(tool) <= MaxCachedNameBytes && e.cached.Load() < MaxCachedTools {
@@ -170,7 +230,7 @@ func (e *Engine) DecideHints(tool string, h Hints) Decision {
 // UsesHints reports whether any rule has match_annotations.
 func (e *Engine) UsesHints() bool { return e.usesHints }
 
-func (e *Engine) decide(tool string, h Hints) Decision {
+func (e *Engine) decide(tool string, h Hints, v View) Decision {
 	var d Decision
 	matched := false
 	candidates := e.anyFirst
@@ -179,7 +239,7 @@ func (e *Engine) decide(tool string, h Hints) Decision {
 	}
 	for _, i := range candidates {
 		r := &e.rules[i]
-		if hasAnyPrefix(tool, r.prefixes) && r.pattern.Match(tool) && h.satisfies(r.hints) {
+		if (r.callers == 0 || r.callers&v != 0) && hasAnyPrefix(tool, r.prefixes) && r.pattern.Match(tool) && h.satisfies(r.hints) {
 			d = Decision{Action: r.action, Rule: int(i), Match: r.match, Workflow: r.workflow, PolicyID: r.policyID}
 			matched = true
 			break

@@ -192,3 +192,94 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestCallerRulesAndToolView: rules narrowed to callers decide differently for a finance
+// caller and another one (the finance caller's transfer is forwarded, the other's held), and
+// each caller's tools/list leaves out what it can never call, in both eras; a hidden tool's
+// call is still refused.
+func TestCallerRulesAndToolView(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	is := testkit.StartIssuer(t)
+	cfg := `server:
+  caller_auth: {type: jwt, issuer: ` + is.URL + `}
+governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "transfer_*", action: forward, callers: ["group:finance"]}
+    - {match: "transfer_*", action: approve}
+    - {match: "drop_*", action: forward, callers: ["user:dba"]}
+    - {match: "drop_*", action: deny}
+approval:
+  default: {}
+approvers:
+  - {name: bob, token_env: BOB_TOKEN}
+tasks:
+  hold_budget: 300ms
+`
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, cfg), approverEnv, nil)
+	g.WaitReady(t)
+	fin := withBearer(&testkit.RPC{T: t, URL: g.MCP}, is.Token(t, g.MCP, map[string]any{"sub": "ann", "groups": []string{"finance"}}))
+	fin.Initialize()
+	other := withBearer(&testkit.RPC{T: t, URL: g.MCP}, is.Token(t, g.MCP, map[string]any{"sub": "carl", "groups": []string{"sales"}}))
+	other.Initialize()
+	dba := withBearer(&testkit.RPC{T: t, URL: g.MCP}, is.Token(t, g.MCP, map[string]any{"sub": "dba"}))
+	dba.Initialize()
+
+	names := func(c *testkit.RPC) string {
+		m := c.Post(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`).Message(t)
+		var out []string
+		for _, tl := range testkit.Dig(m, "result", "tools").([]any) {
+			out = append(out, tl.(map[string]any)["name"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	for _, tc := range []struct {
+		c        *testkit.RPC
+		who      string
+		wantDrop bool
+	}{{fin, "finance", false}, {other, "sales", false}, {dba, "dba", true}} {
+		// twice: the second listing comes from the view's memo
+		for range 2 {
+			got := names(tc.c)
+			if strings.Contains(got, "drop_table") != tc.wantDrop {
+				t.Errorf("%s lists %s; drop_table shown = %v, want %v", tc.who, got, !tc.wantDrop, tc.wantDrop)
+			}
+			if !strings.Contains(got, "transfer_funds") || !strings.Contains(got, "read_file") {
+				t.Errorf("%s lists %s, want transfer_funds and read_file", tc.who, got)
+			}
+		}
+	}
+	// The hidden tool's call is refused all the same.
+	if m := other.Call(10, "drop_table", map[string]any{"table": "orders"}, 0); testkit.Dig(m, "error", "data", "error") != "PolicyDenied" {
+		t.Errorf("hidden drop_table called: %v, want PolicyDenied", m)
+	}
+	// finance transfers without approval; sales is held.
+	args := map[string]any{"from_account": "acc-payroll", "to_account": "acc-savings", "amount": 5, "currency": "USD"}
+	if m := fin.Call(11, "transfer_funds", args, 0); testkit.Dig(m, "result", "isError") == true || strings.Contains(mustJSON(m), "tg_") {
+		t.Errorf("finance transfer not forwarded: %v", m)
+	}
+	if m := other.Call(12, "transfer_funds", args, 0); !strings.Contains(mustJSON(m), "tg_") {
+		t.Errorf("sales transfer not held for approval: %v", m)
+	}
+	if n := len(d.Transfers()); n != 1 {
+		t.Errorf("upstream transfers = %d, want 1 (finance's)", n)
+	}
+
+	// 2026-07-28: the same view.
+	modern := `{"jsonrpc":"2.0","id":13,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	for _, tc := range []struct {
+		c        *testkit.RPC
+		wantDrop bool
+	}{{other, false}, {dba, true}} {
+		c := &testkit.RPC{T: t, URL: g.MCP, Header: tc.c.Header.Clone()}
+		c.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		c.Header.Set("Mcp-Method", "tools/list")
+		r := c.Post(modern)
+		if r.Status != http.StatusOK {
+			t.Fatalf("modern tools/list: HTTP %d %s", r.Status, r.Body)
+		}
+		if strings.Contains(string(r.Body), `"drop_table"`) != tc.wantDrop {
+			t.Errorf("modern tools/list %s: drop_table shown, want %v", r.Body, tc.wantDrop)
+		}
+	}
+}
