@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gobwas/glob"
-
 	"github.com/tollgate-mcp/tollgate/internal/config"
 )
 
@@ -48,7 +46,7 @@ type Decision struct {
 
 type compiledRule struct {
 	hints    []hintCond // match_annotations; all must hold
-	pattern  *glob.Pattern
+	pattern  *Glob
 	prefixes []string // every match starts with one of these ({a,b} expanded); [""] = unknown
 	match    string
 	action   config.Action
@@ -80,7 +78,8 @@ type cacheKey struct {
 }
 
 // Compile compiles every rule glob once. Globs use gobwas/glob syntax without separators
-// (docs/contract.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`. forceRequired lists exact tool names
+// (docs/contract.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`; they are matched by Glob, in time
+// linear in the tool name. forceRequired lists exact tool names
 // (task_annotation_overrides.force_required / TOLLGATE_TASK_FORCE_REQUIRED).
 func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 	e := &Engine{
@@ -89,7 +88,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 	}
 	var errs []string
 	for i, r := range gov.Rules {
-		p, err := glob.Compile(r.Match)
+		p, err := CompileGlob(r.Match)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("governance.rules[%d].match %q: %v", i, r.Match, err))
 			continue
