@@ -127,17 +127,17 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out, err := mcpclient.Call(ctx, o, tool, argv, func(e mcpclient.Event) {
 		switch e.Kind {
 		case mcpclient.Held:
-			held = e.TaskID
+			held = oneLine(e.TaskID)
 			where := ""
 			if e.ConsoleURL != "" {
-				where = " or in the console at " + e.ConsoleURL
+				where = " or in the console at " + oneLine(e.ConsoleURL)
 			}
-			fmt.Fprintf(stderr, "held for approval: approve with `%s approvals approve %s`%s\n", cliName(), e.TaskID, where)
+			fmt.Fprintf(stderr, "held for approval: approve with `%s approvals approve %s`%s\n", cliName(), held, where)
 			fmt.Fprintf(stderr, "waiting for the decision (up to %s; Ctrl-C stops waiting, the approval stays pending)…\n", *wait)
 		case mcpclient.StillWaiting:
-			fmt.Fprintf(stderr, "still undecided (%s); waiting on task %s\n", e.Message, e.TaskID)
+			fmt.Fprintf(stderr, "still undecided (%s); waiting on task %s\n", oneLine(e.Message), oneLine(e.TaskID))
 		case mcpclient.Status:
-			fmt.Fprintf(stderr, "task %s: %s%s\n", e.TaskID, e.Status, parens(e.Message))
+			fmt.Fprintf(stderr, "task %s: %s%s\n", oneLine(e.TaskID), oneLine(e.Status), parens(oneLine(e.Message)))
 		}
 	})
 	if err != nil {
@@ -151,7 +151,7 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, context.Canceled):
 			fmt.Fprintln(stderr, "interrupted")
 		default:
-			fmt.Fprintf(stderr, "tollgate call: %s: %v\n", *url, err)
+			fmt.Fprintf(stderr, "tollgate call: %s: %s\n", oneLine(*url), oneLine(err.Error()))
 		}
 		return 1
 	}
@@ -160,7 +160,7 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if out.Err != nil {
 		if !*asJSON {
-			printError(stderr, tool, out.Err)
+			printError(stderr, oneLine(tool), out.Err)
 		}
 		return 1
 	}
@@ -196,12 +196,13 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case c.Type == "text" && structured.Len() > 0 && sameJSON(c.Text, res.Structured):
 			continue
 		case c.Type == "text":
-			fmt.Fprint(w, c.Text)
-			if !strings.HasSuffix(c.Text, "\n") {
+			text := textBlock(c.Text)
+			fmt.Fprint(w, text)
+			if !strings.HasSuffix(text, "\n") {
 				fmt.Fprintln(w)
 			}
 		default:
-			fmt.Fprintf(w, "[%s content]\n", c.Type)
+			fmt.Fprintf(w, "[%s content]\n", oneLine(c.Type))
 		}
 		printed = true
 	}
@@ -209,11 +210,11 @@ func cmdCall(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if printed {
 			fmt.Fprint(w, "structuredContent: ")
 		}
-		fmt.Fprintf(w, "%s\n", structured.Bytes())
+		fmt.Fprintf(w, "%s\n", textBlock(structured.String()))
 		printed = true
 	}
 	if !printed {
-		fmt.Fprintf(w, "%s\n", out.Result)
+		fmt.Fprintf(w, "%s\n", textBlock(string(out.Result)))
 	}
 	return exitFor(res.IsError)
 }
@@ -247,30 +248,32 @@ func printJSONOutcome(w io.Writer, out *mcpclient.Outcome) {
 		v["taskId"] = out.TaskID
 	}
 	b, _ := json.MarshalIndent(v, "", "  ")
-	fmt.Fprintf(w, "%s\n", b)
+	fmt.Fprintf(w, "%s\n", jsonText(b))
 }
 
 // printError says in words how a call ended without a result.
+// Everything but the code comes from the server and is printed through oneLine.
 func printError(w io.Writer, tool string, e *mcpclient.RPCError) {
 	name := e.Name()
+	msg := func(prefix string) string { return oneLine(strings.TrimPrefix(e.Message, prefix)) }
 	switch name {
 	case "PolicyDenied":
 		by := "a rule"
 		if rule := e.DataString("rule"); rule != "" {
-			by = fmt.Sprintf("rule %q", rule)
+			by = fmt.Sprintf("rule %q", rule) // %q quotes what oneLine would
 		}
 		fmt.Fprintf(w, "denied by %s: %s (%d PolicyDenied); the call never reached the server\n",
-			by, strings.TrimPrefix(e.Message, "PolicyDenied: "), e.Code)
+			by, msg("PolicyDenied: "), e.Code)
 	case "ApprovalRejected":
-		fmt.Fprintf(w, "rejected: %s (%d ApprovalRejected); the call did not run\n", strings.TrimPrefix(e.Message, name+": "), e.Code)
+		fmt.Fprintf(w, "rejected: %s (%d ApprovalRejected); the call did not run\n", msg(name+": "), e.Code)
 	case "ApprovalTimedOut":
-		fmt.Fprintf(w, "nobody decided in time: %s (%d ApprovalTimedOut); the call did not run\n", strings.TrimPrefix(e.Message, name+": "), e.Code)
+		fmt.Fprintf(w, "nobody decided in time: %s (%d ApprovalTimedOut); the call did not run\n", msg(name+": "), e.Code)
 	case "TaskRequired", "MissingRequiredClientCapability":
-		fmt.Fprintf(w, "%s (%d %s): try again with --task\n", e.Message, e.Code, name)
+		fmt.Fprintf(w, "%s (%d %s): try again with --task\n", msg(""), e.Code, name)
 	default:
 		if name == "" {
 			name = "error"
 		}
-		fmt.Fprintf(w, "%s failed: %s (%d %s)\n", tool, e.Message, e.Code, name)
+		fmt.Fprintf(w, "%s failed: %s (%d %s)\n", tool, msg(""), e.Code, oneLine(name))
 	}
 }

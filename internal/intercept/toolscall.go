@@ -95,8 +95,20 @@ func decodeCall(params []byte, known ...string) (callParams, *jsonrpc.Error) {
 		return p, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams",
 			"Invalid params: tools/call needs {\"name\": string, \"arguments\"?: object}")
 	}
+	if len(p.Name) > MaxToolNameBytes {
+		return p, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "InvalidParams", fmt.Sprintf(
+			"Invalid params: the tool name is %d bytes; tool names are at most %d (MCP tools: 1 to 128 characters of A-Z a-z 0-9 _ - .)",
+			len(p.Name), MaxToolNameBytes))
+	}
 	return p, nil
 }
+
+// MaxToolNameBytes bounds the tool name of a tools/call in both eras (spec 2025-11-25 and
+// 2026-07-28 tools: names SHOULD be 1 to 128 characters, all ASCII). The name is chosen by the
+// caller and read by rules, Cedar, logs and stored tasks before any upstream sees it: one
+// 200 KB name cost seconds of CPU in rule matching (issue 27). It equals logcap.NameBytes, so
+// a name that passes is logged whole.
+const MaxToolNameBytes = logcap.NameBytes
 
 // toolsCall validates and routes a tool call (REQ-CORE-007 F-004, F-005).
 func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {

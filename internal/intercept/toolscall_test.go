@@ -410,3 +410,41 @@ func TestToolsCall_ReservedPrefix(t *testing.T) {
 		t.Errorf("upstream saw %v", up)
 	}
 }
+
+// TestToolsCall_NameBounded: a tool name longer than MaxToolNameBytes is refused with -32602
+// before rules, Cedar or logs read it, in both eras; one of exactly the bound is governed as
+// usual (here denied by drop_*). Issue 27: a 200 KB name made rule matching cost seconds.
+func TestToolsCall_NameBounded(t *testing.T) {
+	name := func(n int) string { return "drop_" + strings.Repeat("x", n-len("drop_")) }
+	tests := []struct {
+		name     string
+		tool     string
+		wantCode int
+	}{
+		{"at the bound", name(MaxToolNameBytes), -32003},
+		{"one byte over", name(MaxToolNameBytes + 1), jsonrpc.CodeInvalidParams},
+		{"200 KB", name(200 << 10), jsonrpc.CodeInvalidParams},
+	}
+	for _, tt := range tests {
+		params := `{"name":"` + tt.tool + `","arguments":{}}`
+		check := func(t *testing.T, e wireError) {
+			t.Helper()
+			if e.Code != tt.wantCode {
+				t.Fatalf("code %d (%s), want %d", e.Code, e.Message, tt.wantCode)
+			}
+			if tt.wantCode == jsonrpc.CodeInvalidParams &&
+				(e.Data["error"] != "InvalidParams" || !strings.Contains(e.Message, fmt.Sprint(MaxToolNameBytes))) {
+				t.Errorf("got %+v, want InvalidParams naming the bound", e)
+			}
+		}
+		t.Run("2025-11-25/"+tt.name, func(t *testing.T) {
+			h := newHarness(t, unitConfig)
+			check(t, replyError(t, h.route(t, &session.Session{ID: "s1"}, callRequest(params))))
+		})
+		t.Run("2026-07-28/"+tt.name, func(t *testing.T) {
+			h := newHarness(t, unitConfig)
+			h.modernUpstream()
+			check(t, replyError(t, h.routeModern(modernExchange(t, "tools/call", params, tasksCaps))))
+		})
+	}
+}

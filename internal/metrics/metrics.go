@@ -114,7 +114,7 @@ func (m *Metrics) SignInRefused(reason string) {
 // Limits are the label values of tollgate_limit_refusals_total.
 var Limits = []string{
 	"connections_mcp", "connections_admin", "body_bytes", "source_body_bytes", "streams", "session_streams",
-	"sessions", "session_rate", "unknown_session", "admin_auth", "admin_proxy_header",
+	"sessions", "session_rate", "unknown_session", "foreign_session", "admin_auth", "admin_proxy_header",
 }
 
 // Limited counts one refusal by limit (one of Limits; anything else is dropped so a caller

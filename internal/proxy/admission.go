@@ -22,6 +22,7 @@ const (
 	LimitSessions       = "sessions"
 	LimitSessionRate    = "session_rate"
 	LimitUnknownSession = "unknown_session"
+	LimitForeignSession = "foreign_session"
 )
 
 // resolveSession maps the client's Mcp-Session-Id to a session Tollgate knows: one this process
@@ -31,8 +32,14 @@ const (
 // answers on any well-formed id). Every other id is answered with HTTP 404, which tells the
 // client to initialize again (spec 2025-11-25 transports, session management); a made-up id
 // never becomes a task owner. False means the answer was written.
+//
+// A session is bound to the identity that opened it (Options.Identity; none when that was
+// empty): another identity holding its id gets the same 404, on GET, POST and DELETE alike.
 func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, corr string) (*session.Session, bool) {
-	if s := h.o.Sessions.Get(sid); s != nil {
+	if s, foreign := h.o.Sessions.GetAs(sid, h.identity(r)); foreign {
+		h.foreignSession(w, corr)
+		return nil, false
+	} else if s != nil {
 		return s, true
 	}
 	if h.o.Sessions.Ended(sid) { // ended sessions stay ended
@@ -59,7 +66,18 @@ func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, co
 		return nil, false
 	}
 	defer ticket.Release()
+	// Known from the task store, not held here (a restart, another replica, evicted): the
+	// store keeps ids only, so the first identity to use it here binds it again.
 	return ticket.Adopt(sid), true
+}
+
+// foreignSession answers a request on a session another identity opened: the 404 of an
+// unknown session (nothing tells the id exists), counted apart.
+func (h *Handler) foreignSession(w http.ResponseWriter, corr string) {
+	h.limited(LimitForeignSession)
+	writeJSON(w, http.StatusNotFound, jsonrpc.ErrorResponse(nil, jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "SessionNotFound",
+		"Unknown or ended MCP session; send initialize without Mcp-Session-Id to start a new one",
+		"correlation_id", corr)))
 }
 
 func (h *Handler) unknownSession(w http.ResponseWriter, corr string) {
@@ -74,6 +92,7 @@ func (h *Handler) unknownSession(w http.ResponseWriter, corr string) {
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, corr string) (*session.Ticket, bool) {
 	t, err := h.o.Sessions.Admit(h.source(r))
 	if err == nil {
+		t.Identity = h.identity(r) // the session it adopts is bound to its opener
 		return t, true
 	}
 	var re *session.RateError
@@ -96,11 +115,15 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, corr string) (*s
 // source names who opens a session, for its rate (package source: the identity when
 // server.identity_header is set and present, else the remote IP or IPv6 /64).
 func (h *Handler) source(r *http.Request) string {
-	id := ""
-	if h.o.Identity != nil {
-		id = h.o.Identity(r)
+	return source.Of(r, h.identity(r))
+}
+
+// identity is the caller identity Options.Identity returns ("" without one).
+func (h *Handler) identity(r *http.Request) string {
+	if h.o.Identity == nil {
+		return ""
 	}
-	return source.Of(r, id)
+	return h.o.Identity(r)
 }
 
 // sessionEnded forgets a session the upstream answered 404 for: spec 2025-11-25 transports,

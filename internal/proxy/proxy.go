@@ -53,8 +53,9 @@ type Options struct {
 	// MaxStreams and MaxStreamsPerSession bound open GET streams (0 = unbounded).
 	MaxStreams, MaxStreamsPerSession int
 	// Identity, if set, returns the caller identity (server.identity_header) that names the
-	// source of new sessions for their rate; "" falls back to the remote IP. A verified
-	// caller (CallerAuth) is the identity before it.
+	// source of new sessions for their rate ("" falls back to the remote IP) and the identity
+	// a new session is bound to ("" binds it to no one). A verified caller (CallerAuth) is the
+	// identity before it.
 	Identity func(*http.Request) string
 	// CallerAuth, if set, authenticates every request to /mcp before its body is read: the
 	// verified caller goes into the request's context (identity.NewContext), a request
@@ -344,7 +345,13 @@ func rejectOutcome(code int) string {
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(upstream.HeaderSessionID)
-	sess := h.o.Sessions.Get(sid)
+	sess, foreign := h.o.Sessions.GetAs(sid, h.identity(r))
+	if foreign { // another identity's session: neither ended here nor upstream
+		corr := correlationID(r)
+		w.Header().Set("X-Request-Id", corr)
+		h.foreignSession(w, corr)
+		return
+	}
 	if sess != nil && sess.Local {
 		h.o.Sessions.Delete(sid)
 		w.WriteHeader(http.StatusNoContent)

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/gobwas/glob"
-
 	"github.com/tollgate-mcp/tollgate/internal/config"
 )
 
@@ -49,7 +47,7 @@ type Decision struct {
 type compiledRule struct {
 	hints    []hintCond // match_annotations; all must hold
 	callers  View       // bits of the caller conditions of which one must hold; 0 = every caller
-	pattern  *glob.Pattern
+	pattern  *Glob
 	prefixes []string // every match starts with one of these ({a,b} expanded); [""] = unknown
 	match    string
 	action   config.Action
@@ -122,7 +120,8 @@ func (e *Engine) ViewOf(w Who) View {
 func (e *Engine) UsesCallers() bool { return len(e.callerConds) > 0 }
 
 // Compile compiles every rule glob once. Globs use gobwas/glob syntax without separators
-// (docs/contract.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`. forceRequired lists exact tool names
+// (docs/contract.md §3): `*`, `?`, `[a-z]`, `[!x]`, `{a,b}`; they are matched by Glob, in time
+// linear in the tool name. forceRequired lists exact tool names
 // (task_annotation_overrides.force_required / TOLLGATE_TASK_FORCE_REQUIRED).
 func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 	e := &Engine{
@@ -131,7 +130,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 	}
 	var errs []string
 	for i, r := range gov.Rules {
-		p, err := glob.Compile(r.Match)
+		p, err := CompileGlob(r.Match)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("governance.rules[%d].match %q: %v", i, r.Match, err))
 			continue

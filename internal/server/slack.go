@@ -31,6 +31,7 @@ func (s *Server) newSlack(consoleURL string) *slack.Slack {
 			return t, err
 		},
 		Remember: s.tasks.NoteMessage,
+		Lookup:   s.tasks.Lookup,
 		BotToken: env(config.EnvSlackBotToken), SigningSecret: env(config.EnvSlackSigningSecret), APIURL: api,
 		ConsoleURL: consoleURL, Logger: s.log, Registerer: s.reg,
 	})

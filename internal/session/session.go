@@ -28,6 +28,9 @@ type Session struct {
 	// source opened it (package source): when the table is full, idle sessions give way by
 	// source (source.Victim), so one source opening session after session ends only its own.
 	source string
+	// identity opened it (the proxy's Identity: server.identity_header, or a verified caller);
+	// "" binds it to no one. Set once at Adopt.
+	identity string
 
 	mu            sync.Mutex
 	lastSeen      time.Time
@@ -264,6 +267,16 @@ type Ticket struct {
 	r      *Registry
 	source string
 	done   bool
+	// Identity is who opens the session: the session it adopts is bound to it (see
+	// Session.Foreign). "" binds it to no one.
+	Identity string
+}
+
+// Foreign reports whether a request made as identity may not use s: s was opened by a
+// non-empty identity and identity is another one (compared exactly: a look-alike is another
+// identity). A foreign request is answered as if the session did not exist.
+func (s *Session) Foreign(identity string) bool {
+	return s.identity != "" && s.identity != identity
 }
 
 // Admit takes one token from source's rate (an empty source is not limited) and reserves room
@@ -372,7 +385,7 @@ func (t *Ticket) Adopt(id string) *Session {
 		return s
 	}
 	now := time.Now()
-	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: now, source: t.source}
+	s := &Session{ID: id, Local: len(id) > len(LocalPrefix) && id[:len(LocalPrefix)] == LocalPrefix, lastSeen: now, source: t.source, identity: t.Identity}
 	r.m[id] = r.lru.PushFront(s)
 	r.held[s.source]++
 	delete(r.ended, id) // issued (again) just now; the FIFO order entry ages out by itself
@@ -415,6 +428,19 @@ func (r *Registry) Get(id string) *Session {
 	s.mu.Unlock()
 	r.remember(s, now) // moves its book expiry on, at most once every half TTL
 	return s
+}
+
+// GetAs is Get for a request made as identity. A session bound to another identity
+// (Session.Foreign) is returned with foreign set and is not counted as seen: its owner's use
+// alone keeps it alive.
+func (r *Registry) GetAs(id, identity string) (s *Session, foreign bool) {
+	if s = r.Peek(id); s == nil {
+		return nil, false
+	}
+	if s.Foreign(identity) {
+		return s, true
+	}
+	return r.Get(id), false
 }
 
 // Peek returns the session with id without counting it as seen, or nil.

@@ -531,3 +531,49 @@ func TestEvictionFairAcrossSources(t *testing.T) {
 		t.Errorf("counts after deletes: %v", r.held)
 	}
 }
+
+// TestSessionBoundToOpener: Adopt binds a session to its ticket's Identity; GetAs reports
+// another identity (or none, or a look-alike) foreign without counting it as a use, and a
+// session opened without an identity is bound to no one.
+func TestSessionBoundToOpener(t *testing.T) {
+	r := NewRegistry(10, nil)
+	adopt := func(id, identity string) *Session {
+		t.Helper()
+		tk, err := r.Admit("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Identity = identity
+		return tk.Adopt(id)
+	}
+	a, n := adopt("sa", "alice"), adopt("sn", "")
+	a.mu.Lock()
+	a.lastSeen = a.lastSeen.Add(-time.Hour)
+	seen := a.lastSeen
+	a.mu.Unlock()
+	for _, who := range []string{"bob", "", "Alice", "\u0430lice"} {
+		if s, foreign := r.GetAs("sa", who); s != a || !foreign {
+			t.Errorf("GetAs(alice's session, %q) = %v, foreign %v; want it foreign", who, s, foreign)
+		}
+	}
+	a.mu.Lock()
+	if !a.lastSeen.Equal(seen) {
+		t.Errorf("a foreign lookup counted as a use of the session")
+	}
+	a.mu.Unlock()
+	if s, foreign := r.GetAs("sa", "alice"); s != a || foreign {
+		t.Errorf("GetAs by its opener = %v, foreign %v", s, foreign)
+	}
+	for _, who := range []string{"", "bob"} {
+		if s, foreign := r.GetAs("sn", who); s != n || foreign {
+			t.Errorf("GetAs(unbound session, %q) = %v, foreign %v; want it served", who, s, foreign)
+		}
+	}
+	// Adopting a known id again keeps its first binding.
+	if s := adopt("sa", "bob"); s != a || !s.Foreign("bob") {
+		t.Errorf("a second Adopt rebound the session")
+	}
+	if s, foreign := r.GetAs("nope", "alice"); s != nil || foreign {
+		t.Errorf("GetAs(unknown) = %v, %v", s, foreign)
+	}
+}

@@ -1,6 +1,7 @@
 package slack
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -51,6 +52,11 @@ const (
 	ReasonNotAllowed   = "not_authorized" // the approver is outside the workflow's approvers (ErrNotAuthorized)
 	ReasonNotPending   = "not_pending"    // decided, ended or unknown task
 	ReasonError        = "error"          // the decision failed otherwise
+	// ReasonForeignMessage: the clicked message is not one Tollgate posted for the task (its
+	// channel and ts are not those recorded with the task), or the task's workflow does not
+	// post to Slack.
+	ReasonForeignMessage = "foreign_message"
+	ReasonTruncated      = "truncated" // the call is too large for Slack: decided in the console only
 )
 
 // Sign returns the v0 signature of body sent at timestamp (unix seconds): "v0=" + hex
@@ -201,14 +207,19 @@ func (s *Slack) interact(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	added := false
-	if ch, mts := firstOf(p.Container.ChannelID, p.Channel.ID), p.Container.MessageTS; ch != "" && mts != "" {
-		// A message this process did not post (another replica, before a restart) is still
-		// updated when the decision commits here.
-		added = s.msgs.add(id, msgRef{channel: ch, ts: mts})
-	}
-	if s.opts.Decide == nil {
+	if s.opts.Decide == nil || s.opts.Lookup == nil {
 		s.refuse(w, http.StatusServiceUnavailable, ReasonError, "decisions are not wired")
+		return
+	}
+	// The click must come from a message Tollgate posted for this task, in a workflow that
+	// posts to Slack, showing the whole call: the button's value is only a task id, and the
+	// (channel, ts) of the clicked message is checked against the places Tollgate recorded
+	// when it posted (in memory, and kept with the task for restarts and other replicas).
+	if reason, text := s.checkMessage(r.Context(), id, firstOf(p.Container.ChannelID, p.Channel.ID), p.Container.MessageTS); reason != "" {
+		s.met.refused(reason)
+		s.log.Warn("slack interaction refused", "reason", reason, "slack_user", clip(p.User.ID), "task_id", clip(id))
+		s.tell(p, text)
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	t, err := s.opts.Decide(r.Context(), id, approver, approve, "decided in Slack")
@@ -221,8 +232,6 @@ func (s *Slack) interact(w http.ResponseWriter, r *http.Request) {
 			if wf, ok := s.workflow(ce.Task.Workflow); ok && Uses(wf) {
 				s.enqueue(job{kind: jobUpdate, task: ce.Task, wf: wf})
 			}
-		} else if added {
-			s.msgs.take(id)
 		}
 		s.log.Info("slack decision not recorded", "reason", reason, "task_id", clip(id), "approver", approver)
 		s.tell(p, text)
@@ -232,6 +241,34 @@ func (s *Slack) interact(w http.ResponseWriter, r *http.Request) {
 	// The message itself is updated by OnTaskChange, as for a decision made anywhere else.
 	s.log.Info("approval decided", "task", t.ID, "tool", t.Tool, "approver", approver, "approved", approve, "channel", "slack")
 	w.WriteHeader(http.StatusOK)
+}
+
+// checkMessage says why a click on the message at (channel, ts) may not decide task id, or ""
+// when it may: the task's workflow posts to Slack, the message is one Tollgate posted for the
+// task, and it carried buttons (the request was shown whole).
+func (s *Slack) checkMessage(ctx context.Context, id, channel, ts string) (reason, text string) {
+	t, err := s.opts.Lookup(ctx, id)
+	if err != nil {
+		return s.explain(id, err)
+	}
+	wf, ok := s.workflow(t.Workflow)
+	if !ok || !Uses(wf) {
+		return ReasonForeignMessage, "This call's workflow does not take decisions in Slack; use the approvals console. Nothing was decided."
+	}
+	ours := false
+	if ref, ok := s.msgs.get(id); ok && ref.channel == channel && ref.ts == ts {
+		ours = true
+	}
+	for _, m := range t.MessagesOf(refKind) {
+		ours = ours || (m.Channel == channel && m.ID == ts)
+	}
+	if !ours || channel == "" || ts == "" {
+		return ReasonForeignMessage, "This message is not the one Tollgate posted for this call; use the approvals console. Nothing was decided."
+	}
+	if t.State == tasks.AwaitingApproval && truncated(t, wf) {
+		return ReasonTruncated, "This call is too large to show in Slack in full: decide it in the approvals console. Nothing was decided."
+	}
+	return "", ""
 }
 
 // explain turns a decision error into a refusal reason and what the clicking user is told.

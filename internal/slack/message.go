@@ -82,6 +82,19 @@ func title(t *tasks.Task) string {
 	return mrkdwn.Escape(t.StatusMessage)
 }
 
+// shownArguments is the task's arguments as a message shows them: redacted (redact_fields
+// hidden, fail closed), numbers as written.
+func shownArguments(t *tasks.Task, wf config.Workflow) string {
+	return disclose.Pretty(disclose.Arguments(t.Arguments, t.Workflow, func(string) (config.Workflow, bool) { return wf, true }))
+}
+
+// truncated reports whether a message cannot show the call whole (its tool name or its
+// redacted arguments cut to Block Kit's limits). Such a request carries no buttons: nobody
+// approves what they could not read; the console shows it in full.
+func truncated(t *tasks.Task, wf config.Workflow) bool {
+	return len(t.Tool) > fieldMax || len(shownArguments(t, wf)) > argsMax
+}
+
 // blocks is the body shared by the request and the outcome: headline, fields, arguments.
 func blocks(t *tasks.Task, wf config.Workflow, head string) []Block {
 	tool := mrkdwn.Truncate(t.Tool, fieldMax)
@@ -106,12 +119,10 @@ func blocks(t *tasks.Task, wf config.Workflow, head string) []Block {
 			fields = append(fields, Text{Type: "mrkdwn", Text: "*Reason*\n" + mrkdwn.Escape(mrkdwn.Truncate(d.Reason, fieldMax))})
 		}
 	}
-	// disclose: redact_fields hidden, fail closed; Pretty keeps numbers as written.
-	args := disclose.Arguments(t.Arguments, t.Workflow, func(string) (config.Workflow, bool) { return wf, true })
 	return []Block{
 		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", head, mrkdwn.Code(tool)))},
 		{Type: "section", Fields: fields},
-		{Type: "section", Text: md("*Arguments* (redacted)\n```" + mrkdwn.Code(mrkdwn.Truncate(disclose.Pretty(args), argsMax)) + "```")},
+		{Type: "section", Text: md("*Arguments* (redacted)\n```" + mrkdwn.Code(mrkdwn.Truncate(shownArguments(t, wf), argsMax)) + "```")},
 	}
 }
 
@@ -136,13 +147,23 @@ func contextBlock(t *tasks.Task, consoleURL string) Block {
 	return Block{Type: "context", Elements: []Element{{Type: "mrkdwn", Text: s}}}
 }
 
-// requestMessage asks for a decision: the call and Approve / Reject buttons.
+// requestMessage asks for a decision: the call and Approve / Reject buttons — or, when the
+// message cannot show the call whole (truncated), a pointer to the console instead.
 func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Message {
 	b := blocks(t, wf, "Approval needed")
-	b = append(b, Block{Type: "actions", BlockID: blockDecision, Elements: []Element{
-		{Type: "button", Text: &Text{Type: "plain_text", Text: "Approve"}, ActionID: ActionApprove, Value: t.ID, Style: "primary"},
-		{Type: "button", Text: &Text{Type: "plain_text", Text: "Reject"}, ActionID: ActionReject, Value: t.ID, Style: "danger"},
-	}}, contextBlock(t, consoleURL))
+	if truncated(t, wf) {
+		where := "with `tollgate approvals show " + mrkdwn.Code(t.ID) + "`"
+		if consoleURL != "" {
+			where = "in the <" + mrkdwn.Escape(consoleURL) + "|approvals console>"
+		}
+		b = append(b, Block{Type: "section", Text: md("This call is too large to show here in full, so it cannot be decided in Slack: read and decide it " + where + ".")})
+	} else {
+		b = append(b, Block{Type: "actions", BlockID: blockDecision, Elements: []Element{
+			{Type: "button", Text: &Text{Type: "plain_text", Text: "Approve"}, ActionID: ActionApprove, Value: t.ID, Style: "primary"},
+			{Type: "button", Text: &Text{Type: "plain_text", Text: "Reject"}, ActionID: ActionReject, Value: t.ID, Style: "danger"},
+		}})
+	}
+	b = append(b, contextBlock(t, consoleURL))
 	return Message{Text: fmt.Sprintf("Tollgate: approval needed: %s (workflow %s)", mrkdwn.Escape(mrkdwn.Truncate(t.Tool, fieldMax)), mrkdwn.Escape(mrkdwn.Truncate(t.Workflow, fieldMax))), Blocks: b}
 }
 

@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // Reasons lists every refusal reason (docs/metrics.md).
 var Reasons = []string{ReasonDisabled, ReasonTooLarge, ReasonBadSignature, ReasonStale, ReasonReplay, ReasonReplayFull,
-	ReasonMalformed, ReasonUnmapped, ReasonSelf, ReasonNotPending, ReasonError}
+	ReasonMalformed, ReasonUnmapped, ReasonSelf, ReasonNotAllowed, ReasonNotPending, ReasonForeignMessage, ReasonTruncated, ReasonError}
 
 func (m *metrics) sent(method, result string) {
 	if m == nil {

@@ -54,6 +54,9 @@ type Options struct {
 	Approver func(slackUserID string) (string, bool)
 	// Decide records a decision (approval.Decide).
 	Decide DecideFunc
+	// Lookup returns a task by id for the approvers (tasks.Manager.Lookup): a click is checked
+	// against the messages kept with it before Decide.
+	Lookup func(ctx context.Context, id string) (*tasks.Task, error)
 	// Remember keeps a posted message's place with its task (tasks.Manager.NoteMessage), so
 	// the message is updated after a restart or when another replica ends the wait; nil: the
 	// place is kept in memory only.
@@ -257,18 +260,6 @@ func (ms *messages) put(id string, r msgRef) {
 		ms.order = append(ms.order, id)
 	}
 	ms.m[id] = r
-}
-
-// add remembers the task's message unless one is known already; it reports whether it did.
-func (ms *messages) add(id string, r msgRef) bool {
-	ms.mu.Lock()
-	_, known := ms.m[id]
-	ms.mu.Unlock()
-	if known {
-		return false
-	}
-	ms.put(id, r)
-	return true
 }
 
 // get returns the task's message and keeps it.

@@ -71,6 +71,9 @@ type fixture struct {
 	mu      sync.Mutex
 	decided []string // "approver approve|reject id"
 	err     error    // what Decide returns
+	// held is what Lookup returns by task id; an id not listed is a pending "pay" call whose
+	// message Tollgate posted at (C1, 1.1).
+	held map[string]*tasks.Task
 }
 
 const (
@@ -102,6 +105,19 @@ func newFixture(t *testing.T) *fixture {
 			}
 			f.decided = append(f.decided, approver+" "+verb+" "+id)
 			return &tasks.Task{ID: id, Tool: "transfer_funds"}, nil
+		},
+		Lookup: func(_ context.Context, id string) (*tasks.Task, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if t, ok := f.held[id]; ok {
+				if t == nil {
+					return nil, tasks.ErrNotFound
+				}
+				return t.Clone(), nil
+			}
+			t := heldTask(id)
+			t.Messages = []tasks.MessageRef{{Kind: refKind, Channel: "C1", ID: "1.1"}}
+			return t, nil
 		},
 		BotToken: token, SigningSecret: secret, APIURL: f.recv.URL, ConsoleURL: "http://127.0.0.1:7469/approvals",
 		Registerer: f.reg, Now: func() time.Time { return f.now },
@@ -422,6 +438,12 @@ func FuzzInteraction(f *testing.F) {
 					t.Fatal("decided an empty task id")
 				}
 				return &tasks.Task{ID: id}, nil
+			},
+			Workflow: func(name string) (config.Workflow, bool) { return wf, name == "pay" },
+			Lookup: func(_ context.Context, id string) (*tasks.Task, error) {
+				t := heldTask(id)
+				t.Messages = []tasks.MessageRef{{Kind: refKind, Channel: "C1", ID: "1.1"}}
+				return t, nil
 			}})
 		req := httptest.NewRequest(http.MethodPost, InteractionsPath, bytes.NewReader(body))
 		req.Header = slacktest.Signed(secret, now, body)
@@ -540,4 +562,109 @@ func buttonOf(t *testing.T, post map[string]any) string {
 		t.Fatalf("actions blocks %d", len(acts))
 	}
 	return fmt.Sprint(acts[0]["elements"].([]any)[0].(map[string]any)["value"])
+}
+
+// TestClickMustComeFromTollgatesMessage: a click decides only when the clicked message is one
+// Tollgate posted for that task — its channel and ts are the ones recorded when it posted
+// (in memory, or kept with the task) — in a workflow that posts to Slack. Any other place,
+// another task's message, an empty place or a non-Slack workflow is refused, counted as
+// foreign_message, and decides nothing; the clicked place is never recorded as the task's.
+func TestClickMustComeFromTollgatesMessage(t *testing.T) {
+	f := newFixture(t)
+	posted := heldTask("tg_posted") // posted by this process: its place is in memory only
+	f.held = map[string]*tasks.Task{"tg_posted": posted}
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: posted})
+	f.recv.Wait(t, "chat.postMessage", 1)
+	deadline := time.Now().Add(10 * time.Second) // a bound on the wait, never a measurement
+	for {
+		if _, ok := f.s.msgs.get("tg_posted"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the posted message's place was never recorded")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	other := heldTask("tg_other")
+	other.Messages = []tasks.MessageRef{{Kind: refKind, Channel: "C1", ID: "2.2"}}
+	webhook := heldTask("tg_webhook")
+	webhook.Workflow = "ops" // not a Slack workflow
+	webhook.Messages = []tasks.MessageRef{{Kind: refKind, Channel: "C1", ID: "3.3"}}
+	f.mu.Lock()
+	f.held["tg_other"], f.held["tg_webhook"] = other, webhook
+	f.mu.Unlock()
+
+	refused := []struct{ name, id, channel, ts string }{
+		{"wrong ts", "tg_1", "C1", "9.9"},
+		{"wrong channel", "tg_1", "C2", "1.1"},
+		{"another task's message", "tg_other", "C1", "1.1"},
+		{"a message of the right task, another channel", "tg_posted", "C1", "1700000000.000001"},
+		{"no place", "tg_1", "", ""},
+		{"not a Slack workflow", "tg_webhook", "C1", "3.3"},
+	}
+	for i, tc := range refused {
+		body := slacktest.Click("U0ALICE", ActionApprove, tc.id, tc.channel, tc.ts, f.recv.ResponseURL("x"))
+		if c := f.click(t, body, slacktest.Signed(secret, f.now, body)); c != http.StatusOK {
+			t.Fatalf("%s: HTTP %d", tc.name, c)
+		}
+		if got := f.refused(ReasonForeignMessage); got != float64(i+1) {
+			t.Errorf("%s: foreign_message = %v, want %d", tc.name, got, i+1)
+		}
+		if r := f.recv.Wait(t, "response_url", i+1)[i].Body; !strings.Contains(r["text"].(string), "Nothing was decided") {
+			t.Errorf("%s: told %v", tc.name, r)
+		}
+	}
+	if d := f.decisions(); len(d) != 0 {
+		t.Fatalf("refused clicks decided %v", d)
+	}
+	if ref, _ := f.s.msgs.get("tg_1"); ref != (msgRef{}) {
+		t.Errorf("a refused click recorded its place %v as the task's message", ref)
+	}
+	// The places Tollgate recorded decide: in memory (posted here) and kept with the task.
+	for _, tc := range []struct{ id, channel, ts string }{
+		{"tg_posted", slacktest.ChannelID, "1700000000.000001"},
+		{"tg_other", "C1", "2.2"},
+	} {
+		body := slacktest.Click("U0BOB", ActionApprove, tc.id, tc.channel, tc.ts, f.recv.ResponseURL("x"))
+		if c := f.click(t, body, slacktest.Signed(secret, f.now, body)); c != http.StatusOK {
+			t.Fatalf("HTTP %d", c)
+		}
+	}
+	if got := fmt.Sprint(f.decisions()); got != "[bob approve tg_posted bob approve tg_other]" {
+		t.Errorf("decisions %s", got)
+	}
+}
+
+// TestTruncatedCallHasNoButtons: when the message cannot show the call whole (redacted
+// arguments past Block Kit's limit), it carries no Approve/Reject buttons but a link to the
+// console, and a click on the task from Slack is refused as truncated.
+func TestTruncatedCallHasNoButtons(t *testing.T) {
+	f := newFixture(t)
+	big := heldTask("tg_big")
+	big.Arguments = json.RawMessage(`{"to":"acct-1","memo":"` + strings.Repeat("m", argsMax) + `","amount":1}`)
+	big.Messages = []tasks.MessageRef{{Kind: refKind, Channel: "C1", ID: "1.1"}}
+	f.held = map[string]*tasks.Task{"tg_big": big}
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: big})
+	post := f.recv.Wait(t, "chat.postMessage", 1)[0].Body
+	raw, _ := json.Marshal(post)
+	if strings.Contains(string(raw), ActionApprove) || strings.Contains(string(raw), ActionReject) {
+		t.Errorf("a truncated call was posted with buttons:\n%s", raw)
+	}
+	if text := slacktest.Text(post); !strings.Contains(text, "approvals console") || !strings.Contains(text, "cannot be decided in Slack") {
+		t.Errorf("the message does not send approvers to the console:\n%s", text)
+	}
+	body := slacktest.Click("U0ALICE", ActionApprove, "tg_big", "C1", "1.1", f.recv.ResponseURL("x"))
+	if c := f.click(t, body, slacktest.Signed(secret, f.now, body)); c != http.StatusOK {
+		t.Fatalf("HTTP %d", c)
+	}
+	if d := f.decisions(); len(d) != 0 || f.refused(ReasonTruncated) != 1 {
+		t.Errorf("decisions %v, truncated %v", d, f.refused(ReasonTruncated))
+	}
+	// A call that fits keeps its buttons.
+	small := heldTask("tg_small")
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: small})
+	raw, _ = json.Marshal(f.recv.Wait(t, "chat.postMessage", 2)[1].Body)
+	if !strings.Contains(string(raw), ActionApprove) {
+		t.Errorf("a call shown whole lost its buttons:\n%s", raw)
+	}
 }

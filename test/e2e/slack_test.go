@@ -165,16 +165,28 @@ func TestSlackApproval(t *testing.T) {
 	if got := slacktest.Text(upd); !strings.Contains(got, "Rejected by bob") || !strings.Contains(got, "not today") {
 		t.Errorf("chat.update after the API decision:\n%s", got)
 	}
-	// A late click on the decided call's button: told who decided, nothing changes.
-	late := slacktest.Click("U0ALICE", slack.ActionApprove, tid2, slacktest.ChannelID, "1700000000.000002", respURL)
+	// The stand-in numbers each chat.postMessage and chat.update it answers: tid's message is
+	// ts …001 (its update took …002), tid2's is …003.
+	const tid2TS = "1700000000.000003"
+	// A click carrying tid2 from a message Tollgate did not post for it (tid's): refused,
+	// nothing decided or updated.
+	foreign := slacktest.Click("U0BOB", slack.ActionApprove, tid2, slacktest.ChannelID, "1700000000.000001", respURL)
+	if st := postInteraction(t, g, foreign, slacktest.Signed(slackSecret, time.Now(), foreign)); st != http.StatusOK {
+		t.Fatalf("click from another message: HTTP %d", st)
+	}
+	if r := recv.Wait(t, "response_url", 2)[1].Body; !strings.Contains(r["text"].(string), "not the one Tollgate posted") {
+		t.Errorf("click from another message answered %v", r)
+	}
+	// A late click on the decided call's own button: told who decided, nothing changes.
+	late := slacktest.Click("U0ALICE", slack.ActionApprove, tid2, slacktest.ChannelID, tid2TS, respURL)
 	if st := postInteraction(t, g, late, slacktest.Signed(slackSecret, time.Now(), late)); st != http.StatusOK {
 		t.Fatalf("late click: HTTP %d", st)
 	}
-	if r := recv.Wait(t, "response_url", 2)[1].Body; !strings.Contains(r["text"].(string), "already rejected by bob") {
+	if r := recv.Wait(t, "response_url", 3)[2].Body; !strings.Contains(r["text"].(string), "already rejected by bob") {
 		t.Errorf("late click answered %v", r)
 	}
-	// ... and the clicked message (here: one this process did not post) shows the outcome.
-	if u := recv.Wait(t, "chat.update", 3)[2].Body; u["ts"] != "1700000000.000002" || !strings.Contains(slacktest.Text(u), "Rejected by bob") {
+	// ... and its message (found through the place kept with the task) shows the outcome.
+	if u := recv.Wait(t, "chat.update", 3)[2].Body; u["ts"] != tid2TS || !strings.Contains(slacktest.Text(u), "Rejected by bob") {
 		t.Errorf("stale message not brought up to date: %v", u)
 	}
 	if n := d.Calls("transfer_funds"); n != 1 {
@@ -185,6 +197,7 @@ func TestSlackApproval(t *testing.T) {
 		`tollgate_slack_interactions_refused_total{reason="bad_signature"}`:      1,
 		`tollgate_slack_interactions_refused_total{reason="replay"}`:             1,
 		`tollgate_slack_interactions_refused_total{reason="not_pending"}`:        1,
+		`tollgate_slack_interactions_refused_total{reason="foreign_message"}`:    1,
 		`tollgate_slack_requests_total{method="chat.postMessage",result="sent"}`: 2,
 		// the incoming-webhook sender leaves channel destinations alone
 		`tollgate_notifications_total{destination="slack",result="failed"}`: 0,

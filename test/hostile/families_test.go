@@ -122,7 +122,7 @@ func generated() []hcase {
 	// Weird tool names.
 	long := func(n int) string { return strings.Repeat("n", n) }
 	for _, n := range []struct{ label, name string }{
-		{"129", "drop_" + long(124)}, {"4KiB", "drop_" + long(4096)}, {"64KiB", "drop_" + long(64<<10)},
+		{"128", "drop_" + long(123)},
 		{"nul", `drop_\u0000x`}, {"newline", `drop_\nx`}, {"escape-seq", `drop_\u001b[31mred`},
 		{"del", "drop_\x7f"}, {"unicode", "drop_表"}, {"rtl-override", "drop_\u202etable"},
 	} {
@@ -132,11 +132,19 @@ func generated() []hcase {
 		{"unknown", `{"name":"tollgate_unknown","arguments":{"text":"{{marker}}"}}`},
 		{"bare-prefix", `{"name":"tollgate_","arguments":{"text":"{{marker}}"}}`},
 		{"own-plus-suffix", `{"name":"tollgate_list_tasks_x","arguments":{"text":"{{marker}}"}}`},
-		{"long", `{"name":"tollgate_` + long(64<<10) + `","arguments":{"text":"{{marker}}"}}`},
 		{"with-task", `{"name":"tollgate_unknown","arguments":{"text":"{{marker}}"},"task":{"ttl":60000}}`},
 		{"drop-lookalike", `{"name":"tollgate_drop_table","arguments":{"text":"{{marker}}"}}`},
 	} {
 		add(refused("name/reserved/"+n.label, toolsCall(n.params), 200, "-32602", "UnknownTool"))
+	}
+	// Longer than the 128 bytes MCP allows a tool name: refused before rules read it (a long
+	// name once cost seconds of rule matching), reserved prefix or not.
+	for _, n := range []struct{ label, name string }{
+		{"129", "drop_" + long(124)}, {"4KiB", "drop_" + long(4096)}, {"64KiB", "drop_" + long(64<<10)},
+		{"reserved-64KiB", "tollgate_" + long(64<<10)}, {"forwarded-4KiB", "echo" + long(4096)},
+		{"prod-delete-64KiB", strings.Repeat("prod", 16<<10)},
+	} {
+		add(refused("name/too-long/"+n.label, toolsCall(`{"name":"`+n.name+`","arguments":{"text":"{{marker}}"}}`), 200, "-32602", "InvalidParams"))
 	}
 	for _, n := range []struct{ label, name string }{
 		{"empty", `""`}, {"null", `null`}, {"number", `7`}, {"object", `{}`}, {"array", `["drop_table"]`},
@@ -146,7 +154,7 @@ func generated() []hcase {
 	// Names the upstream does not have are its business: forwarded, and its (typed, case-
 	// sensitive) tool lookup answers with an error — a case variant never reaches drop_table.
 	for _, n := range []struct{ label, name string }{
-		{"case-variant-of-denied", "DROP_table"}, {"trailing-nul", `echo\u0000`}, {"4KiB", "echo" + long(4096)},
+		{"case-variant-of-denied", "DROP_table"}, {"trailing-nul", `echo\u0000`}, {"128", "echo" + long(124)},
 	} {
 		add(hcase{name: "name/forwarded/" + n.label, body: []byte(toolsCall(`{"name":"` + n.name + `","arguments":{"text":"{{marker}}"}}`)),
 			status: 200, code: "*", upstream: "seen"})
