@@ -187,16 +187,16 @@ func (c *child) route(line []byte) {
 		cl.reply <- m.WithID(cl.origID)
 	case jsonrpc.KindRequest:
 		c.mu.Lock()
-		s, cl := c.target()
+		s, cl, why := c.asker()
 		if s != nil {
 			c.asks[string(m.ID)] = s
 		}
 		c.mu.Unlock()
 		if s == nil {
-			// Shared process, no request in flight: there is no client this belongs to. The
+			// Tollgate cannot tell whose question this is: refused, never put to a guess. The
 			// refusal is written apart: this goroutine must keep reading stdout meanwhile.
 			refusal := jsonrpc.ErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
-				"NotBridged", "No client is connected to answer "+m.Method))
+				"NotBridged", "Tollgate cannot relay "+m.Method+": "+why))
 			c.t.wg.Add(1)
 			go func() {
 				defer c.t.wg.Done()
@@ -250,6 +250,46 @@ func (c *child) target() (*session, *call) {
 		return c.owners[0], nil
 	}
 	return nil, nil
+}
+
+// asker is where a request of the child's own goes (elicitation, sampling, roots). A stdio
+// server's request names no request of the client's (spec transports, stdio), so it is put
+// only where Tollgate can tell whose it is, never to a guess (a question reaching another
+// caller would let that caller read and answer it):
+//   - the one request in flight on the process: its stream (the question came while it ran);
+//   - several in flight, all of one session: that session's GET stream if it listens (its
+//     client, not one of its calls, since Tollgate cannot tell which call asked);
+//   - nothing in flight on a process of its own: its session's GET stream.
+//
+// Otherwise — requests of several sessions in flight on a shared process, or none — the
+// result is nil with the reason, and the request is refused (NotBridged). c.mu held.
+func (c *child) asker() (*session, *call, string) {
+	var one *call
+	n, several := 0, false
+	for _, cl := range c.calls {
+		if cl.s == nil {
+			continue // the shared process's own initialize
+		}
+		n++
+		if one != nil && cl.s != one.s {
+			several = true
+		}
+		one = cl
+	}
+	switch {
+	case several:
+		return nil, nil, "requests of several clients are in flight on the shared process, and it does not say which one asked"
+	case n == 1:
+		return one.s, one, ""
+	case n > 1:
+		if one.s.listening() {
+			return one.s, nil, ""
+		}
+		return nil, nil, "several requests of the client are in flight, the process does not say which one asked, and the client has no GET stream"
+	case !c.t.o.Share && len(c.owners) == 1:
+		return c.owners[0], nil, ""
+	}
+	return nil, nil, "no request of a client is in flight on the shared process"
 }
 
 // byToken is the request in flight that asked for progress under tok. c.mu held.

@@ -761,6 +761,13 @@ func (s *session) finish() {
 	s.mu.Unlock()
 }
 
+// listening reports whether the session's GET stream is open.
+func (s *session) listening() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streaming
+}
+
 func (s *session) idleFor() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -718,3 +718,128 @@ func TestKeptSessionsCannotHoldEveryProcess(t *testing.T) {
 		t.Fatalf("A's least recently used kept session: status %d, want 404 (ended for B)", upstream.StatusOf(rep, err))
 	}
 }
+
+// TestShareQuestionNeverToAnotherClient: on a shared process a server's own request names no
+// client. While requests of two sessions are in flight it is refused (NotBridged), never put
+// to the other client's request — which used to get it (the oldest in flight), answer it, and
+// have its answer used by the asking client's call.
+func TestShareQuestionNeverToAnotherClient(t *testing.T) {
+	f := start(t, Options{Share: true})
+	victim, other := f.open(), f.open()
+	var saw atomic.Int32
+	octx, cancel := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() { // the other client's call, in flight first and throughout
+		defer close(done)
+		_, _ = f.up.Call(octx, other.Header(), callBody(`"o1"`, "sleep", `{"n":20000}`), func(m *jsonrpc.Message) {
+			if m.Kind != jsonrpc.KindRequest {
+				return
+			}
+			saw.Add(1)
+			resp, err := f.up.Send(ctx(t), http.MethodPost, other.Header(),
+				[]byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":"from-other"}}`))
+			if err == nil {
+				resp.Body.Close()
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	f.waitLog("line=sleeping")
+	_, text := f.call(victim, `"v1"`, "ask", `{}`, func(m *jsonrpc.Message) {
+		if m.Kind == jsonrpc.KindRequest {
+			t.Errorf("the asking client's own stream got %s although two clients' requests are in flight", m.Method)
+		}
+	})
+	if !strings.Contains(text, "NotBridged") || strings.Contains(text, "from-other") {
+		t.Fatalf("the asking call got %q; want its question refused with NotBridged", text)
+	}
+	if n := saw.Load(); n != 0 {
+		t.Fatalf("the other client's call was handed %d of the process's requests", n)
+	}
+}
+
+// TestShareQuestionToTheOnlyCallInFlight: with one request in flight on the shared process,
+// the process's request goes to that request's stream and its answer back.
+func TestShareQuestionToTheOnlyCallInFlight(t *testing.T) {
+	f := start(t, Options{Share: true})
+	a, _ := f.open(), f.open()
+	_, text := f.call(a, `"q"`, "ask", `{}`, func(m *jsonrpc.Message) {
+		if m.Kind != jsonrpc.KindRequest {
+			return
+		}
+		resp, err := f.up.Send(ctx(t), http.MethodPost, a.Header(),
+			[]byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":"from-a"}}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+	})
+	if text != `answered {"roots":"from-a"}` {
+		t.Fatalf("got %q", text)
+	}
+}
+
+// TestQuestionWithSeveralCallsOfOneSession: with two requests of one session in flight
+// Tollgate cannot tell which asked: the question goes to the session's GET stream when it
+// listens (its client answers), and is refused (NotBridged) when it does not — never to one of
+// the calls by guess.
+func TestQuestionWithSeveralCallsOfOneSession(t *testing.T) {
+	for _, listen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listening=%v", listen), func(t *testing.T) {
+			f := start(t, Options{})
+			s := f.open()
+			if listen {
+				lctx, lcancel := context.WithCancel(ctx(t))
+				st, err := f.up.Listen(lctx, s.Header())
+				if err != nil {
+					t.Fatal(err)
+				}
+				read := make(chan struct{})
+				defer func() { lcancel(); <-read; st.Close() }()
+				go func() {
+					defer close(read)
+					for {
+						m, err := st.Next()
+						if err != nil {
+							return
+						}
+						if m.Kind == jsonrpc.KindRequest {
+							resp, err := f.up.Send(ctx(t), http.MethodPost, s.Header(),
+								[]byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":"from-get"}}`))
+							if err == nil {
+								resp.Body.Close()
+							}
+						}
+					}
+				}()
+			}
+			octx, cancel := context.WithCancel(ctx(t))
+			done := make(chan struct{})
+			var saw atomic.Int32
+			go func() {
+				defer close(done)
+				_, _ = f.up.Call(octx, s.Header(), callBody(`"o1"`, "sleep", `{"n":20000}`), func(m *jsonrpc.Message) {
+					if m.Kind == jsonrpc.KindRequest {
+						saw.Add(1)
+					}
+				})
+			}()
+			defer func() { cancel(); <-done }()
+			f.waitLog("line=sleeping")
+			_, text := f.call(s, `"v1"`, "ask", `{}`, func(m *jsonrpc.Message) {
+				if m.Kind == jsonrpc.KindRequest {
+					t.Errorf("a call's stream got %s while two calls of the session are in flight", m.Method)
+				}
+			})
+			want := "NotBridged"
+			if listen {
+				want = `answered {"roots":"from-get"}`
+			}
+			if !strings.Contains(text, want) {
+				t.Fatalf("the asking call got %q; want %q", text, want)
+			}
+			if saw.Load() != 0 {
+				t.Fatal("the other call's stream got the question")
+			}
+		})
+	}
+}
