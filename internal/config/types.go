@@ -71,7 +71,20 @@ type Source struct {
 	// long, and its process (default 10m).
 	MaxProcesses int      `yaml:"max_processes"`
 	IdleTimeout  Duration `yaml:"idle_timeout"`
+	// RunAs runs the processes under another user and group (Tollgate must run as root): they
+	// can then neither read Tollgate's memory and environment (/proc) nor signal it.
+	RunAs RunAs `yaml:"run_as"`
 }
+
+// RunAs is the numeric user and group a stdio server's processes run as (supplementary
+// groups are dropped). Zero is root and never a choice: both zero means not set.
+type RunAs struct {
+	UID int `yaml:"uid"`
+	GID int `yaml:"gid"`
+}
+
+// Set reports whether run_as names a user.
+func (r RunAs) Set() bool { return r.UID != 0 || r.GID != 0 }
 
 // Stdio reports whether the source is a command Tollgate runs.
 func (s *Source) Stdio() bool { return s.Command != "" }

@@ -63,7 +63,7 @@ func (t *Transport) spawn(label string) (*child, error) {
 	cmd := exec.Command(t.o.Command, t.o.Args...)
 	cmd.Env = t.o.Env
 	cmd.Dir = t.o.Dir
-	setProcAttr(cmd)
+	setProcAttr(cmd, t.o.RunAs)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -82,6 +82,9 @@ func (t *Transport) spawn(label string) (*child, error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := closeOnExecAll(); err != nil {
+		t.log.Warn("stdio: could not mark Tollgate's descriptors close-on-exec", "error", err.Error())
+	}
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()

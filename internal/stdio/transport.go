@@ -67,7 +67,12 @@ type Options struct {
 	MaxMessageBytes int           // longest stdout line; longer ones are skipped
 	StopGrace       time.Duration // wait after closing stdin, and after SIGTERM
 	Logger          *slog.Logger
+	// RunAs, if set, is the user and group the processes run as (Tollgate must be root).
+	RunAs *Credential
 }
+
+// Credential is a numeric user and group.
+type Credential struct{ UID, GID uint32 }
 
 // Transport is the http.RoundTripper in front of the processes.
 type Transport struct {
@@ -111,7 +116,10 @@ type session struct {
 	streaming bool // a GET stream is open
 }
 
-// New returns a transport; it starts nothing until the first initialize.
+var protectOnce sync.Once
+
+// New returns a transport; it starts nothing until the first initialize. Tollgate's own
+// process is made undumpable first (protectSelf).
 func New(o Options) *Transport {
 	if o.MaxProcesses <= 0 {
 		o.MaxProcesses = DefaultMaxProcesses
@@ -128,6 +136,11 @@ func New(o Options) *Transport {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	protectOnce.Do(func() {
+		if err := protectSelf(); err != nil {
+			o.Logger.Warn("stdio: could not make Tollgate undumpable: a server running as its user may read its environment", "error", err.Error())
+		}
+	})
 	t := &Transport{o: o, log: o.Logger, sessions: map[string]*session{}, stop: make(chan struct{}), maxShared: maxSharedSessions}
 	t.wg.Add(1)
 	go t.reap()

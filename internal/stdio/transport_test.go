@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,8 +29,16 @@ import (
 var childBin string
 
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(helperEnv); bin != "" { // TestTollgateAsHelper's run: the child is built
+		childBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "stdio-child")
 	if err != nil {
+		panic(err)
+	}
+	// Readable by every user: TestRunAsDropsUser runs it as nobody.
+	if err := os.Chmod(dir, 0o755); err != nil {
 		panic(err)
 	}
 	childBin = filepath.Join(dir, "child")
@@ -841,5 +851,105 @@ func TestQuestionWithSeveralCallsOfOneSession(t *testing.T) {
 				t.Fatal("the other call's stream got the question")
 			}
 		})
+	}
+}
+
+// TestServerCannotReadTollgatesEnvironment: a server running as Tollgate's own user cannot
+// read /proc/<Tollgate>/environ (where approver tokens, the admin token, Slack secrets and the
+// owner-hash key are): Tollgate is not dumpable once a stdio transport exists. A forwarded
+// file-reading tool used to hand it over. Tollgate here is this test binary run again as an
+// unprivileged user (nobody when the test runs as root: root's capabilities read any process's
+// environment, which run_as answers, TestRunAsDropsUser), its server the test child as the same
+// user.
+func TestServerCannotReadTollgatesEnvironment(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("the helper itself")
+	}
+	dir := filepath.Dir(childBin)
+	self := filepath.Join(dir, "stdio.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(self, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(c, self, "-test.run=^TestTollgateAsHelper$", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = []string{helperEnv + "=" + childBin, "TOLLGATE_ADMIN_TOKEN=secret-admin-token-of-the-test", "PATH=" + os.Getenv("PATH")}
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the helper: %v\n%s", err, out)
+	}
+	got := string(out)
+	if strings.Contains(got, "the server read:") || !strings.Contains(got, "permission denied") {
+		t.Fatalf("the server read Tollgate's environment:\n%s", got)
+	}
+}
+
+// helperEnv names the test child for TestTollgateAsHelper (set only in the helper's run).
+const helperEnv = "TOLLGATE_STDIO_TEST_HELPER"
+
+// TestTollgateAsHelper is Tollgate for TestServerCannotReadTollgatesEnvironment: it runs a
+// server that reads its parent's environment and prints what it got.
+func TestTollgateAsHelper(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("run by TestServerCannotReadTollgatesEnvironment only")
+	}
+	f := start(t, Options{})
+	s := f.open()
+	_, got := f.call(s, "1", "parent-environ", `{}`, nil)
+	if strings.HasPrefix(got, "error:") {
+		fmt.Println("the server was refused:", got)
+	} else {
+		fmt.Println("the server read:", got)
+	}
+}
+
+// TestServerInheritsNoDescriptors: a descriptor Tollgate holds without close-on-exec (one it
+// inherited, say) does not reach a server: it gets stdin, stdout and stderr only.
+func TestServerInheritsNoDescriptors(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "inherited-marker")
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(marker, syscall.O_RDONLY, 0) // no O_CLOEXEC, as an inherited one
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	f := start(t, Options{})
+	s := f.open()
+	_, got := f.call(s, "1", "fds", `{}`, nil)
+	if strings.Contains(got, marker) || strings.HasPrefix(got, "error:") {
+		t.Fatalf("the server's descriptors: %s; want none of Tollgate's beyond 0-2", got)
+	}
+	if !strings.Contains(got, "0=pipe:") || !strings.Contains(got, "1=pipe:") {
+		t.Fatalf("the server's descriptors: %s; want stdin and stdout pipes", got)
+	}
+}
+
+// TestRunAsDropsUser: with RunAs the server runs as that user and group with no supplementary
+// groups, and cannot read Tollgate's environment even when Tollgate is root. Needs root (only
+// root may start a process as another user).
+func TestRunAsDropsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run_as needs Tollgate to run as root; this test runs as uid " + strconv.Itoa(os.Geteuid()))
+	}
+	f := start(t, Options{RunAs: &Credential{UID: 65534, GID: 65534}, Env: []string{"ONLY=listed"}})
+	s := f.open()
+	if _, got := f.call(s, "1", "whoami", `{}`, nil); got != "uid=65534 gid=65534 groups=[]" {
+		t.Fatalf("the server runs as %q", got)
+	}
+	if _, got := f.call(s, "2", "parent-environ", `{}`, nil); !strings.HasPrefix(got, "error:") {
+		t.Fatalf("the server read Tollgate's environment: %q", got)
+	}
+	if _, got := f.call(s, "3", "env", `{"text":"ONLY"}`, nil); got != "listed" {
+		t.Fatalf("the listed variable: %q", got)
 	}
 }
