@@ -573,8 +573,8 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 		if victim == nil || attempt >= 3 {
 			return &refusal{"every stdio server process is busy (sources[0].max_processes = " + strconv.Itoa(t.o.MaxProcesses) + ")"}
 		}
-		t.log.Info("stdio: max_processes reached; ending the least recently used idle session its source may take", "session", victim.label,
-			"max_processes", t.o.MaxProcesses)
+		t.log.Info("stdio: max_processes reached; ending the least recently used session its source may take", "session", victim.label,
+			"busy", victim.idleFor() == 0, "max_processes", t.o.MaxProcesses)
 		t.end(victim, true)
 	}
 	if wait > 0 {
@@ -595,14 +595,18 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 // sessions than src (source.Victim), so a source that opens many sessions ends its own idle
 // ones rather than other sources'. A session Keep holds (a pending task, an open stream) gives
 // way only when no other may, and only to a source holding at least two fewer sessions than
-// its own: keeping cannot let one source hold every process. t.mu held.
+// its own: keeping cannot let one source hold every process. When every process is busy,
+// a process is in-flight capacity, shared by source the same way (unless sharing one
+// process): the busy session of such a source used longest ago gives way, its requests failing
+// with UpstreamExited, so one source's calls that never answer cannot lock every other source
+// out. t.mu held.
 func (t *Transport) leastRecentIdle(src string) *session {
 	type cand struct {
 		s    *session
 		last time.Time
 	}
 	held := make(map[string]int, 4)
-	var idle, kept []cand
+	var idle, kept, busy []cand
 	for _, s := range t.sessions {
 		held[s.src]++
 		s.mu.Lock()
@@ -611,6 +615,7 @@ func (t *Transport) leastRecentIdle(src string) *session {
 		s.mu.Unlock()
 		switch {
 		case !free:
+			busy = append(busy, c)
 		case t.kept(s):
 			kept = append(kept, c)
 		default:
@@ -634,7 +639,11 @@ func (t *Transport) leastRecentIdle(src string) *session {
 	if v := pick(idle, func(string) bool { return true }); v != nil {
 		return v
 	}
-	return pick(kept, func(s string) bool { return s != src && held[s] >= held[src]+2 })
+	fewer := func(s string) bool { return s != src && held[s] >= held[src]+2 }
+	if v := pick(kept, fewer); v != nil || t.o.Share {
+		return v
+	}
+	return pick(busy, fewer)
 }
 
 // release uncounts a process; one that died young (not asked to stop) lengthens the backoff.

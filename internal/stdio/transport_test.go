@@ -953,3 +953,67 @@ func TestRunAsDropsUser(t *testing.T) {
 		t.Fatalf("the listed variable: %q", got)
 	}
 }
+
+// TestBusyProcessesSharedAcrossSources: processes are in-flight capacity shared by source.
+// One source whose calls never answer held every process and every other source got 503
+// UpstreamBusy for as long as they lasted; now, with every process busy, a source holding at
+// least two more than the newcomer's gives way (its call fails UpstreamExited), and a source
+// cannot take from one holding as many as it (or one fewer).
+func TestBusyProcessesSharedAcrossSources(t *testing.T) {
+	f := start(t, Options{MaxProcesses: 3})
+	open := func(src string) (*upstream.Session, error) {
+		return f.up.Handshake(source.NewContext(ctx(t), src), json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), "2025-11-25")
+	}
+	type result struct {
+		rep *upstream.Reply
+		err error
+	}
+	var results []chan result
+	for i := range 3 { // A: three calls that do not answer, one per process
+		s, err := open("ip:A")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan result, 1)
+		results = append(results, ch)
+		go func() {
+			rep, err := f.up.Call(ctx(t), s.Header(), callBody(fmt.Sprint(i), "sleep", `{"n":60000}`), nil)
+			ch <- result{rep, err}
+		}()
+	}
+	f.waitLogCount("line=sleeping", 3)
+	if _, err := open("ip:A"); err == nil || !strings.Contains(err.Error(), "UpstreamBusy") {
+		t.Fatalf("A's fourth session while A's calls hold every process: %v, want UpstreamBusy", err)
+	}
+	b, err := open("ip:B")
+	if err != nil {
+		t.Fatalf("B's session while A's calls hold every process: %v, want one of A's to give way", err)
+	}
+	if _, text := f.call(b, "1", "echo", `{"text":"b runs"}`, nil); text != "b runs" {
+		t.Fatalf("B's call: %q", text)
+	}
+	// One of A's calls failed with the process it was on.
+	var r result
+	select {
+	case r = <-results[0]:
+	case r = <-results[1]:
+	case r = <-results[2]:
+	case <-ctx(t).Done():
+		t.Fatal("none of A's calls ended")
+	}
+	if r.err != nil || r.rep.Msg.Error == nil || jsonrpc.DecodeError(r.rep.Msg.Error).Name() != "UpstreamExited" {
+		t.Fatalf("A's call that gave way: %+v %v, want UpstreamExited", r.rep, r.err)
+	}
+	// A holds 2, B 1, all busy: a difference of one is fair, B may not take another of A's.
+	bdone := make(chan struct{})
+	go func() {
+		defer close(bdone)
+		_, _ = f.up.Call(ctx(t), b.Header(), callBody("2", "sleep", `{"n":60000}`), nil)
+	}()
+	f.waitLogCount("line=sleeping", 4)
+	if _, err := open("ip:B"); err == nil || !strings.Contains(err.Error(), "UpstreamBusy") {
+		t.Fatalf("B's second session: %v, want UpstreamBusy (A holds only one more than B)", err)
+	}
+	f.tr.Close()
+	<-bdone
+}
