@@ -23,6 +23,7 @@ import (
 type child struct {
 	t       *Transport
 	n       uint64 // sequence number, names the process in logs
+	src     string // the source it was started for ("": the shared process), for its backoff
 	cmd     *exec.Cmd
 	stdin   *os.File
 	wmu     sync.Mutex // one message written at a time
@@ -59,7 +60,7 @@ type call struct {
 // child flooding notifications cannot grow Tollgate's memory).
 const callQueue = 256
 
-func (t *Transport) spawn(label string) (*child, error) {
+func (t *Transport) spawn(label, src string) (*child, error) {
 	cmd := exec.Command(t.o.Command, t.o.Args...)
 	cmd.Env = t.o.Env
 	cmd.Dir = t.o.Dir
@@ -96,7 +97,7 @@ func (t *Transport) spawn(label string) (*child, error) {
 		return nil, fmt.Errorf("starting %s: %w", t.o.Command, err)
 	}
 	c := &child{
-		t: t, n: t.seq.Add(1), cmd: cmd, stdin: inW, started: time.Now(),
+		t: t, n: t.seq.Add(1), src: src, cmd: cmd, stdin: inW, started: time.Now(),
 		waited: make(chan struct{}), done: make(chan struct{}), errDone: make(chan struct{}),
 		calls: map[string]*call{}, asks: map[string]*session{},
 		logs: logcap.NewSampler(50*time.Millisecond, 100),

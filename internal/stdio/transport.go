@@ -42,7 +42,14 @@ const (
 	backoffMin             = 100 * time.Millisecond
 	backoffMax             = 10 * time.Second
 	healthyAfter           = 10 * time.Second // a process that lived this long resets the backoff
+	maxBackoffSources      = 1024             // sources whose backoff is remembered
 )
+
+// backoff delays a source's next process after its processes died young.
+type backoff struct {
+	failures int       // consecutive processes that died young
+	notUntil time.Time // no start before this
+}
 
 const headerSessionID = "Mcp-Session-Id"
 
@@ -85,8 +92,7 @@ type Transport struct {
 	sessions map[string]*session
 	live     int // processes started and not yet reaped
 	closed   bool
-	failures int       // consecutive processes that died young
-	notUntil time.Time // no start before this (backoff)
+	backoff  map[string]*backoff // by source ("": the shared process); bounded by maxBackoffSources
 
 	shMu     sync.Mutex // serialises starting the shared process
 	shared   *child
@@ -141,7 +147,7 @@ func New(o Options) *Transport {
 			o.Logger.Warn("stdio: could not make Tollgate undumpable: a server running as its user may read its environment", "error", err.Error())
 		}
 	})
-	t := &Transport{o: o, log: o.Logger, sessions: map[string]*session{}, stop: make(chan struct{}), maxShared: maxSharedSessions}
+	t := &Transport{o: o, log: o.Logger, sessions: map[string]*session{}, backoff: map[string]*backoff{}, stop: make(chan struct{}), maxShared: maxSharedSessions}
 	t.wg.Add(1)
 	go t.reap()
 	return t
@@ -312,9 +318,9 @@ func (t *Transport) initialize(req *http.Request, m *jsonrpc.Message) *http.Resp
 	if err := t.reserve(req.Context(), s.src); err != nil {
 		return t.startFailed(req, m, err)
 	}
-	c, err := t.spawn(s.label)
+	c, err := t.spawn(s.label, s.src)
 	if err != nil {
-		t.release(true, 0)
+		t.release(true, 0, s.src)
 		return t.startFailed(req, m, err)
 	}
 	s.c = c
@@ -502,9 +508,9 @@ func (t *Transport) sharedChild(ctx context.Context, init *jsonrpc.Message) (*ch
 	if err := t.reserve(ctx, ""); err != nil {
 		return nil, err
 	}
-	c, err := t.spawn("shared")
+	c, err := t.spawn("shared", "")
 	if err != nil {
-		t.release(true, 0)
+		t.release(true, 0, "")
 		return nil, err
 	}
 	m, _ := jsonrpc.Parse(body)
@@ -546,8 +552,8 @@ func (t *Transport) sharedChild(ctx context.Context, init *jsonrpc.Message) (*ch
 	return c, nil
 }
 
-// reserve counts a process about to start, delayed by the backoff after processes that died
-// young. At MaxProcesses the least recently used session with no request in flight is ended
+// reserve counts a process about to start for source src, delayed by src's backoff after its
+// processes died young (another source's crashing processes delay only that source). At MaxProcesses the least recently used session with no request in flight is ended
 // to make room (its client gets 404 and starts over, as after idle_timeout; clients that never
 // send DELETE would otherwise hold every process); when every process is busy the start is
 // refused.
@@ -561,7 +567,7 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 		}
 		if t.live < t.o.MaxProcesses {
 			t.live++
-			wait = time.Until(t.notUntil)
+			wait = t.startDelay(src)
 			t.mu.Unlock()
 			break
 		}
@@ -583,7 +589,7 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 		select {
 		case <-tm.C:
 		case <-ctx.Done():
-			t.release(false, 0)
+			t.release(false, 0, src)
 			return ctx.Err()
 		}
 	}
@@ -646,26 +652,54 @@ func (t *Transport) leastRecentIdle(src string) *session {
 	return pick(busy, fewer)
 }
 
-// release uncounts a process; one that died young (not asked to stop) lengthens the backoff.
-func (t *Transport) release(died bool, lived time.Duration) {
+// release uncounts a process of source src; one that died young (not asked to stop) lengthens
+// src's backoff, one that lived past healthyAfter ends it. t.mu is taken.
+func (t *Transport) release(died bool, lived time.Duration, src string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.live--
 	switch {
 	case died && lived < healthyAfter:
-		t.failures++
-		d := backoffMin << min(t.failures-1, 10)
-		t.notUntil = time.Now().Add(min(d, backoffMax))
+		b := t.backoff[src]
+		if b == nil {
+			if len(t.backoff) >= maxBackoffSources {
+				now := time.Now()
+				for k, o := range t.backoff { // forget those whose delay has passed
+					if o.notUntil.Before(now) {
+						delete(t.backoff, k)
+					}
+				}
+			}
+			if len(t.backoff) >= maxBackoffSources {
+				src = "" // still full: such sources share one backoff
+				b = t.backoff[src]
+			}
+			if b == nil {
+				b = &backoff{}
+				t.backoff[src] = b
+			}
+		}
+		b.failures++
+		d := backoffMin << min(b.failures-1, 10)
+		b.notUntil = time.Now().Add(min(d, backoffMax))
 	case died || lived >= healthyAfter:
-		t.failures = 0
+		delete(t.backoff, src)
 	}
+}
+
+// startDelay is how long src's next process waits (its backoff). t.mu held.
+func (t *Transport) startDelay(src string) time.Duration {
+	if b := t.backoff[src]; b != nil {
+		return time.Until(b.notUntil)
+	}
+	return 0
 }
 
 // exited is the end of a process: its sessions end with it (a new process would not have
 // their state: later requests get 404 and the client starts over), except on the shared
 // process, which the next request restarts.
 func (t *Transport) exited(c *child, asked bool, lived time.Duration) {
-	t.release(!asked, lived)
+	t.release(!asked, lived, c.src)
 	if !t.o.Share {
 		c.mu.Lock()
 		owners := c.owners

@@ -500,7 +500,11 @@ func TestCrashingServerBacksOff(t *testing.T) {
 		f.awaitExit()
 	}
 	f.tr.mu.Lock()
-	failures, wait := f.tr.failures, time.Until(f.tr.notUntil)
+	var failures int
+	if b := f.tr.backoff[""]; b != nil {
+		failures = b.failures
+	}
+	wait := f.tr.startDelay("")
 	f.tr.mu.Unlock()
 	if failures != 2 || wait <= 0 {
 		t.Fatalf("failures %d, next start in %v: want 2 and a pending backoff", failures, wait)
@@ -1016,4 +1020,35 @@ func TestBusyProcessesSharedAcrossSources(t *testing.T) {
 	}
 	f.tr.Close()
 	<-bdone
+}
+
+// TestBackoffPerSource: the restart backoff after processes that died young is the source's
+// whose processes died: one source making its server crash again and again (a tool that exits)
+// used to delay every source's next process by up to 10s; now only its own.
+func TestBackoffPerSource(t *testing.T) {
+	f := start(t, Options{})
+	open := func(src string) *upstream.Session {
+		t.Helper()
+		s, err := f.up.Handshake(source.NewContext(ctx(t), src), json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), "2025-11-25")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for range 2 {
+		s := open("ip:A")
+		if rep, _ := f.call(s, "1", "die", `{}`, nil); jsonrpc.DecodeError(rep.Msg.Error).Name() != "UpstreamExited" {
+			t.Fatalf("die: %s", rep.Msg.Error)
+		}
+		f.awaitExit()
+	}
+	f.tr.mu.Lock()
+	a, b := f.tr.startDelay("ip:A"), f.tr.startDelay("ip:B")
+	f.tr.mu.Unlock()
+	if a <= 0 || b != 0 {
+		t.Fatalf("next start: A in %v, B in %v; want A's pending, B's none", a, b)
+	}
+	if _, text := f.call(open("ip:B"), "1", "echo", `{"text":"b"}`, nil); text != "b" {
+		t.Fatalf("B: %q", text)
+	}
 }
