@@ -91,3 +91,24 @@ func TestUseCommand(t *testing.T) {
 		}
 	})
 }
+
+// TestRunAs: sources[].run_as names a numeric user and group, both; for a command only.
+func TestRunAs(t *testing.T) {
+	env := envMap(map[string]string{"PATH": "/bin"})
+	for _, tc := range []struct{ src, err string }{
+		{"command: srv\n    run_as: {uid: 65533, gid: 65533}", ""},
+		{"command: srv\n    run_as: {uid: 65533}", "sources[0].run_as.gid: must be set"},
+		{"command: srv\n    run_as: {uid: -1, gid: 5}", "sources[0].run_as.uid: must be set, between 1"},
+		{"url: http://127.0.0.1:1/mcp\n    run_as: {uid: 1, gid: 1}", "sources[0].run_as: applies to a command"},
+	} {
+		c, err := Parse([]byte("schema: 1\nsources:\n  - id: s\n    kind: mcp\n    "+tc.src+"\n"), "", env)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.src, err)
+		case tc.err == "" && (c.Sources[0].RunAs.UID != 65533 || c.Sources[0].RunAs.GID != 65533):
+			t.Errorf("%s: parsed %+v", tc.src, c.Sources[0].RunAs)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want %q", tc.src, err, tc.err)
+		}
+	}
+}

@@ -74,12 +74,25 @@ type Source struct {
 	// long, and its process (default 10m).
 	MaxProcesses int      `yaml:"max_processes"`
 	IdleTimeout  Duration `yaml:"idle_timeout"`
+	// RunAs runs the processes under another user and group (Tollgate must run as root): they
+	// can then neither read Tollgate's memory and environment (/proc) nor signal it.
+	RunAs RunAs `yaml:"run_as"`
 
 	// ForwardAuthorization passes the caller's verified bearer token to the upstream (with
 	// server.caller_auth): only for an upstream that is the same OAuth resource and validates
 	// the same audience. Default false: the upstream never sees callers' tokens.
 	ForwardAuthorization bool `yaml:"forward_authorization"`
 }
+
+// RunAs is the numeric user and group a stdio server's processes run as (supplementary
+// groups are dropped). Zero is root and never a choice: both zero means not set.
+type RunAs struct {
+	UID int `yaml:"uid"`
+	GID int `yaml:"gid"`
+}
+
+// Set reports whether run_as names a user.
+func (r RunAs) Set() bool { return r.UID != 0 || r.GID != 0 }
 
 // Stdio reports whether the source is a command Tollgate runs.
 func (s *Source) Stdio() bool { return s.Command != "" }

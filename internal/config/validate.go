@@ -117,7 +117,7 @@ func (v *validator) sources() {
 		default:
 			v.httpURL(p+".url", s.URL)
 			for key, set := range map[string]bool{"args": len(s.Args) > 0, "env": len(s.Env) > 0, "cwd": s.Cwd != "",
-				"share": s.Share, "max_processes": s.MaxProcesses != 0, "idle_timeout": s.IdleTimeout != 0} {
+				"share": s.Share, "max_processes": s.MaxProcesses != 0, "idle_timeout": s.IdleTimeout != 0, "run_as": s.RunAs.Set()} {
 				if set {
 					v.add(p+"."+key, "applies to a command (stdio server) only, not to url")
 				}
@@ -151,6 +151,17 @@ func (v *validator) stdio(p string, s Source) {
 	}
 	if s.IdleTimeout <= 0 {
 		v.add(p+".idle_timeout", "must be > 0")
+	}
+	if s.RunAs.Set() {
+		for _, key := range []string{"uid", "gid"} {
+			id := s.RunAs.UID
+			if key == "gid" {
+				id = s.RunAs.GID
+			}
+			if id < 1 || id >= 1<<31-1 {
+				v.add(p+".run_as."+key, "must be set, between 1 and 2147483646 (not root), got %d", id)
+			}
+		}
 	}
 }
 

@@ -25,11 +25,27 @@ func startStdio(src config.Source, lookupEnv func(string) (string, bool), log *s
 	if err != nil {
 		return nil, err
 	}
+	run, err := runAs(src, os.Geteuid())
+	if err != nil {
+		return nil, err
+	}
 	return stdio.New(stdio.Options{
 		Command: cmd, Args: src.Args, Env: src.ProcessEnv(lookupEnv), Dir: src.Cwd, Share: src.Share,
-		MaxProcesses: src.MaxProcesses, IdleTimeout: src.IdleTimeout.D(), Keep: keep,
+		MaxProcesses: src.MaxProcesses, IdleTimeout: src.IdleTimeout.D(), Keep: keep, RunAs: run,
 		Logger: log.With("source", src.ID),
 	}), nil
+}
+
+// runAs is sources[0].run_as for the transport; changing user needs Tollgate to run as root
+// (euid 0), which is checked at start rather than at the first session.
+func runAs(src config.Source, euid int) (*stdio.Credential, error) {
+	if !src.RunAs.Set() {
+		return nil, nil
+	}
+	if euid != 0 {
+		return nil, fmt.Errorf("sources[0].run_as: Tollgate runs as uid %d; only root may start a process as another user (run Tollgate as root, or remove run_as and run it as a user of its own)", euid)
+	}
+	return &stdio.Credential{UID: uint32(src.RunAs.UID), GID: uint32(src.RunAs.GID)}, nil
 }
 
 // resolveCommand checks a command source can run (Preflight, start): the command is found

@@ -23,6 +23,7 @@ import (
 type child struct {
 	t       *Transport
 	n       uint64 // sequence number, names the process in logs
+	src     string // the source it was started for ("": the shared process), for its backoff
 	cmd     *exec.Cmd
 	stdin   *os.File
 	wmu     sync.Mutex // one message written at a time
@@ -59,11 +60,11 @@ type call struct {
 // child flooding notifications cannot grow Tollgate's memory).
 const callQueue = 256
 
-func (t *Transport) spawn(label string) (*child, error) {
+func (t *Transport) spawn(label, src string) (*child, error) {
 	cmd := exec.Command(t.o.Command, t.o.Args...)
 	cmd.Env = t.o.Env
 	cmd.Dir = t.o.Dir
-	setProcAttr(cmd)
+	setProcAttr(cmd, t.o.RunAs)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -82,6 +83,9 @@ func (t *Transport) spawn(label string) (*child, error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := closeOnExecAll(); err != nil {
+		t.log.Warn("stdio: could not mark Tollgate's descriptors close-on-exec", "error", err.Error())
+	}
 	err = cmd.Start()
 	inR.Close()
 	outW.Close()
@@ -93,7 +97,7 @@ func (t *Transport) spawn(label string) (*child, error) {
 		return nil, fmt.Errorf("starting %s: %w", t.o.Command, err)
 	}
 	c := &child{
-		t: t, n: t.seq.Add(1), cmd: cmd, stdin: inW, started: time.Now(),
+		t: t, n: t.seq.Add(1), src: src, cmd: cmd, stdin: inW, started: time.Now(),
 		waited: make(chan struct{}), done: make(chan struct{}), errDone: make(chan struct{}),
 		calls: map[string]*call{}, asks: map[string]*session{},
 		logs: logcap.NewSampler(50*time.Millisecond, 100),
@@ -187,16 +191,16 @@ func (c *child) route(line []byte) {
 		cl.reply <- m.WithID(cl.origID)
 	case jsonrpc.KindRequest:
 		c.mu.Lock()
-		s, cl := c.target()
+		s, cl, why := c.asker()
 		if s != nil {
 			c.asks[string(m.ID)] = s
 		}
 		c.mu.Unlock()
 		if s == nil {
-			// Shared process, no request in flight: there is no client this belongs to. The
+			// Tollgate cannot tell whose question this is: refused, never put to a guess. The
 			// refusal is written apart: this goroutine must keep reading stdout meanwhile.
 			refusal := jsonrpc.ErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound,
-				"NotBridged", "No client is connected to answer "+m.Method))
+				"NotBridged", "Tollgate cannot relay "+m.Method+": "+why))
 			c.t.wg.Add(1)
 			go func() {
 				defer c.t.wg.Done()
@@ -250,6 +254,46 @@ func (c *child) target() (*session, *call) {
 		return c.owners[0], nil
 	}
 	return nil, nil
+}
+
+// asker is where a request of the child's own goes (elicitation, sampling, roots). A stdio
+// server's request names no request of the client's (spec transports, stdio), so it is put
+// only where Tollgate can tell whose it is, never to a guess (a question reaching another
+// caller would let that caller read and answer it):
+//   - the one request in flight on the process: its stream (the question came while it ran);
+//   - several in flight, all of one session: that session's GET stream if it listens (its
+//     client, not one of its calls, since Tollgate cannot tell which call asked);
+//   - nothing in flight on a process of its own: its session's GET stream.
+//
+// Otherwise — requests of several sessions in flight on a shared process, or none — the
+// result is nil with the reason, and the request is refused (NotBridged). c.mu held.
+func (c *child) asker() (*session, *call, string) {
+	var one *call
+	n, several := 0, false
+	for _, cl := range c.calls {
+		if cl.s == nil {
+			continue // the shared process's own initialize
+		}
+		n++
+		if one != nil && cl.s != one.s {
+			several = true
+		}
+		one = cl
+	}
+	switch {
+	case several:
+		return nil, nil, "requests of several clients are in flight on the shared process, and it does not say which one asked"
+	case n == 1:
+		return one.s, one, ""
+	case n > 1:
+		if one.s.listening() {
+			return one.s, nil, ""
+		}
+		return nil, nil, "several requests of the client are in flight, the process does not say which one asked, and the client has no GET stream"
+	case !c.t.o.Share && len(c.owners) == 1:
+		return c.owners[0], nil, ""
+	}
+	return nil, nil, "no request of a client is in flight on the shared process"
 }
 
 // byToken is the request in flight that asked for progress under tok. c.mu held.

@@ -17,8 +17,12 @@ const (
 // setProcAttr puts the server in a process group of its own, so a stop reaches what it
 // started (npx runs node, uvx runs python) and a terminal's Ctrl-C reaches only Tollgate,
 // which then stops it in order (closing stdin first).
-func setProcAttr(cmd *exec.Cmd) {
+// With run set, the server runs as that user and group, without supplementary groups.
+func setProcAttr(cmd *exec.Cmd, run *Credential) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if run != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: run.UID, Gid: run.GID, Groups: []uint32{}}
+	}
 	setParentDeath(cmd.SysProcAttr)
 }
 

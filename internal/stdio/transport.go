@@ -42,7 +42,14 @@ const (
 	backoffMin             = 100 * time.Millisecond
 	backoffMax             = 10 * time.Second
 	healthyAfter           = 10 * time.Second // a process that lived this long resets the backoff
+	maxBackoffSources      = 1024             // sources whose backoff is remembered
 )
+
+// backoff delays a source's next process after its processes died young.
+type backoff struct {
+	failures int       // consecutive processes that died young
+	notUntil time.Time // no start before this
+}
 
 const headerSessionID = "Mcp-Session-Id"
 
@@ -67,7 +74,12 @@ type Options struct {
 	MaxMessageBytes int           // longest stdout line; longer ones are skipped
 	StopGrace       time.Duration // wait after closing stdin, and after SIGTERM
 	Logger          *slog.Logger
+	// RunAs, if set, is the user and group the processes run as (Tollgate must be root).
+	RunAs *Credential
 }
+
+// Credential is a numeric user and group.
+type Credential struct{ UID, GID uint32 }
 
 // Transport is the http.RoundTripper in front of the processes.
 type Transport struct {
@@ -80,8 +92,7 @@ type Transport struct {
 	sessions map[string]*session
 	live     int // processes started and not yet reaped
 	closed   bool
-	failures int       // consecutive processes that died young
-	notUntil time.Time // no start before this (backoff)
+	backoff  map[string]*backoff // by source ("": the shared process); bounded by maxBackoffSources
 
 	shMu     sync.Mutex // serialises starting the shared process
 	shared   *child
@@ -111,7 +122,10 @@ type session struct {
 	streaming bool // a GET stream is open
 }
 
-// New returns a transport; it starts nothing until the first initialize.
+var protectOnce sync.Once
+
+// New returns a transport; it starts nothing until the first initialize. Tollgate's own
+// process is made undumpable first (protectSelf).
 func New(o Options) *Transport {
 	if o.MaxProcesses <= 0 {
 		o.MaxProcesses = DefaultMaxProcesses
@@ -128,7 +142,12 @@ func New(o Options) *Transport {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	t := &Transport{o: o, log: o.Logger, sessions: map[string]*session{}, stop: make(chan struct{}), maxShared: maxSharedSessions}
+	protectOnce.Do(func() {
+		if err := protectSelf(); err != nil {
+			o.Logger.Warn("stdio: could not make Tollgate undumpable: a server running as its user may read its environment", "error", err.Error())
+		}
+	})
+	t := &Transport{o: o, log: o.Logger, sessions: map[string]*session{}, backoff: map[string]*backoff{}, stop: make(chan struct{}), maxShared: maxSharedSessions}
 	t.wg.Add(1)
 	go t.reap()
 	return t
@@ -299,9 +318,9 @@ func (t *Transport) initialize(req *http.Request, m *jsonrpc.Message) *http.Resp
 	if err := t.reserve(req.Context(), s.src); err != nil {
 		return t.startFailed(req, m, err)
 	}
-	c, err := t.spawn(s.label)
+	c, err := t.spawn(s.label, s.src)
 	if err != nil {
-		t.release(true, 0)
+		t.release(true, 0, s.src)
 		return t.startFailed(req, m, err)
 	}
 	s.c = c
@@ -489,9 +508,9 @@ func (t *Transport) sharedChild(ctx context.Context, init *jsonrpc.Message) (*ch
 	if err := t.reserve(ctx, ""); err != nil {
 		return nil, err
 	}
-	c, err := t.spawn("shared")
+	c, err := t.spawn("shared", "")
 	if err != nil {
-		t.release(true, 0)
+		t.release(true, 0, "")
 		return nil, err
 	}
 	m, _ := jsonrpc.Parse(body)
@@ -533,8 +552,8 @@ func (t *Transport) sharedChild(ctx context.Context, init *jsonrpc.Message) (*ch
 	return c, nil
 }
 
-// reserve counts a process about to start, delayed by the backoff after processes that died
-// young. At MaxProcesses the least recently used session with no request in flight is ended
+// reserve counts a process about to start for source src, delayed by src's backoff after its
+// processes died young (another source's crashing processes delay only that source). At MaxProcesses the least recently used session with no request in flight is ended
 // to make room (its client gets 404 and starts over, as after idle_timeout; clients that never
 // send DELETE would otherwise hold every process); when every process is busy the start is
 // refused.
@@ -548,7 +567,7 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 		}
 		if t.live < t.o.MaxProcesses {
 			t.live++
-			wait = time.Until(t.notUntil)
+			wait = t.startDelay(src)
 			t.mu.Unlock()
 			break
 		}
@@ -560,8 +579,8 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 		if victim == nil || attempt >= 3 {
 			return &refusal{"every stdio server process is busy (sources[0].max_processes = " + strconv.Itoa(t.o.MaxProcesses) + ")"}
 		}
-		t.log.Info("stdio: max_processes reached; ending the least recently used idle session its source may take", "session", victim.label,
-			"max_processes", t.o.MaxProcesses)
+		t.log.Info("stdio: max_processes reached; ending the least recently used session its source may take", "session", victim.label,
+			"busy", victim.idleFor() == 0, "max_processes", t.o.MaxProcesses)
 		t.end(victim, true)
 	}
 	if wait > 0 {
@@ -570,7 +589,7 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 		select {
 		case <-tm.C:
 		case <-ctx.Done():
-			t.release(false, 0)
+			t.release(false, 0, src)
 			return ctx.Err()
 		}
 	}
@@ -582,14 +601,18 @@ func (t *Transport) reserve(ctx context.Context, src string) error {
 // sessions than src (source.Victim), so a source that opens many sessions ends its own idle
 // ones rather than other sources'. A session Keep holds (a pending task, an open stream) gives
 // way only when no other may, and only to a source holding at least two fewer sessions than
-// its own: keeping cannot let one source hold every process. t.mu held.
+// its own: keeping cannot let one source hold every process. When every process is busy,
+// a process is in-flight capacity, shared by source the same way (unless sharing one
+// process): the busy session of such a source used longest ago gives way, its requests failing
+// with UpstreamExited, so one source's calls that never answer cannot lock every other source
+// out. t.mu held.
 func (t *Transport) leastRecentIdle(src string) *session {
 	type cand struct {
 		s    *session
 		last time.Time
 	}
 	held := make(map[string]int, 4)
-	var idle, kept []cand
+	var idle, kept, busy []cand
 	for _, s := range t.sessions {
 		held[s.src]++
 		s.mu.Lock()
@@ -598,6 +621,7 @@ func (t *Transport) leastRecentIdle(src string) *session {
 		s.mu.Unlock()
 		switch {
 		case !free:
+			busy = append(busy, c)
 		case t.kept(s):
 			kept = append(kept, c)
 		default:
@@ -621,29 +645,61 @@ func (t *Transport) leastRecentIdle(src string) *session {
 	if v := pick(idle, func(string) bool { return true }); v != nil {
 		return v
 	}
-	return pick(kept, func(s string) bool { return s != src && held[s] >= held[src]+2 })
+	fewer := func(s string) bool { return s != src && held[s] >= held[src]+2 }
+	if v := pick(kept, fewer); v != nil || t.o.Share {
+		return v
+	}
+	return pick(busy, fewer)
 }
 
-// release uncounts a process; one that died young (not asked to stop) lengthens the backoff.
-func (t *Transport) release(died bool, lived time.Duration) {
+// release uncounts a process of source src; one that died young (not asked to stop) lengthens
+// src's backoff, one that lived past healthyAfter ends it. t.mu is taken.
+func (t *Transport) release(died bool, lived time.Duration, src string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.live--
 	switch {
 	case died && lived < healthyAfter:
-		t.failures++
-		d := backoffMin << min(t.failures-1, 10)
-		t.notUntil = time.Now().Add(min(d, backoffMax))
+		b := t.backoff[src]
+		if b == nil {
+			if len(t.backoff) >= maxBackoffSources {
+				now := time.Now()
+				for k, o := range t.backoff { // forget those whose delay has passed
+					if o.notUntil.Before(now) {
+						delete(t.backoff, k)
+					}
+				}
+			}
+			if len(t.backoff) >= maxBackoffSources {
+				src = "" // still full: such sources share one backoff
+				b = t.backoff[src]
+			}
+			if b == nil {
+				b = &backoff{}
+				t.backoff[src] = b
+			}
+		}
+		b.failures++
+		d := backoffMin << min(b.failures-1, 10)
+		b.notUntil = time.Now().Add(min(d, backoffMax))
 	case died || lived >= healthyAfter:
-		t.failures = 0
+		delete(t.backoff, src)
 	}
+}
+
+// startDelay is how long src's next process waits (its backoff). t.mu held.
+func (t *Transport) startDelay(src string) time.Duration {
+	if b := t.backoff[src]; b != nil {
+		return time.Until(b.notUntil)
+	}
+	return 0
 }
 
 // exited is the end of a process: its sessions end with it (a new process would not have
 // their state: later requests get 404 and the client starts over), except on the shared
 // process, which the next request restarts.
 func (t *Transport) exited(c *child, asked bool, lived time.Duration) {
-	t.release(!asked, lived)
+	t.release(!asked, lived, c.src)
 	if !t.o.Share {
 		c.mu.Lock()
 		owners := c.owners
@@ -759,6 +815,13 @@ func (s *session) finish() {
 	s.inflight--
 	s.lastUsed = time.Now()
 	s.mu.Unlock()
+}
+
+// listening reports whether the session's GET stream is open.
+func (s *session) listening() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streaming
 }
 
 func (s *session) idleFor() time.Duration {

@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,8 +29,16 @@ import (
 var childBin string
 
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(helperEnv); bin != "" { // TestTollgateAsHelper's run: the child is built
+		childBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "stdio-child")
 	if err != nil {
+		panic(err)
+	}
+	// Readable by every user: TestRunAsDropsUser runs it as nobody.
+	if err := os.Chmod(dir, 0o755); err != nil {
 		panic(err)
 	}
 	childBin = filepath.Join(dir, "child")
@@ -490,7 +500,11 @@ func TestCrashingServerBacksOff(t *testing.T) {
 		f.awaitExit()
 	}
 	f.tr.mu.Lock()
-	failures, wait := f.tr.failures, time.Until(f.tr.notUntil)
+	var failures int
+	if b := f.tr.backoff[""]; b != nil {
+		failures = b.failures
+	}
+	wait := f.tr.startDelay("")
 	f.tr.mu.Unlock()
 	if failures != 2 || wait <= 0 {
 		t.Fatalf("failures %d, next start in %v: want 2 and a pending backoff", failures, wait)
@@ -716,5 +730,325 @@ func TestKeptSessionsCannotHoldEveryProcess(t *testing.T) {
 	f.awaitExit()
 	if rep, err := f.up.Call(ctx(t), a1.Header(), callBody("9", "echo", `{}`), nil); upstream.StatusOf(rep, err) != http.StatusNotFound {
 		t.Fatalf("A's least recently used kept session: status %d, want 404 (ended for B)", upstream.StatusOf(rep, err))
+	}
+}
+
+// TestShareQuestionNeverToAnotherClient: on a shared process a server's own request names no
+// client. While requests of two sessions are in flight it is refused (NotBridged), never put
+// to the other client's request — which used to get it (the oldest in flight), answer it, and
+// have its answer used by the asking client's call.
+func TestShareQuestionNeverToAnotherClient(t *testing.T) {
+	f := start(t, Options{Share: true})
+	victim, other := f.open(), f.open()
+	var saw atomic.Int32
+	octx, cancel := context.WithCancel(ctx(t))
+	done := make(chan struct{})
+	go func() { // the other client's call, in flight first and throughout
+		defer close(done)
+		_, _ = f.up.Call(octx, other.Header(), callBody(`"o1"`, "sleep", `{"n":20000}`), func(m *jsonrpc.Message) {
+			if m.Kind != jsonrpc.KindRequest {
+				return
+			}
+			saw.Add(1)
+			resp, err := f.up.Send(ctx(t), http.MethodPost, other.Header(),
+				[]byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":"from-other"}}`))
+			if err == nil {
+				resp.Body.Close()
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	f.waitLog("line=sleeping")
+	_, text := f.call(victim, `"v1"`, "ask", `{}`, func(m *jsonrpc.Message) {
+		if m.Kind == jsonrpc.KindRequest {
+			t.Errorf("the asking client's own stream got %s although two clients' requests are in flight", m.Method)
+		}
+	})
+	if !strings.Contains(text, "NotBridged") || strings.Contains(text, "from-other") {
+		t.Fatalf("the asking call got %q; want its question refused with NotBridged", text)
+	}
+	if n := saw.Load(); n != 0 {
+		t.Fatalf("the other client's call was handed %d of the process's requests", n)
+	}
+}
+
+// TestShareQuestionToTheOnlyCallInFlight: with one request in flight on the shared process,
+// the process's request goes to that request's stream and its answer back.
+func TestShareQuestionToTheOnlyCallInFlight(t *testing.T) {
+	f := start(t, Options{Share: true})
+	a, _ := f.open(), f.open()
+	_, text := f.call(a, `"q"`, "ask", `{}`, func(m *jsonrpc.Message) {
+		if m.Kind != jsonrpc.KindRequest {
+			return
+		}
+		resp, err := f.up.Send(ctx(t), http.MethodPost, a.Header(),
+			[]byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":"from-a"}}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+	})
+	if text != `answered {"roots":"from-a"}` {
+		t.Fatalf("got %q", text)
+	}
+}
+
+// TestQuestionWithSeveralCallsOfOneSession: with two requests of one session in flight
+// Tollgate cannot tell which asked: the question goes to the session's GET stream when it
+// listens (its client answers), and is refused (NotBridged) when it does not — never to one of
+// the calls by guess.
+func TestQuestionWithSeveralCallsOfOneSession(t *testing.T) {
+	for _, listen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listening=%v", listen), func(t *testing.T) {
+			f := start(t, Options{})
+			s := f.open()
+			if listen {
+				lctx, lcancel := context.WithCancel(ctx(t))
+				st, err := f.up.Listen(lctx, s.Header())
+				if err != nil {
+					t.Fatal(err)
+				}
+				read := make(chan struct{})
+				defer func() { lcancel(); <-read; st.Close() }()
+				go func() {
+					defer close(read)
+					for {
+						m, err := st.Next()
+						if err != nil {
+							return
+						}
+						if m.Kind == jsonrpc.KindRequest {
+							resp, err := f.up.Send(ctx(t), http.MethodPost, s.Header(),
+								[]byte(`{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"roots":"from-get"}}`))
+							if err == nil {
+								resp.Body.Close()
+							}
+						}
+					}
+				}()
+			}
+			octx, cancel := context.WithCancel(ctx(t))
+			done := make(chan struct{})
+			var saw atomic.Int32
+			go func() {
+				defer close(done)
+				_, _ = f.up.Call(octx, s.Header(), callBody(`"o1"`, "sleep", `{"n":20000}`), func(m *jsonrpc.Message) {
+					if m.Kind == jsonrpc.KindRequest {
+						saw.Add(1)
+					}
+				})
+			}()
+			defer func() { cancel(); <-done }()
+			f.waitLog("line=sleeping")
+			_, text := f.call(s, `"v1"`, "ask", `{}`, func(m *jsonrpc.Message) {
+				if m.Kind == jsonrpc.KindRequest {
+					t.Errorf("a call's stream got %s while two calls of the session are in flight", m.Method)
+				}
+			})
+			want := "NotBridged"
+			if listen {
+				want = `answered {"roots":"from-get"}`
+			}
+			if !strings.Contains(text, want) {
+				t.Fatalf("the asking call got %q; want %q", text, want)
+			}
+			if saw.Load() != 0 {
+				t.Fatal("the other call's stream got the question")
+			}
+		})
+	}
+}
+
+// TestServerCannotReadTollgatesEnvironment: a server running as Tollgate's own user cannot
+// read /proc/<Tollgate>/environ (where approver tokens, the admin token, Slack secrets and the
+// owner-hash key are): Tollgate is not dumpable once a stdio transport exists. A forwarded
+// file-reading tool used to hand it over. Tollgate here is this test binary run again as an
+// unprivileged user (nobody when the test runs as root: root's capabilities read any process's
+// environment, which run_as answers, TestRunAsDropsUser), its server the test child as the same
+// user.
+func TestServerCannotReadTollgatesEnvironment(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("the helper itself")
+	}
+	dir := filepath.Dir(childBin)
+	self := filepath.Join(dir, "stdio.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(self, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(c, self, "-test.run=^TestTollgateAsHelper$", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = []string{helperEnv + "=" + childBin, "TOLLGATE_ADMIN_TOKEN=secret-admin-token-of-the-test", "PATH=" + os.Getenv("PATH")}
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the helper: %v\n%s", err, out)
+	}
+	got := string(out)
+	if strings.Contains(got, "the server read:") || !strings.Contains(got, "permission denied") {
+		t.Fatalf("the server read Tollgate's environment:\n%s", got)
+	}
+}
+
+// helperEnv names the test child for TestTollgateAsHelper (set only in the helper's run).
+const helperEnv = "TOLLGATE_STDIO_TEST_HELPER"
+
+// TestTollgateAsHelper is Tollgate for TestServerCannotReadTollgatesEnvironment: it runs a
+// server that reads its parent's environment and prints what it got.
+func TestTollgateAsHelper(t *testing.T) {
+	if os.Getenv(helperEnv) == "" {
+		t.Skip("run by TestServerCannotReadTollgatesEnvironment only")
+	}
+	f := start(t, Options{})
+	s := f.open()
+	_, got := f.call(s, "1", "parent-environ", `{}`, nil)
+	if strings.HasPrefix(got, "error:") {
+		fmt.Println("the server was refused:", got)
+	} else {
+		fmt.Println("the server read:", got)
+	}
+}
+
+// TestServerInheritsNoDescriptors: a descriptor Tollgate holds without close-on-exec (one it
+// inherited, say) does not reach a server: it gets stdin, stdout and stderr only.
+func TestServerInheritsNoDescriptors(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "inherited-marker")
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := syscall.Open(marker, syscall.O_RDONLY, 0) // no O_CLOEXEC, as an inherited one
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	f := start(t, Options{})
+	s := f.open()
+	_, got := f.call(s, "1", "fds", `{}`, nil)
+	if strings.Contains(got, marker) || strings.HasPrefix(got, "error:") {
+		t.Fatalf("the server's descriptors: %s; want none of Tollgate's beyond 0-2", got)
+	}
+	if !strings.Contains(got, "0=pipe:") || !strings.Contains(got, "1=pipe:") {
+		t.Fatalf("the server's descriptors: %s; want stdin and stdout pipes", got)
+	}
+}
+
+// TestRunAsDropsUser: with RunAs the server runs as that user and group with no supplementary
+// groups, and cannot read Tollgate's environment even when Tollgate is root. Needs root (only
+// root may start a process as another user).
+func TestRunAsDropsUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run_as needs Tollgate to run as root; this test runs as uid " + strconv.Itoa(os.Geteuid()))
+	}
+	f := start(t, Options{RunAs: &Credential{UID: 65534, GID: 65534}, Env: []string{"ONLY=listed"}})
+	s := f.open()
+	if _, got := f.call(s, "1", "whoami", `{}`, nil); got != "uid=65534 gid=65534 groups=[]" {
+		t.Fatalf("the server runs as %q", got)
+	}
+	if _, got := f.call(s, "2", "parent-environ", `{}`, nil); !strings.HasPrefix(got, "error:") {
+		t.Fatalf("the server read Tollgate's environment: %q", got)
+	}
+	if _, got := f.call(s, "3", "env", `{"text":"ONLY"}`, nil); got != "listed" {
+		t.Fatalf("the listed variable: %q", got)
+	}
+}
+
+// TestBusyProcessesSharedAcrossSources: processes are in-flight capacity shared by source.
+// One source whose calls never answer held every process and every other source got 503
+// UpstreamBusy for as long as they lasted; now, with every process busy, a source holding at
+// least two more than the newcomer's gives way (its call fails UpstreamExited), and a source
+// cannot take from one holding as many as it (or one fewer).
+func TestBusyProcessesSharedAcrossSources(t *testing.T) {
+	f := start(t, Options{MaxProcesses: 3})
+	open := func(src string) (*upstream.Session, error) {
+		return f.up.Handshake(source.NewContext(ctx(t), src), json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), "2025-11-25")
+	}
+	type result struct {
+		rep *upstream.Reply
+		err error
+	}
+	var results []chan result
+	for i := range 3 { // A: three calls that do not answer, one per process
+		s, err := open("ip:A")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan result, 1)
+		results = append(results, ch)
+		go func() {
+			rep, err := f.up.Call(ctx(t), s.Header(), callBody(fmt.Sprint(i), "sleep", `{"n":60000}`), nil)
+			ch <- result{rep, err}
+		}()
+	}
+	f.waitLogCount("line=sleeping", 3)
+	if _, err := open("ip:A"); err == nil || !strings.Contains(err.Error(), "UpstreamBusy") {
+		t.Fatalf("A's fourth session while A's calls hold every process: %v, want UpstreamBusy", err)
+	}
+	b, err := open("ip:B")
+	if err != nil {
+		t.Fatalf("B's session while A's calls hold every process: %v, want one of A's to give way", err)
+	}
+	if _, text := f.call(b, "1", "echo", `{"text":"b runs"}`, nil); text != "b runs" {
+		t.Fatalf("B's call: %q", text)
+	}
+	// One of A's calls failed with the process it was on.
+	var r result
+	select {
+	case r = <-results[0]:
+	case r = <-results[1]:
+	case r = <-results[2]:
+	case <-ctx(t).Done():
+		t.Fatal("none of A's calls ended")
+	}
+	if r.err != nil || r.rep.Msg.Error == nil || jsonrpc.DecodeError(r.rep.Msg.Error).Name() != "UpstreamExited" {
+		t.Fatalf("A's call that gave way: %+v %v, want UpstreamExited", r.rep, r.err)
+	}
+	// A holds 2, B 1, all busy: a difference of one is fair, B may not take another of A's.
+	bdone := make(chan struct{})
+	go func() {
+		defer close(bdone)
+		_, _ = f.up.Call(ctx(t), b.Header(), callBody("2", "sleep", `{"n":60000}`), nil)
+	}()
+	f.waitLogCount("line=sleeping", 4)
+	if _, err := open("ip:B"); err == nil || !strings.Contains(err.Error(), "UpstreamBusy") {
+		t.Fatalf("B's second session: %v, want UpstreamBusy (A holds only one more than B)", err)
+	}
+	f.tr.Close()
+	<-bdone
+}
+
+// TestBackoffPerSource: the restart backoff after processes that died young is the source's
+// whose processes died: one source making its server crash again and again (a tool that exits)
+// used to delay every source's next process by up to 10s; now only its own.
+func TestBackoffPerSource(t *testing.T) {
+	f := start(t, Options{})
+	open := func(src string) *upstream.Session {
+		t.Helper()
+		s, err := f.up.Handshake(source.NewContext(ctx(t), src), json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`), "2025-11-25")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for range 2 {
+		s := open("ip:A")
+		if rep, _ := f.call(s, "1", "die", `{}`, nil); jsonrpc.DecodeError(rep.Msg.Error).Name() != "UpstreamExited" {
+			t.Fatalf("die: %s", rep.Msg.Error)
+		}
+		f.awaitExit()
+	}
+	f.tr.mu.Lock()
+	a, b := f.tr.startDelay("ip:A"), f.tr.startDelay("ip:B")
+	f.tr.mu.Unlock()
+	if a <= 0 || b != 0 {
+		t.Fatalf("next start: A in %v, B in %v; want A's pending, B's none", a, b)
+	}
+	if _, text := f.call(open("ip:B"), "1", "echo", `{"text":"b"}`, nil); text != "b" {
+		t.Fatalf("B: %q", text)
 	}
 }

@@ -142,8 +142,7 @@ type Asker func(hdr http.Header, m *jsonrpc.Message, answered func())
 // poolCall is one call on a PooledSession; ask takes the upstream's server→client requests
 // meant for it (nil: the call cannot ask anyone).
 type poolCall struct {
-	ask     Asker
-	waiting int // requests handed to it and not yet answered (guarded by Pool.mu)
+	ask Asker
 }
 
 // ErrPoolClosed is Acquire's error once Close has begun.
@@ -389,9 +388,10 @@ func (p *Pool) ensureListening(ps *PooledSession, hdr http.Header) {
 }
 
 // dispatch hands a server→client request from ps's GET stream to the call it belongs to. The
-// stream names no call, so it goes to the only call in flight on the session, or else to the
-// only one not already waiting for an answer (a call blocked on its own question is not
-// asking another); otherwise it is refused at once rather than put to the wrong call.
+// stream names no call, so it goes only to the one call in flight on the session; with
+// several in flight (or none, or one that cannot ask) it is refused at once (NotBridged):
+// Tollgate cannot tell which call asked, and a question is never put to a guess — a call
+// waiting for its own answer may well ask again (docs/eras.md).
 func (p *Pool) dispatch(ps *PooledSession, hdr http.Header, m *jsonrpc.Message) {
 	if m.Kind != jsonrpc.KindRequest {
 		return // the upstream's notifications have no bridged listener
@@ -401,38 +401,19 @@ func (p *Pool) dispatch(ps *PooledSession, hdr http.Header, m *jsonrpc.Message) 
 		p.answer(answerHdr, jsonrpc.ResultResponse(m.ID, []byte(`{}`)))
 		return
 	}
-	var to, free *poolCall
+	var to *poolCall
 	p.mu.Lock()
-	nFree := 0
-	for c := range ps.calls {
-		to = c
-		if c.waiting == 0 {
-			free = c
-			nFree++
-		}
-	}
-	if len(ps.calls) > 1 {
-		to = nil
-		if nFree == 1 {
-			to = free
-		}
-	}
-	if to != nil && to.ask != nil {
-		to.waiting++
-	}
 	n := len(ps.calls)
+	if n == 1 {
+		for c := range ps.calls {
+			to = c
+		}
+	}
 	p.mu.Unlock()
 	switch {
 	case to != nil && to.ask != nil:
-		var once sync.Once
-		to.ask(answerHdr, m, func() {
-			once.Do(func() {
-				p.mu.Lock()
-				to.waiting--
-				p.mu.Unlock()
-			})
-		})
-	case to == nil && n > 1:
+		to.ask(answerHdr, m, func() {})
+	case n > 1:
 		p.answer(answerHdr, jsonrpc.ErrorResponse(m.ID, jsonrpc.NewError(jsonrpc.CodeMethodNotFound, "NotBridged",
 			"Tollgate cannot tell which of several bridged calls on this session sent "+m.Method+" on the session's stream")))
 	default:

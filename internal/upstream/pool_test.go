@@ -252,10 +252,10 @@ func TestPoolClose(t *testing.T) {
 	})
 }
 
-// TestPoolDispatch: a server→client request on a session's GET stream goes to the only call
-// in flight on it, or to the only one not waiting for an answer already; with several
-// candidates, or none, or one that cannot ask, it is refused at once (no wrong call sees it,
-// nothing waits); pings are answered.
+// TestPoolDispatch: a server→client request on a session's GET stream goes only to the one
+// call in flight on it; with several in flight (even when all but one already wait for their
+// own answer: a call may ask twice at once), or none, or one that cannot ask, it is refused at
+// once (NotBridged: no call sees another's question, nothing waits); pings are answered.
 func TestPoolDispatch(t *testing.T) {
 	f := &fakeUpstream{}
 	p := f.pool(10, time.Hour)
@@ -270,37 +270,31 @@ func TestPoolDispatch(t *testing.T) {
 		return m
 	}
 	var got []string
-	var answer []func()
-	asker := func(_ http.Header, m *jsonrpc.Message, answered func()) {
-		got = append(got, m.Method)
-		answer = append(answer, answered)
+	asker := func(name string) Asker {
+		return func(_ http.Header, m *jsonrpc.Message, _ func()) { got = append(got, name+" "+m.Method) }
 	}
 
 	p.dispatch(ps, http.Header{}, req(1, "elicitation/create")) // no call
-	finish := p.Begin(ps, nil, asker)
+	finish := p.Begin(ps, nil, asker("first"))
 	p.dispatch(ps, http.Header{}, req(2, "elicitation/create")) // the one call
 	p.dispatch(ps, http.Header{}, req(3, "ping"))
-	// A second call: the first waits for its answer, so a new question is the second's.
-	finish2 := p.Begin(ps, nil, asker)
+	// A second call while the first waits for its answer: the question may be either's.
+	finish2 := p.Begin(ps, nil, asker("second"))
 	p.dispatch(ps, http.Header{}, req(4, "elicitation/create"))
-	// Both wait: nobody can tell whose the next one is.
 	p.dispatch(ps, http.Header{}, req(5, "sampling/createMessage"))
-	answer[0]()
-	answer[0]() // a second call of answered changes nothing
-	answer[1]()
-	p.dispatch(ps, http.Header{}, req(6, "sampling/createMessage")) // neither waits: two calls
-	finish2()
 	finish()
+	p.dispatch(ps, http.Header{}, req(6, "sampling/createMessage")) // the second alone again
+	finish2()
 	finishOther := p.Begin(ps, nil, nil)
 	p.dispatch(ps, http.Header{}, req(7, "roots/list")) // one call that cannot ask
 	finishOther()
 
-	if !slices.Equal(got, []string{"elicitation/create", "elicitation/create"}) {
-		t.Fatalf("delivered %v, want the first call's elicitation, then the second's", got)
+	if !slices.Equal(got, []string{"first elicitation/create", "second sampling/createMessage"}) {
+		t.Fatalf("delivered %v, want the first call's elicitation alone, then the second's sampling alone", got)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	want := []string{`"id":1,"error"`, `"id":3,"result":{}`, `"id":5,"error"`, `"id":6,"error"`, `"id":7,"error"`}
+	want := []string{`"id":1,"error"`, `"id":3,"result":{}`, `"id":4,"error"`, `"id":5,"error"`, `"id":7,"error"`}
 	if len(f.answers) != len(want) {
 		t.Fatalf("answers %v", f.answers)
 	}

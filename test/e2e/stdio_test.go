@@ -449,3 +449,72 @@ func TestStdioPendingTaskKeepsProcess(t *testing.T) {
 		t.Fatalf("the idle session without a task: HTTP %d, want 404 (ended)", r.Status)
 	}
 }
+
+// TestStdioSharedQuestionStaysWithItsCaller: with share: true one process serves every caller
+// and its elicitation names no call. While only the victim's call is in flight the question is
+// the victim's; while another caller's call is in flight too, Tollgate cannot tell whose it is
+// and refuses it (NotBridged) — it used to go to the other caller's call (the oldest in
+// flight), whose client read and answered it, and the victim's call ran with that answer.
+func TestStdioSharedQuestionStaysWithItsCaller(t *testing.T) {
+	g, notes := startStdioGateway(t, "    share: true\n", "server:\n  identity_header: X-Test-User\ngovernance:\n  defaults: {action: forward}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func(w *whoElicits) *client.Client {
+		tr, err := transport.NewStreamableHTTP(g.MCP, transport.WithHTTPHeaders(map[string]string{"X-Test-User": w.who}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.NewClient(tr, client.WithElicitationHandler(w))
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+			ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "e2e-" + w.who, Version: "1"},
+			Capabilities: mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	victim, mallory := &whoElicits{who: "victim"}, &whoElicits{who: "mallory"}
+	cv, cm := open(victim), open(mallory)
+	confirm := func() string {
+		t.Helper()
+		r, err := cv.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "confirm", Arguments: map[string]any{"what": "the transfer"}}})
+		if err != nil {
+			t.Fatalf("victim's confirm: %v", err)
+		}
+		return resultText(r)
+	}
+	// Alone in flight: the victim is asked and answers.
+	if got := confirm(); got != "answer accept map[who:victim]" {
+		t.Fatalf("victim's call alone: %q, want the victim's own answer", got)
+	}
+	// Mallory's call is in flight on the same process meanwhile.
+	mctx, mcancel := context.WithCancel(ctx)
+	blocked := make(chan struct{})
+	go func() {
+		defer close(blocked)
+		_, _ = cm.CallTool(mctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "block"}})
+	}()
+	defer func() { mcancel(); <-blocked }()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m, _ := filepath.Glob(notes + ".started-*"); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("mallory's call never reached the process")
+		}
+	}
+	got := confirm()
+	if !strings.Contains(got, "no answer") || !strings.Contains(got, "cannot relay elicitation/create") || strings.Contains(got, "mallory") {
+		t.Fatalf("victim's call while mallory's is in flight: %q; want the question refused with NotBridged", got)
+	}
+	if n := mallory.calls.Load(); n != 0 {
+		t.Fatalf("mallory was asked %d of the victim's questions", n)
+	}
+	if n := victim.calls.Load(); n != 1 {
+		t.Fatalf("victim asked %d times, want once (the first call)", n)
+	}
+}

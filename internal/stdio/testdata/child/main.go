@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -144,6 +145,32 @@ func handle(m msg) {
 	case "cwd":
 		wd, _ := os.Getwd()
 		text(m.ID, wd)
+	case "parent-environ": // what a server could learn of the process that started it
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", os.Getppid()))
+		if err != nil {
+			text(m.ID, "error: "+err.Error())
+		} else {
+			text(m.ID, fmt.Sprintf("read %d bytes", len(b)))
+		}
+	case "fds": // its descriptors and what they are (the runtime adds some of its own)
+		d, err := os.Open("/proc/self/fd")
+		if err != nil {
+			text(m.ID, "error: "+err.Error())
+			return
+		}
+		names, _ := d.Readdirnames(-1)
+		var fds []string
+		for _, n := range names {
+			if target, err := os.Readlink("/proc/self/fd/" + n); err == nil {
+				fds = append(fds, n+"="+target)
+			}
+		}
+		d.Close()
+		sort.Strings(fds)
+		text(m.ID, strings.Join(fds, " "))
+	case "whoami":
+		groups, _ := os.Getgroups()
+		text(m.ID, fmt.Sprintf("uid=%d gid=%d groups=%v", os.Getuid(), os.Getgid(), groups))
 	case "progress":
 		send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress",
 			"params": map[string]any{"progressToken": p.Meta.Token, "progress": 1, "total": 2}})
