@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // MRTR across the bridge (spec 2026-07-28 basic/patterns/mrtr): a legacy upstream asks the
@@ -172,7 +173,11 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	if timeout <= 0 {
 		timeout = parkedFor
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// The call outlives the request, so its context is a new one; it carries the request's
+	// source, which the upstream session pool charges the session to (fair eviction:
+	// source.Victim). Without it every bridged tools/call was charged to nobody and a source
+	// minting credentials ended other sources' sessions (plain LRU).
+	ctx, cancel := context.WithTimeout(source.NewContext(context.Background(), requestSource(x)), timeout)
 	pc := &parkedCall{owner: own, reqs: make(chan parkedRequest, 16), done: make(chan bridgeOutcome, 1),
 		cancel: cancel, pending: map[string]parkedRequest{}}
 	caps := x.Modern.Capabilities
@@ -198,6 +203,9 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	}()
 	return pc
 }
+
+// requestSource is the source a bound below the door charges x to (package source).
+func requestSource(x *Exchange) string { return source.Request(x.HTTP, x.Subject) }
 
 func (pc *parkedCall) add(r parkedRequest) {
 	pc.seq++
