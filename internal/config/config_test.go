@@ -187,7 +187,7 @@ func TestDefaults(t *testing.T) {
 				HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
 				IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second),
 				MaxInflightBodyBytes: 64 << 20, MaxInflightBodyBytesPerSource: 16 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
-				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50,
+				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50, MaxParkedCalls: 256, MaxParkedCallsPerSource: 64,
 			},
 			AdminAuth: AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
 		},

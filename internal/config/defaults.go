@@ -36,6 +36,7 @@ const (
 	DefaultMaxInflightBodyBytes int64 = 64 << 20
 	DefaultMaxStreams                 = 1000
 	DefaultMaxStreamsPerSession       = 4
+	DefaultMaxParkedCalls             = 256
 	DefaultMaxSessions                = 10000
 	DefaultSessionsPerSecond          = 10.0
 	DefaultSessionBurst               = 50
@@ -240,4 +241,6 @@ func (c *Config) applyDefaults(present map[string]int) {
 		l.SessionsPerSecond = DefaultSessionsPerSecond
 	}
 	num(&l.SessionBurst, "server.limits.session_burst", DefaultSessionBurst)
+	num(&l.MaxParkedCalls, "server.limits.max_parked_calls", DefaultMaxParkedCalls)
+	num(&l.MaxParkedCallsPerSource, "server.limits.max_parked_calls_per_source", max(l.MaxParkedCalls/4, 1))
 }

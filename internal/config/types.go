@@ -275,6 +275,11 @@ type Limits struct {
 	MaxSessions                   int     `yaml:"max_sessions"`            // sessions tracked, default 10000
 	SessionsPerSecond             float64 `yaml:"sessions_per_second"`     // new sessions per source, default 10; 0 = no limit
 	SessionBurst                  int     `yaml:"session_burst"`           // default 50
+	// MaxParkedCalls bounds the bridged 2026-07-28 calls parked between MRTR rounds (each
+	// holds its upstream call open: a connection's place in max_connections), default 256;
+	// MaxParkedCallsPerSource is one source's share, default a quarter of it.
+	MaxParkedCalls          int `yaml:"max_parked_calls"`
+	MaxParkedCallsPerSource int `yaml:"max_parked_calls_per_source"`
 }
 
 // RateLimit bounds how fast one caller (task owner) may call tools (JSON-RPC -32009 beyond it).

@@ -164,3 +164,141 @@ func TestBridgedToolsCallFairAcrossSources(t *testing.T) {
 		t.Errorf("bob's next call opened a new session (%d opened)", opened)
 	}
 }
+
+// parkVia parks a new call of owner from remote as a bridged request's MRTR round does
+// (inputRound) and returns its requestState (or the error reply) and its context.
+func (h *gwHarness) parkVia(t *testing.T, remote, owner string) (string, context.Context) {
+	t.Helper()
+	x := modernExchange(t, "tools/call", `{"name":"hello","arguments":{}}`, noCaps)
+	x.HTTP.RemoteAddr = remote
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	pc := &parkedCall{owner: owner, cancel: cancel, pending: map[string]parkedRequest{}}
+	out := h.gw.inputRound(x, pc)
+	var r struct {
+		Result struct {
+			RequestState string `json:"requestState"`
+		} `json:"result"`
+	}
+	_ = json.Unmarshal(out, &r)
+	if r.Result.RequestState == "" {
+		return string(out), ctx
+	}
+	return r.Result.RequestState, ctx
+}
+
+// TestParkedCallsFairAcrossSources: 3000 anonymous bridged calls parked from one address (the
+// issue's flood) do not end the calls parked by ten callers elsewhere: a source past its share
+// gives way with its own oldest. On the old code one bound of 1000 for all made an arbitrary
+// parked call give way per new one, so the others' calls were cancelled (all ten survive
+// there with a probability of about 0.13^10).
+func TestParkedCallsFairAcrossSources(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	t.Cleanup(h.gw.Close)
+	type victim struct {
+		tok, owner string
+		ctx        context.Context
+	}
+	var victims []victim
+	for i := range 10 {
+		owner := fmt.Sprintf("auth:v%d", i)
+		tok, ctx := h.parkVia(t, fmt.Sprintf("192.0.2.%d:1000", 10+i), owner)
+		victims = append(victims, victim{tok, owner, ctx})
+	}
+	var first context.Context
+	for i := range 3000 {
+		_, ctx := h.parkVia(t, "192.0.2.1:1000", "anon:"+fmt.Sprint(i))
+		if i == 0 {
+			first = ctx
+		}
+	}
+	for i, v := range victims {
+		if v.ctx.Err() != nil {
+			t.Errorf("victim %d's parked call was cancelled by another address's flood", i)
+			continue
+		}
+		if h.gw.modern.parked.take(v.tok, v.owner) == nil {
+			t.Errorf("victim %d could not resume its parked call", i)
+		}
+	}
+	if first.Err() == nil {
+		t.Error("the flooding source's oldest parked call is still parked")
+	}
+}
+
+// countSlots is a connection budget of max places (Slots).
+type countSlots struct {
+	mu        sync.Mutex
+	used, max int
+}
+
+func (c *countSlots) Hold() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.used >= c.max {
+		return false
+	}
+	c.used++
+	return true
+}
+
+func (c *countSlots) Unhold() {
+	c.mu.Lock()
+	c.used--
+	c.mu.Unlock()
+}
+
+func (c *countSlots) inUse() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
+
+// TestParkedCallsBounded: parked calls are bounded per source and in total (the source holding
+// the most gives way), each holds a place in the connection budget while parked and gives it
+// back when resumed, evicted or shut down, and a call the budget has no place for is refused
+// with -32013 ServerBusy (its upstream call cancelled).
+func TestParkedCallsBounded(t *testing.T) {
+	h := newHarness(t, unitConfig)
+	slots := &countSlots{max: 20}
+	h.gw.modern.parked = parking{slots: slots, perSource: 4, total: 10}
+	t.Cleanup(h.gw.Close)
+
+	for i := range 6 { // A: 6 parked, its share 4
+		h.parkVia(t, "192.0.2.1:1", fmt.Sprint("auth:a", i))
+	}
+	if n, used := h.gw.modern.parked.len(), slots.inUse(); n != 4 || used != 4 {
+		t.Fatalf("after A's 6: %d parked, %d places held; want 4, 4", n, used)
+	}
+	bTok, _ := h.parkVia(t, "192.0.2.2:1", "auth:b")
+	for i := range 3 {
+		h.parkVia(t, "192.0.2.3:1", fmt.Sprint("auth:c", i))
+	}
+	for i := range 3 { // 4+1+3 = 8, then the total of 10 is reached: A (4) gives way first
+		h.parkVia(t, "192.0.2.4:1", fmt.Sprint("auth:d", i))
+	}
+	if n := h.gw.modern.parked.len(); n != 10 || slots.inUse() != 10 {
+		t.Fatalf("%d parked, %d places held; want 10, 10", n, slots.inUse())
+	}
+	if got := h.gw.modern.parked.table().Held("ip:192.0.2.1"); got != 3 {
+		t.Errorf("A holds %d at the total, want 3 (it held the most)", got)
+	}
+	if h.gw.modern.parked.take(bTok, "auth:b") == nil {
+		t.Fatal("B's single parked call gave way")
+	}
+	if slots.inUse() != 9 {
+		t.Errorf("a resumed call kept its place: %d held", slots.inUse())
+	}
+	// The budget is full of connections: a new call cannot be parked.
+	slots.mu.Lock()
+	slots.max = slots.used
+	slots.mu.Unlock()
+	out, ctx := h.parkVia(t, "192.0.2.5:1", "auth:e")
+	if !strings.Contains(out, `"ServerBusy"`) || !strings.Contains(out, "-32013") || ctx.Err() == nil {
+		t.Fatalf("a call with no place in the budget: %s (cancelled %v)", out, ctx.Err() != nil)
+	}
+	h.gw.modern.parked.closeAll()
+	if slots.inUse() != 0 || h.gw.modern.parked.len() != 0 {
+		t.Errorf("after shutdown: %d places held, %d parked", slots.inUse(), h.gw.modern.parked.len())
+	}
+}
