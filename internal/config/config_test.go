@@ -176,7 +176,7 @@ func TestDefaults(t *testing.T) {
 			ExecutionLease:   Duration(30 * time.Second),
 			SyncApproval:     "hold", HoldBudget: Duration(50 * time.Second), ReplayWindow: Duration(10 * time.Minute),
 			Store:  Store{Type: "auto"},
-			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingPerSource: 1000, MaxPendingTotal: 10000, MaxUpstreamTasksPerSource: 1000, MaxUpstreamTasksTotal: 100000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
+			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingPerSource: 1000, MaxPendingTotal: 10000, MaxUpstreamTasksPerSource: 1000, MaxUpstreamTasksTotal: 100000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 64 << 20, MaxStoredBytesPerSource: 16 << 20},
 		},
 		Server: Server{
 			Listen: "127.0.0.1:7467", AdminListen: "127.0.0.1:7469", MaxBodyBytes: 4 << 20,

@@ -69,7 +69,9 @@ const (
 	DefaultMaxUpstreamTasksPerSource       = 1000
 	DefaultMaxUpstreamTasksTotal           = 100000
 	DefaultMaxArgumentBytes          int64 = 1 << 20
-	DefaultMaxStoredBytes            int64 = 256 << 20
+	// DefaultMaxStoredBytes fits the shipped manifests' 256 Mi memory limit with room: the
+	// memory store holds the arguments, and the console's pages copy what they show.
+	DefaultMaxStoredBytes int64 = 64 << 20
 
 	DefaultAction          = ActionForward
 	DefaultWorkflow        = "default"
@@ -208,6 +210,9 @@ func (c *Config) applyDefaults(present map[string]int) {
 	}
 	i64(&t.Quotas.MaxArgumentBytes, "tasks.quotas.max_argument_bytes", DefaultMaxArgumentBytes)
 	i64(&t.Quotas.MaxStoredBytes, "tasks.quotas.max_stored_bytes", DefaultMaxStoredBytes)
+	// One source's share: a quarter, never less than one task's largest arguments.
+	i64(&t.Quotas.MaxStoredBytesPerSource, "tasks.quotas.max_stored_bytes_per_source",
+		min(max(t.Quotas.MaxStoredBytes/4, t.Quotas.MaxArgumentBytes), t.Quotas.MaxStoredBytes))
 
 	s := &c.Server
 	str(&s.Listen, "server.listen", DefaultListen)

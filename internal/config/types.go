@@ -226,7 +226,9 @@ type Quotas struct {
 	MaxUpstreamTasksPerSource int   `yaml:"max_upstream_tasks_per_source"`
 	MaxUpstreamTasksTotal     int   `yaml:"max_upstream_tasks_total"`
 	MaxArgumentBytes          int64 `yaml:"max_argument_bytes"` // per task, default 1 MiB
-	MaxStoredBytes            int64 `yaml:"max_stored_bytes"`   // all pending tasks, default 256 MiB
+	MaxStoredBytes            int64 `yaml:"max_stored_bytes"`   // all pending tasks, default 64 MiB
+	// MaxStoredBytesPerSource is one source's share of MaxStoredBytes, default a quarter.
+	MaxStoredBytesPerSource int64 `yaml:"max_stored_bytes_per_source"`
 }
 
 // Server holds listener and transport settings (none of these can change on reload).

@@ -586,6 +586,9 @@ func (v *validator) tasks() {
 	if q.MaxStoredBytes <= 0 {
 		v.add("tasks.quotas.max_stored_bytes", "must be > 0")
 	}
+	if ps := q.MaxStoredBytesPerSource; q.MaxStoredBytes > 0 && (ps <= 0 || ps > q.MaxStoredBytes) {
+		v.add("tasks.quotas.max_stored_bytes_per_source", "must be > 0 and at most tasks.quotas.max_stored_bytes (%d), got %d", q.MaxStoredBytes, ps)
+	}
 }
 
 func (v *validator) server() {
