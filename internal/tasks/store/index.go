@@ -22,7 +22,7 @@ type index struct {
 	// pendingSourceBytes sums ArgBytes of pending records by non-empty Source.
 	pendingSourceBytes map[string]int64
 	pendingTotal       int
-	pendingBytes  int64
+	pendingBytes       int64
 }
 
 // entry is a Record as the index keeps it, for the pending task the process holds most of:
