@@ -176,7 +176,7 @@ func TestDefaults(t *testing.T) {
 			ExecutionLease:   Duration(30 * time.Second),
 			SyncApproval:     "hold", HoldBudget: Duration(50 * time.Second), ReplayWindow: Duration(10 * time.Minute),
 			Store:  Store{Type: "auto"},
-			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingPerSource: 1000, MaxPendingTotal: 10000, MaxUpstreamTasksPerSource: 1000, MaxUpstreamTasksTotal: 100000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 256 << 20},
+			Quotas: Quotas{MaxPendingPerOwner: 100, MaxPendingPerSource: 1000, MaxPendingTotal: 10000, MaxUpstreamTasksPerSource: 1000, MaxUpstreamTasksTotal: 100000, MaxArgumentBytes: 1 << 20, MaxStoredBytes: 64 << 20, MaxStoredBytesPerSource: 16 << 20},
 		},
 		Server: Server{
 			Listen: "127.0.0.1:7467", AdminListen: "127.0.0.1:7469", MaxBodyBytes: 4 << 20,
@@ -187,7 +187,7 @@ func TestDefaults(t *testing.T) {
 				HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
 				IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second),
 				MaxInflightBodyBytes: 64 << 20, MaxInflightBodyBytesPerSource: 16 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
-				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50,
+				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50, MaxParkedCalls: 256, MaxParkedCallsPerSource: 64,
 			},
 			AdminAuth:  AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
 			CallerAuth: CallerAuth{Type: "none", ClockSkew: Duration(time.Minute), ToolView: "caller"},

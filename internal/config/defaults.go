@@ -36,6 +36,7 @@ const (
 	DefaultMaxInflightBodyBytes int64 = 64 << 20
 	DefaultMaxStreams                 = 1000
 	DefaultMaxStreamsPerSession       = 4
+	DefaultMaxParkedCalls             = 256
 	DefaultMaxSessions                = 10000
 	DefaultSessionsPerSecond          = 10.0
 	DefaultSessionBurst               = 50
@@ -68,7 +69,9 @@ const (
 	DefaultMaxUpstreamTasksPerSource       = 1000
 	DefaultMaxUpstreamTasksTotal           = 100000
 	DefaultMaxArgumentBytes          int64 = 1 << 20
-	DefaultMaxStoredBytes            int64 = 256 << 20
+	// DefaultMaxStoredBytes fits the shipped manifests' 256 Mi memory limit with room: the
+	// memory store holds the arguments, and the console's pages copy what they show.
+	DefaultMaxStoredBytes int64 = 64 << 20
 
 	DefaultAction          = ActionForward
 	DefaultWorkflow        = "default"
@@ -207,6 +210,9 @@ func (c *Config) applyDefaults(present map[string]int) {
 	}
 	i64(&t.Quotas.MaxArgumentBytes, "tasks.quotas.max_argument_bytes", DefaultMaxArgumentBytes)
 	i64(&t.Quotas.MaxStoredBytes, "tasks.quotas.max_stored_bytes", DefaultMaxStoredBytes)
+	// One source's share: a quarter, never less than one task's largest arguments.
+	i64(&t.Quotas.MaxStoredBytesPerSource, "tasks.quotas.max_stored_bytes_per_source",
+		min(max(t.Quotas.MaxStoredBytes/4, t.Quotas.MaxArgumentBytes), t.Quotas.MaxStoredBytes))
 
 	s := &c.Server
 	str(&s.Listen, "server.listen", DefaultListen)
@@ -243,4 +249,6 @@ func (c *Config) applyDefaults(present map[string]int) {
 		l.SessionsPerSecond = DefaultSessionsPerSecond
 	}
 	num(&l.SessionBurst, "server.limits.session_burst", DefaultSessionBurst)
+	num(&l.MaxParkedCalls, "server.limits.max_parked_calls", DefaultMaxParkedCalls)
+	num(&l.MaxParkedCallsPerSource, "server.limits.max_parked_calls_per_source", max(l.MaxParkedCalls/4, 1))
 }

@@ -285,7 +285,9 @@ type Quotas struct {
 	MaxUpstreamTasksPerSource int   `yaml:"max_upstream_tasks_per_source"`
 	MaxUpstreamTasksTotal     int   `yaml:"max_upstream_tasks_total"`
 	MaxArgumentBytes          int64 `yaml:"max_argument_bytes"` // per task, default 1 MiB
-	MaxStoredBytes            int64 `yaml:"max_stored_bytes"`   // all pending tasks, default 256 MiB
+	MaxStoredBytes            int64 `yaml:"max_stored_bytes"`   // all pending tasks, default 64 MiB
+	// MaxStoredBytesPerSource is one source's share of MaxStoredBytes, default a quarter.
+	MaxStoredBytesPerSource int64 `yaml:"max_stored_bytes_per_source"`
 }
 
 // Server holds listener and transport settings (none of these can change on reload).
@@ -439,6 +441,11 @@ type Limits struct {
 	MaxSessions                   int     `yaml:"max_sessions"`            // sessions tracked, default 10000
 	SessionsPerSecond             float64 `yaml:"sessions_per_second"`     // new sessions per source, default 10; 0 = no limit
 	SessionBurst                  int     `yaml:"session_burst"`           // default 50
+	// MaxParkedCalls bounds the bridged 2026-07-28 calls parked between MRTR rounds (each
+	// holds its upstream call open: a connection's place in max_connections), default 256;
+	// MaxParkedCallsPerSource is one source's share, default a quarter of it.
+	MaxParkedCalls          int `yaml:"max_parked_calls"`
+	MaxParkedCallsPerSource int `yaml:"max_parked_calls_per_source"`
 }
 
 // RateLimit bounds how fast one caller (task owner) may call tools (JSON-RPC -32009 beyond it).

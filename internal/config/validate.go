@@ -665,6 +665,9 @@ func (v *validator) tasks() {
 	if q.MaxStoredBytes <= 0 {
 		v.add("tasks.quotas.max_stored_bytes", "must be > 0")
 	}
+	if ps := q.MaxStoredBytesPerSource; q.MaxStoredBytes > 0 && (ps <= 0 || ps > q.MaxStoredBytes) {
+		v.add("tasks.quotas.max_stored_bytes_per_source", "must be > 0 and at most tasks.quotas.max_stored_bytes (%d), got %d", q.MaxStoredBytes, ps)
+	}
 }
 
 func (v *validator) server() {
@@ -727,7 +730,8 @@ func (v *validator) limits() {
 	}{
 		{"max_connections", l.MaxConnections}, {"admin_max_connections", l.AdminMaxConnections},
 		{"max_streams", l.MaxStreams}, {"max_streams_per_session", l.MaxStreamsPerSession},
-		{"max_sessions", l.MaxSessions},
+		{"max_sessions", l.MaxSessions}, {"max_parked_calls", l.MaxParkedCalls},
+		{"max_parked_calls_per_source", l.MaxParkedCallsPerSource},
 	} {
 		if n.val <= 0 {
 			v.add(p+n.key, "must be > 0")
@@ -756,6 +760,9 @@ func (v *validator) limits() {
 	}
 	if l.MaxStreamsPerSession > l.MaxStreams && l.MaxStreams > 0 {
 		v.add(p+"max_streams_per_session", "must not exceed server.limits.max_streams (%d)", l.MaxStreams)
+	}
+	if l.MaxParkedCallsPerSource > l.MaxParkedCalls && l.MaxParkedCalls > 0 {
+		v.add(p+"max_parked_calls_per_source", "must not exceed server.limits.max_parked_calls (%d)", l.MaxParkedCalls)
 	}
 	if l.SessionsPerSecond < 0 || l.SessionsPerSecond > 1e6 {
 		v.add(p+"sessions_per_second", "must be between 0 (no limit) and 1000000, got %v", l.SessionsPerSecond)

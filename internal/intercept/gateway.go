@@ -49,6 +49,9 @@ type Deps struct {
 	OwnerKey string
 	// ConsoleURL is the approvals console, named in the answer to a held call ("" = none).
 	ConsoleURL string
+	// ParkSlots is the connection budget bridged calls parked between MRTR rounds take a
+	// place in (the MCP listener; nil = not counted).
+	ParkSlots Slots
 }
 
 // Gateway implements the intercepted methods (REQ-CORE-007).
@@ -91,6 +94,7 @@ func NewGateway(d Deps) *Gateway {
 		warnOnDemand: logcap.NewSampler(warnEvery, warnBurst), warnTTL: logcap.NewSampler(warnEvery, warnBurst)}
 	g.m = newGatewayMetrics(d.Registerer, g.toolLabel)
 	g.initUpstreamTasks()
+	g.initParking()
 	return g
 }
 

@@ -135,14 +135,23 @@ func parseUnitConfig(t testing.TB, yaml string) *config.Config {
 
 func newHarness(t *testing.T, yaml string) *gwHarness {
 	t.Helper()
+	up := newStubUpstream(t)
+	h := newHarnessOn(t, yaml, up.srv.URL+"/mcp")
+	h.up = up
+	return h
+}
+
+// newHarnessOn is newHarness in front of the upstream at url (h.up is nil).
+func newHarnessOn(t *testing.T, yaml, url string) *gwHarness {
+	t.Helper()
 	cfg := parseUnitConfig(t, yaml)
 	snap, err := governance.Build(cfg, nil)
 	if err != nil {
 		t.Fatalf("governance: %v", err)
 	}
-	h := &gwHarness{snaps: &governance.Holder{}, logs: &logBuffer{}, up: newStubUpstream(t)}
+	h := &gwHarness{snaps: &governance.Holder{}, logs: &logBuffer{}}
 	h.snaps.Store(snap)
-	uc, err := upstream.New(h.up.srv.URL+"/mcp", upstream.Options{})
+	uc, err := upstream.New(url, upstream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

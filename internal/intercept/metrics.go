@@ -26,6 +26,7 @@ type gatewayMetrics struct {
 
 	// 2026-07-28 upstream task ids bound to their creators that gave way (source share, total).
 	upTasksEvicted *prometheus.CounterVec
+	parkedEvicted  *prometheus.CounterVec
 }
 
 // Outcomes of a held call, the label of tollgate_hold_wait_seconds.
@@ -77,6 +78,12 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 	m.upTasksEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_upstream_task_bindings_evicted_total",
 		Help: "2026-07-28 upstream task ids bound to their creators that gave way to a new binding, by table (memory: this process's; store: the shared Redis store's, when this replica made the new binding) and reason (source_share: the source holding it was at tasks.quotas.max_upstream_tasks_per_source; total: the table was at max_upstream_tasks_total). The creator then gets \"not found\" for that task through Tollgate."}, []string{"table", "reason"})
 	reg.MustRegister(m.upTasksEvicted)
+	m.parkedEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_parked_calls_evicted_total",
+		Help: "Bridged 2026-07-28 calls parked between MRTR rounds that gave way to a new one, by reason (source_share: their source was at server.limits.max_parked_calls_per_source; total: all were at max_parked_calls and their source held the most). The upstream call is cancelled; its requestState is then refused."}, []string{"reason"})
+	reg.MustRegister(m.parkedEvicted)
+	for _, r := range []string{source.EvictedSourceShare, source.EvictedTotal} {
+		m.parkedEvicted.WithLabelValues(r)
+	}
 	for _, table := range []string{upTasksMemory, upTasksStore} {
 		for _, r := range []string{source.EvictedSourceShare, source.EvictedTotal} {
 			m.upTasksEvicted.WithLabelValues(table, r)
@@ -162,6 +169,12 @@ func (m *gatewayMetrics) holdStarted(attached bool) (end func(outcome string)) {
 func (m *gatewayMetrics) holdReplayed() {
 	if m != nil {
 		m.heldReplayed.Inc()
+	}
+}
+
+func (m *gatewayMetrics) parkedCallEvicted(reason string) {
+	if m != nil {
+		m.parkedEvicted.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -10,8 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/logcap"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // MRTR across the bridge (spec 2026-07-28 basic/patterns/mrtr): a legacy upstream asks the
@@ -33,7 +38,6 @@ var inputCapability = map[string]string{
 
 const (
 	requestStatePrefix = "tgrs_"
-	maxParked          = 1000
 	parkedFor          = 10 * time.Minute // a parked call nobody resumes is cancelled after this
 )
 
@@ -45,7 +49,11 @@ type parkedCall struct {
 	cancel  context.CancelFunc
 	seq     int
 	pending map[string]parkedRequest // inputRequests key → the upstream's request
-	at      time.Time
+
+	// While parked (guarded by the parking's table): the timer that ends it after parkedFor,
+	// and whether it holds a connection's place (Slots).
+	timer *time.Timer
+	held  bool
 }
 
 type parkedRequest struct {
@@ -59,39 +67,114 @@ type bridgeOutcome struct {
 	err *jsonrpc.Error
 }
 
-type parking struct {
-	mu sync.Mutex
-	m  map[string]*parkedCall
+// Slots is the connection budget a parked call takes a place in (the MCP listener's
+// server.limits.max_connections, limits.Listener): each keeps its upstream call, and often
+// its upstream session's stream, open after the client's request ended — about the two
+// descriptors a client connection is budgeted for.
+type Slots interface {
+	Hold() bool
+	Unhold()
 }
 
-func (p *parking) put(pc *parkedCall) string {
+// parking holds the bridged calls waiting for their client's next round, bounded per source
+// and in total (server.limits.max_parked_calls_per_source, max_parked_calls): a source past
+// its share ends its own oldest parked call, and at the total the source holding the most
+// does (source.Shares, the rule of every shared pool). Before, one bound of 1000 for all with
+// an arbitrary call giving way let 3000 anonymous calls from one address end every other
+// caller's parked call, and the parked calls' descriptors were counted nowhere.
+type parking struct {
+	once  sync.Once
+	m     *source.Shares[*parkedCall]
+	slots Slots // nil: not counted
+
+	perSource, total int
+	evicted          func(reason, source string) // counted and warned of (nil: not)
+}
+
+func (p *parking) table() *source.Shares[*parkedCall] {
+	p.once.Do(func() {
+		if p.total <= 0 {
+			p.total = 256
+		}
+		if p.perSource <= 0 || p.perSource > p.total {
+			p.perSource = max(p.total/4, 1)
+		}
+		p.m = source.NewShares[*parkedCall](p.perSource, p.total, p.evicted).OnDrop(p.release)
+	})
+	return p.m
+}
+
+// release ends a parked call that gave way or expired: its upstream call is cancelled and
+// its place in the connection budget given back. Called under the table's lock.
+func (p *parking) release(pc *parkedCall) {
+	p.unpark(pc)
+	pc.cancel()
+}
+
+// unpark stops pc's timer and gives back its place (it is resumed, or ends).
+func (p *parking) unpark(pc *parkedCall) {
+	if pc.timer != nil {
+		pc.timer.Stop()
+	}
+	if pc.held {
+		pc.held = false
+		p.slots.Unhold()
+	}
+}
+
+// put parks pc for src and returns the requestState that resumes it; false: the connection
+// budget has no place for it (nothing parked).
+func (p *parking) put(pc *parkedCall, src string) (string, bool) {
+	t := p.table()
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	tok := requestStatePrefix + hex.EncodeToString(b[:])
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[string]*parkedCall{}
-	}
-	now := time.Now()
-	for k, old := range p.m {
-		if now.Sub(old.at) > parkedFor || len(p.m) >= maxParked {
-			old.cancel()
-			delete(p.m, k)
+	if p.slots != nil {
+		if !p.slots.Hold() {
+			return "", false
 		}
+		pc.held = true
 	}
-	pc.at = now
-	p.m[tok] = pc
-	return tok
+	pc.timer = time.AfterFunc(parkedFor, func() {
+		if pc, ok := t.Take(tok, nil); ok {
+			p.release(pc)
+		}
+	})
+	t.Put(src, tok, pc, time.Time{})
+	return tok, true
 }
+
+// parkedWarnEvery spaces the warnings that parked calls give way (one a minute, with the
+// count held back).
+const parkedWarnEvery = time.Minute
+
+// initParking bounds the parked calls (server.limits.max_parked_calls and _per_source, read
+// at start) and counts them against the MCP listener's connection budget.
+func (g *Gateway) initParking() {
+	l := g.d.Snapshots.Load().Config.Server.Limits
+	warn := logcap.NewSampler(parkedWarnEvery, 1)
+	g.modern.parked = parking{slots: g.d.ParkSlots, perSource: l.MaxParkedCallsPerSource, total: l.MaxParkedCalls,
+		evicted: func(reason, src string) {
+			g.m.parkedCallEvicted(reason)
+			if ok, held := warn.Allow(); ok {
+				g.log.Warn("parked calls full: an older parked call gave way and was cancelled; its requestState is now refused",
+					"reason", reason, "source_hash", disclose.OwnerHash(src), "suppressed", held)
+			}
+		}}
+	if g.d.Registerer != nil {
+		g.d.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tollgate_parked_calls",
+			Help: "Bridged 2026-07-28 calls parked between MRTR rounds (bounded by server.limits.max_parked_calls)."},
+			func() float64 { return float64(g.modern.parked.len()) }))
+	}
+}
+
+// len is the number of calls parked.
+func (p *parking) len() int { return p.table().Len() }
 
 // closeAll cancels every parked call (shutdown).
 func (p *parking) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, pc := range p.m {
-		pc.cancel()
-		delete(p.m, k)
+	for _, pc := range p.table().Drain() {
+		p.release(pc)
 	}
 }
 
@@ -104,14 +187,13 @@ func (g *Gateway) Close() {
 	}
 }
 
+// take resumes the call parked under tok when owner parked it; nil otherwise (it stays).
 func (p *parking) take(tok, owner string) *parkedCall {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	pc, ok := p.m[tok]
-	if !ok || pc.owner != owner {
+	pc, ok := p.table().Take(tok, func(pc *parkedCall) bool { return pc.owner == owner })
+	if !ok {
 		return nil
 	}
-	delete(p.m, tok)
+	p.unpark(pc)
 	return pc
 }
 
@@ -172,7 +254,11 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	if timeout <= 0 {
 		timeout = parkedFor
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// The call outlives the request, so its context is a new one; it carries the request's
+	// source, which the upstream session pool charges the session to (fair eviction:
+	// source.Victim). Without it every bridged tools/call was charged to nobody and a source
+	// minting credentials ended other sources' sessions (plain LRU).
+	ctx, cancel := context.WithTimeout(source.NewContext(context.Background(), requestSource(x)), timeout)
 	pc := &parkedCall{owner: own, reqs: make(chan parkedRequest, 16), done: make(chan bridgeOutcome, 1),
 		cancel: cancel, pending: map[string]parkedRequest{}}
 	caps := x.Modern.Capabilities
@@ -199,6 +285,9 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 	return pc
 }
 
+// requestSource is the source a bound below the door charges x to (package source).
+func requestSource(x *Exchange) string { return source.Request(x.HTTP, x.Subject) }
+
 func (pc *parkedCall) add(r parkedRequest) {
 	pc.seq++
 	pc.pending["tollgate-input-"+strconv.Itoa(pc.seq)] = r
@@ -215,7 +304,13 @@ func (g *Gateway) inputRound(x *Exchange, pc *parkedCall) []byte {
 		b, _ := jsonrpc.Marshal(map[string]any{"method": r.msg.Method, "params": params})
 		reqs[k] = b
 	}
-	tok := g.modern.parked.put(pc)
+	tok, ok := g.modern.parked.put(pc, requestSource(x))
+	if !ok {
+		pc.cancel() // nowhere to keep it: the upstream call ends
+		return jsonrpc.ErrorResponse(x.Msg.ID, jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "ServerBusy",
+			"Server busy: the connection budget (server.limits.max_connections) has no place to keep this call waiting for your input; retry shortly",
+			"limit", "max_connections", "correlation_id", x.CorrID))
+	}
 	b, _ := jsonrpc.Marshal(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": tok})
 	return jsonrpc.ResultResponse(x.Msg.ID, b)
 }

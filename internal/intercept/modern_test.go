@@ -461,8 +461,8 @@ func TestModernBody(t *testing.T) {
 func TestParking(t *testing.T) {
 	var p parking
 	ctx, cancel := context.WithCancel(context.Background())
-	tok := p.put(&parkedCall{owner: "auth:a", cancel: cancel, pending: map[string]parkedRequest{}})
-	if !strings.HasPrefix(tok, requestStatePrefix) || len(tok) < 30 {
+	tok, ok := p.put(&parkedCall{owner: "auth:a", cancel: cancel, pending: map[string]parkedRequest{}}, "ip:192.0.2.1")
+	if !ok || !strings.HasPrefix(tok, requestStatePrefix) || len(tok) < 30 {
 		t.Fatalf("requestState %q is not an unguessable token", tok)
 	}
 	if p.take(tok, "auth:b") != nil {
@@ -471,7 +471,7 @@ func TestParking(t *testing.T) {
 	if p.take(tok, "auth:a") == nil || p.take(tok, "auth:a") != nil {
 		t.Fatal("the owner must resume it exactly once")
 	}
-	p.put(&parkedCall{owner: "auth:a", cancel: cancel, pending: map[string]parkedRequest{}})
+	p.put(&parkedCall{owner: "auth:a", cancel: cancel, pending: map[string]parkedRequest{}}, "ip:192.0.2.1")
 	p.closeAll()
 	if ctx.Err() == nil {
 		t.Fatal("closeAll did not cancel the parked call")

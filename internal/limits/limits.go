@@ -223,6 +223,25 @@ func (l *Listener) refuse(c net.Conn) {
 	}()
 }
 
+// Hold takes one connection's place in the cap for something that holds descriptors like a
+// connection but has none of its own — a bridged call parked between MRTR rounds keeps its
+// upstream call (and its session's stream) open after the client's request ended. false: the
+// cap is reached (nothing taken). Every Hold that succeeds is paired with an Unhold.
+func (l *Listener) Hold() bool {
+	if l.max <= 0 {
+		l.open.Add(1)
+		return true
+	}
+	if l.open.Add(1) <= l.max {
+		return true
+	}
+	l.open.Add(-1)
+	return false
+}
+
+// Unhold gives back a place taken with Hold.
+func (l *Listener) Unhold() { l.open.Add(-1) }
+
 // Open is the number of connections currently counted against the cap.
 func (l *Listener) Open() int64 { return l.open.Load() }
 

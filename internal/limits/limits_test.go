@@ -334,3 +334,24 @@ func TestDeadlinesKeepAliveNextRequest(t *testing.T) {
 		}
 	}
 }
+
+// TestListenerHold: places held for parked calls count against the connection cap like open
+// connections, and are given back.
+func TestListenerHold(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	l := NewListener(ln, 2, "MCP", nil)
+	if !l.Hold() || !l.Hold() || l.Hold() {
+		t.Fatal("a cap of 2 must hold exactly 2 places")
+	}
+	if l.Open() != 2 {
+		t.Fatalf("open %d, want 2", l.Open())
+	}
+	l.Unhold()
+	if !l.Hold() {
+		t.Fatal("a place given back was not free again")
+	}
+}

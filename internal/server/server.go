@@ -207,7 +207,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	undo = append(undo, func() { _ = s.adminLn.Close() })
 	mcpMax, adminMax := s.connectionCaps(lim)
-	s.mcpLn = limits.NewListener(s.mcpLn, mcpMax, "MCP", func() { s.metrics.Limited("connections_mcp") })
+	mcpLimited := limits.NewListener(s.mcpLn, mcpMax, "MCP", func() { s.metrics.Limited("connections_mcp") })
+	s.mcpLn = mcpLimited
 	srv := cfg.Server
 	if srv.PublicURL == "" {
 		srv.PublicURL = "http://" + s.mcpLn.Addr().String() // the bound address (listen may say :0)
@@ -243,6 +244,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		Snapshots: &s.snaps, Upstream: s.up, Sessions: s.sessions, Logger: s.log, Registerer: s.reg,
 		OwnerKey: ownKey, Promotions: proms, Tasks: s.tasks, Tools: s.tools,
 		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL, UpstreamTasks: upTasks,
+		ParkSlots: mcpLimited, // a parked MRTR call holds descriptors like a connection
 	})
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)

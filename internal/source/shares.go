@@ -23,6 +23,7 @@ type Shares[V any] struct {
 	buckets   map[int]map[string]struct{}
 	most      int // the largest count any source holds
 	evicted   func(reason, source string)
+	dropped   func(V) // set by OnDrop
 }
 
 type share[V any] struct {
@@ -47,6 +48,54 @@ func NewShares[V any](perSource, total int, evicted func(reason, source string))
 		sources: map[string]*list.List{}, buckets: map[int]map[string]struct{}{}, evicted: evicted}
 }
 
+// OnDrop sets f to be called (under the table's lock: keep it cheap, and do not call back into
+// the table) with the value of every entry the table lets go of by itself — given way, or
+// found expired — so a holder of something that must be released (a parked call) releases it.
+// Take and Drain hand values back instead. Call before the table is shared.
+func (s *Shares[V]) OnDrop(f func(V)) *Shares[V] {
+	s.dropped = f
+	return s
+}
+
+// Take removes id and returns its value when it is live and keep (nil: any) accepts it; a
+// refused or missing entry stays as it was.
+func (s *Shares[V]) Take(id string, keep func(V) bool) (V, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var zero V
+	e, ok := s.entries[id]
+	if !ok {
+		return zero, false
+	}
+	sh := e.Value.(*share[V])
+	if sh.expired(time.Now().UnixNano()) {
+		s.drop(s.remove(e))
+		return zero, false
+	}
+	if keep != nil && !keep(sh.v) {
+		return zero, false
+	}
+	s.remove(e)
+	return sh.v, true
+}
+
+// Drain removes every entry and returns their values (shutdown).
+func (s *Shares[V]) Drain() []V {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]V, 0, len(s.entries))
+	for _, e := range s.entries {
+		out = append(out, s.remove(e).v)
+	}
+	return out
+}
+
+func (s *Shares[V]) drop(sh *share[V]) {
+	if s.dropped != nil {
+		s.dropped(sh.v)
+	}
+}
+
 // Put adds id with v for source until expires (zero: no expiry) unless id is known, and
 // returns the value id holds: v, or the one it was first put with (the first wins while it
 // lasts; it is marked as used). Room is made first when source is at its share or the table
@@ -61,7 +110,7 @@ func (s *Shares[V]) Put(source, id string, v V, expires time.Time) V {
 			s.sources[sh.source].MoveToFront(e)
 			return sh.v
 		}
-		s.remove(e)
+		s.drop(s.remove(e))
 	}
 	switch own := s.count(source); {
 	case own >= s.perSource:
@@ -101,7 +150,7 @@ func (s *Shares[V]) Get(id string) (V, bool) {
 	}
 	sh := e.Value.(*share[V])
 	if sh.expired(time.Now().UnixNano()) {
-		s.remove(e)
+		s.drop(s.remove(e))
 		var zero V
 		return zero, false
 	}
@@ -141,6 +190,7 @@ func (s *Shares[V]) evictOldest(source, reason string, now int64) {
 	if s.evicted != nil && !sh.expired(now) {
 		s.evicted(reason, source)
 	}
+	s.drop(sh)
 }
 
 // remove takes entry e out of the table. Called with s.mu held.

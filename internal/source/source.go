@@ -28,6 +28,19 @@ func Of(r *http.Request, identity string) string {
 	return Addr(r.RemoteAddr)
 }
 
+// Request returns the source of r: the key the door attached to r's context (NewContext, set
+// by the proxy for every request), else Of(r, identity). Code below the door that charges a
+// bound to a request's source calls this, so what a source is stays decided in one place.
+func Request(r *http.Request, identity string) string {
+	if r == nil {
+		return ""
+	}
+	if k := FromContext(r.Context()); k != "" {
+		return k
+	}
+	return Of(r, identity)
+}
+
 // Addr returns the source key of a remote address ("host:port" or a bare host).
 func Addr(remote string) string {
 	host, _, err := net.SplitHostPort(remote)

@@ -44,3 +44,18 @@ func TestVictim(t *testing.T) {
 		}
 	}
 }
+
+// TestRequest: the source the door put in the request's context wins; without one, Of.
+func TestRequest(t *testing.T) {
+	r := &http.Request{RemoteAddr: "192.0.2.7:4100"}
+	if got := Request(r, "alice"); got != "id:alice" {
+		t.Errorf("without a context source: %q, want id:alice", got)
+	}
+	r = r.WithContext(NewContext(r.Context(), "id:bob"))
+	if got := Request(r, "alice"); got != "id:bob" {
+		t.Errorf("with the door's source: %q, want id:bob", got)
+	}
+	if got := Request(nil, "alice"); got != "" {
+		t.Errorf("nil request: %q", got)
+	}
+}

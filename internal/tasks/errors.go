@@ -64,6 +64,8 @@ func capacityError(qe *store.QuotaError) *jsonrpc.Error {
 		msg = fmt.Sprintf("CapacityExceeded: callers from this source (identity, else network address) already have %d pending tasks (limit %d, tasks.quotas.max_pending_per_source); wait for some to finish or cancel them", qe.Current, qe.Max)
 	case "max_pending_total":
 		msg = fmt.Sprintf("CapacityExceeded: Tollgate holds %d pending tasks from all callers (limit %d, tasks.quotas.max_pending_total); try again later", qe.Current, qe.Max)
+	case "max_stored_bytes_per_source":
+		msg = fmt.Sprintf("CapacityExceeded: pending tasks' arguments from this source (identity, else network address) would exceed %d bytes (tasks.quotas.max_stored_bytes_per_source); wait for some to finish or cancel them", qe.Max)
 	case "max_argument_bytes":
 		msg = fmt.Sprintf("CapacityExceeded: tool arguments are %d bytes, the limit for a task is %d (tasks.quotas.max_argument_bytes)", qe.Current, qe.Max)
 	default:

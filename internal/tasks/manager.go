@@ -320,7 +320,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	q := m.opts.Quotas
 	stored, attached, err := m.st.CreateOrAttach(ctx, rec, store.Limits{
 		MaxPendingPerOwner: q.MaxPendingPerOwner, MaxPendingPerSource: q.MaxPendingPerSource, MaxPendingTotal: q.MaxPendingTotal,
-		MaxArgBytes: q.MaxArgumentBytes, MaxStoredBytes: q.MaxStoredBytes,
+		MaxArgBytes: q.MaxArgumentBytes, MaxStoredBytes: q.MaxStoredBytes, MaxStoredBytesPerSource: q.MaxStoredBytesPerSource,
 	}, now)
 	if err != nil {
 		var qe *store.QuotaError

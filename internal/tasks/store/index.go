@@ -19,8 +19,10 @@ type index struct {
 	pendingOwner map[string]int
 	// pendingSource counts pending records by non-empty Source.
 	pendingSource map[string]int
-	pendingTotal  int
-	pendingBytes  int64
+	// pendingSourceBytes sums ArgBytes of pending records by non-empty Source.
+	pendingSourceBytes map[string]int64
+	pendingTotal       int
+	pendingBytes       int64
 }
 
 // entry is a Record as the index keeps it, for the pending task the process holds most of:
@@ -78,7 +80,7 @@ func (ix *index) get(id string) (Record, bool) {
 
 func newIndex() *index {
 	return &index{recs: make(map[string]*entry), data: make(map[string][]byte), keys: make(map[string]string), pendingOwner: make(map[string]int),
-		pendingSource: make(map[string]int)}
+		pendingSource: make(map[string]int), pendingSourceBytes: make(map[string]int64)}
 }
 
 // attached returns the record to attach to for key at now, if any.
@@ -114,17 +116,17 @@ func (ix *index) checkCreate(rec Record, lim Limits) error {
 	if !rec.Pending {
 		return nil
 	}
-	src := int64(-1)
+	src, srcBytes := int64(-1), int64(-1)
 	if rec.Source != "" {
-		src = int64(ix.pendingSource[rec.Source])
+		src, srcBytes = int64(ix.pendingSource[rec.Source]), ix.pendingSourceBytes[rec.Source]
 	}
-	return checkLimits(lim, rec.ArgBytes, int64(ix.pendingOwner[rec.Owner]), src, int64(ix.pendingTotal), ix.pendingBytes)
+	return checkLimits(lim, rec.ArgBytes, int64(ix.pendingOwner[rec.Owner]), src, int64(ix.pendingTotal), ix.pendingBytes, srcBytes)
 }
 
 // checkLimits is shared by every backend so they report the same limit names in the same order:
 // the narrowest bound first, so the error names the limit this caller hit rather than one
-// everybody shares. source is -1 for a record without a source.
-func checkLimits(lim Limits, argBytes, owner, source, total, bytes int64) error {
+// everybody shares. source and sourceBytes are -1 for a record without a source.
+func checkLimits(lim Limits, argBytes, owner, source, total, bytes, sourceBytes int64) error {
 	switch {
 	case lim.MaxArgBytes > 0 && argBytes > lim.MaxArgBytes:
 		return &QuotaError{Limit: "max_argument_bytes", Current: argBytes, Max: lim.MaxArgBytes}
@@ -132,6 +134,8 @@ func checkLimits(lim Limits, argBytes, owner, source, total, bytes int64) error 
 		return &QuotaError{Limit: "max_pending_per_owner", Current: owner, Max: int64(lim.MaxPendingPerOwner)}
 	case lim.MaxPendingPerSource > 0 && source >= int64(lim.MaxPendingPerSource):
 		return &QuotaError{Limit: "max_pending_per_source", Current: source, Max: int64(lim.MaxPendingPerSource)}
+	case lim.MaxStoredBytesPerSource > 0 && sourceBytes >= 0 && sourceBytes+argBytes > lim.MaxStoredBytesPerSource:
+		return &QuotaError{Limit: "max_stored_bytes_per_source", Current: sourceBytes, Max: lim.MaxStoredBytesPerSource}
 	case lim.MaxPendingTotal > 0 && total >= int64(lim.MaxPendingTotal):
 		return &QuotaError{Limit: "max_pending_total", Current: total, Max: int64(lim.MaxPendingTotal)}
 	case lim.MaxStoredBytes > 0 && bytes+argBytes > lim.MaxStoredBytes:
@@ -165,6 +169,7 @@ func (ix *index) put(rec Record) {
 		ix.pendingOwner[rec.Owner]++
 		if rec.Source != "" {
 			ix.pendingSource[rec.Source]++
+			ix.pendingSourceBytes[rec.Source] += rec.ArgBytes
 		}
 		ix.pendingTotal++
 		ix.pendingBytes += rec.ArgBytes
@@ -195,6 +200,9 @@ func (ix *index) remove(id string) {
 		if source != "" {
 			if ix.pendingSource[source]--; ix.pendingSource[source] <= 0 {
 				delete(ix.pendingSource, source)
+			}
+			if ix.pendingSourceBytes[source] -= e.argBytes; ix.pendingSourceBytes[source] <= 0 {
+				delete(ix.pendingSourceBytes, source)
 			}
 		}
 		ix.pendingTotal--

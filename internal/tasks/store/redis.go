@@ -146,6 +146,7 @@ local function unpend(id, owner)
     local b = redis.call('HGET', P .. 'pbytes', id)
     redis.call('HDEL', P .. 'pbytes', id)
     if b and redis.call('DECRBY', P .. 'pbytes_total', b) == 0 then redis.call('DEL', P .. 'pbytes_total') end
+    if b and src and redis.call('DECRBY', P .. 'psb:' .. src, b) <= 0 then redis.call('DEL', P .. 'psb:' .. src) end
   end
 end
 local function forget(id)
@@ -179,6 +180,7 @@ local function index(id, owner, source, pending, bytes, deadline, key)
     if source and source ~= '' then redis.call('ZADD', P .. 'ps:' .. source, d, id) end
     redis.call('HSET', P .. 'pbytes', id, bytes)
     redis.call('INCRBY', P .. 'pbytes_total', bytes)
+    if source and source ~= '' then redis.call('INCRBY', P .. 'psb:' .. source, bytes) end
   end
   redis.call('PEXPIREAT', P .. 't:' .. id, d)
 end
@@ -187,7 +189,7 @@ end
 // Create ARGV: 2 id, 3 owner, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
 // 8-11 limits (per owner, total, arg bytes, stored bytes), 12 state, 13 created, 14 expires,
 // 15 data, 16 idempotency key ("" = none), 17 the caller's now in ms (for the key's record),
-// 18 source ("" = none), 19 limit per source.
+// 18 source ("" = none), 19 limit per source, 20 stored bytes per source.
 var redisCreate = redis.NewScript(luaCommon + `
 local now = nowms()
 prune(now)
@@ -206,13 +208,16 @@ local pending = ARGV[4] == '1'
 if pending then
   local bytes = tonumber(ARGV[5])
   local o = redis.call('ZCARD', P .. 'p:' .. owner)
-  local s = -1
-  if source ~= '' then s = redis.call('ZCARD', P .. 'ps:' .. source) end
+  local s, sb = -1, -1
+  if source ~= '' then
+    s = redis.call('ZCARD', P .. 'ps:' .. source)
+    sb = tonumber(redis.call('GET', P .. 'psb:' .. source) or '0')
+  end
   local t = redis.call('ZCARD', P .. 'pending')
   local b = tonumber(redis.call('GET', P .. 'pbytes_total') or '0')
-  local maxO, maxT, maxA, maxS, maxSrc = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[19])
-  if (maxA > 0 and bytes > maxA) or (maxO > 0 and o >= maxO) or (maxSrc > 0 and s >= maxSrc) or (maxT > 0 and t >= maxT) or (maxS > 0 and b + bytes > maxS) then
-    return {'quota', o, s, t, b}
+  local maxO, maxT, maxA, maxS, maxSrc, maxSB = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[19]), tonumber(ARGV[20])
+  if (maxA > 0 and bytes > maxA) or (maxO > 0 and o >= maxO) or (maxSrc > 0 and s >= maxSrc) or (maxT > 0 and t >= maxT) or (maxS > 0 and b + bytes > maxS) or (maxSB > 0 and sb >= 0 and sb + bytes > maxSB) then
+    return {'quota', o, s, t, b, sb}
   end
 end
 redis.call('HSET', key, 'owner', owner, 'source', source, 'state', ARGV[12], 'pending', ARGV[4], 'created_at', ARGV[13],
@@ -327,7 +332,7 @@ func (r *Redis) create(ctx context.Context, rec Record, lim Limits, now time.Tim
 	res, err := redisCreate.Run(ctx, r.client, nil,
 		r.prefix, rec.ID, rec.Owner, redisFlag(rec.Pending), rec.ArgBytes, unixMs(rec.ExpiresAt), r.margin.Milliseconds(),
 		lim.MaxPendingPerOwner, lim.MaxPendingTotal, lim.MaxArgBytes, lim.MaxStoredBytes,
-		rec.State, created, expires, rec.Data, rec.Key, unixMs(now), rec.Source, lim.MaxPendingPerSource).Slice()
+		rec.State, created, expires, rec.Data, rec.Key, unixMs(now), rec.Source, lim.MaxPendingPerSource, lim.MaxStoredBytesPerSource).Slice()
 	if err != nil {
 		return Record{}, "", r.wrap("create", rec.ID, err)
 	}
@@ -343,9 +348,9 @@ func (r *Redis) create(ctx context.Context, rec Record, lim Limits, now time.Tim
 	case "exists":
 		return Record{}, "", ErrExists
 	case "quota":
-		if len(res) == 5 {
-			o, src, t, b := redisInt(res[1]), redisInt(res[2]), redisInt(res[3]), redisInt(res[4])
-			if qe := checkLimits(lim, rec.ArgBytes, o, src, t, b); qe != nil {
+		if len(res) == 6 {
+			o, src, t, b, sb := redisInt(res[1]), redisInt(res[2]), redisInt(res[3]), redisInt(res[4]), redisInt(res[5])
+			if qe := checkLimits(lim, rec.ArgBytes, o, src, t, b, sb); qe != nil {
 				return Record{}, "", qe
 			}
 		}

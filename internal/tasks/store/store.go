@@ -47,11 +47,14 @@ type Limits struct {
 	MaxPendingTotal     int
 	MaxArgBytes         int64 // one task's ArgBytes
 	MaxStoredBytes      int64 // sum of ArgBytes over pending tasks
+	// MaxStoredBytesPerSource bounds that sum over the pending records with the same
+	// non-empty Source: one source's share of MaxStoredBytes.
+	MaxStoredBytesPerSource int64
 }
 
 // QuotaError is returned by Create when a limit would be exceeded; nothing is stored then.
 type QuotaError struct {
-	Limit   string // max_pending_per_owner | max_pending_per_source | max_pending_total | max_argument_bytes | max_stored_bytes
+	Limit   string // max_pending_per_owner | max_pending_per_source | max_pending_total | max_argument_bytes | max_stored_bytes_per_source | max_stored_bytes
 	Current int64  // value before this task
 	Max     int64
 }

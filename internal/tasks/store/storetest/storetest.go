@@ -259,6 +259,48 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 	})
 
+	t.Run("QuotaStoredBytesPerSource", func(t *testing.T) {
+		// One source filling its share of stored argument bytes (with many owners) leaves the
+		// rest to others; finishing a task gives its bytes back to its source. Before the share,
+		// one address filled all of max_stored_bytes and every other caller was refused.
+		lim := store.Limits{MaxStoredBytes: 120, MaxStoredBytesPerSource: 40}
+		from := func(id, owner, source string, n int, size int64) store.Record {
+			r := rec(id, owner, n, true, size)
+			r.Source = source
+			return r
+		}
+		st := newStore(t)
+		for _, tc := range []struct {
+			r         store.Record
+			wantLimit string
+		}{
+			{from("1", "o1", "ip:192.0.2.1", 1, 20), ""},
+			{from("2", "o2", "ip:192.0.2.1", 2, 20), ""},
+			{from("3", "o3", "ip:192.0.2.1", 3, 1), "max_stored_bytes_per_source"},
+			{from("4", "o4", "ip:192.0.2.2", 4, 40), ""},
+			{from("5", "o5", "ip:192.0.2.3", 5, 20), ""},
+			{from("6", "o6", "", 6, 21), "max_stored_bytes"}, // 120 in all
+			{from("7", "o7", "", 7, 20), ""},
+		} {
+			createWithin(t, st, tc.r, lim, tc.wantLimit)
+		}
+		r, err := st.Get(ctx, "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Pending, r.State = false, "completed"
+		if _, err := st.Update(ctx, r, r.Version); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Create(ctx, from("8", "o8", "ip:192.0.2.1", 8, 20), lim); err != nil {
+			t.Errorf("Create after the source's task finished: %v", err)
+		}
+		var qe *store.QuotaError
+		if _, err := st.Create(ctx, from("9", "o9", "ip:192.0.2.1", 9, 1), lim); !errors.As(err, &qe) || qe.Limit != "max_stored_bytes_per_source" || qe.Current != 40 {
+			t.Errorf("the source past its share again: err = %v", err)
+		}
+	})
+
 	t.Run("ConcurrentCAS", func(t *testing.T) {
 		st := newStore(t)
 		if _, err := st.Create(ctx, rec("a", "alice", 1, true, 1), store.Limits{}); err != nil {
