@@ -190,6 +190,7 @@ func TestDefaults(t *testing.T) {
 				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50,
 			},
 			AdminAuth: AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
+			Reload:    Reload{Settle: Duration(DefaultReloadSettle), WeakerSettle: Duration(DefaultReloadWeakerSettle)},
 		},
 	}
 	c.meta = nil
