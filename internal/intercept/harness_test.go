@@ -135,6 +135,12 @@ func parseUnitConfig(t testing.TB, yaml string) *config.Config {
 
 func newHarness(t *testing.T, yaml string) *gwHarness {
 	t.Helper()
+	return newHarnessOn(t, yaml, store.NewMemory())
+}
+
+// newHarnessOn is newHarness with the task store given (e.g. one that fails).
+func newHarnessOn(t *testing.T, yaml string, st store.Store) *gwHarness {
+	t.Helper()
 	cfg := parseUnitConfig(t, yaml)
 	snap, err := governance.Build(cfg, nil)
 	if err != nil {
@@ -152,7 +158,7 @@ func newHarness(t *testing.T, yaml string) *gwHarness {
 	ann := NewAnnotations(h.snaps, uc, br, log)
 	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: br.ExecuteModern})
 	tc := cfg.Tasks
-	h.mgr = tasks.NewManager(store.NewMemory(), runner, ann.Recheck, tasks.Options{
+	h.mgr = tasks.NewManager(st, runner, ann.Recheck, tasks.Options{
 		DefaultTTL: tc.DefaultTTL.D(), MaxTTL: tc.MaxTTL.D(), PollInterval: tc.PollInterval.D(),
 		Quotas: tc.Quotas, Workflow: h.snaps.Workflow, Logger: log,
 	})

@@ -273,7 +273,11 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 		if errors.As(err, &je) {
 			return nil, false, je
 		}
-		return nil, false, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed", "Could not create task: "+err.Error())
+		// The store's error names its address or file: it goes to the log, the client gets
+		// the correlation id that finds it there.
+		g.log.Error("task store: creating a task failed", "tool", p.Name, "correlation_id", x.CorrID, "error", err.Error())
+		return nil, false, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed",
+			"Could not create the task: Tollgate's task store did not accept it; retry shortly (the log has the details under this correlation_id)")
 	}
 	return t, attached, nil
 }
