@@ -612,7 +612,7 @@ func (m *Manager) load1(ctx context.Context, id string) (*Task, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", id, err)
+		return nil, storeErr(id, err)
 	}
 	t, err := decodeTask(r)
 	if err != nil {
@@ -722,7 +722,7 @@ func (m *Manager) write(ctx context.Context, id string, mutate func(t *Task) err
 			return nil, ErrNotFound
 		}
 		if err != nil {
-			return before, fmt.Errorf("task %s: %w", id, err)
+			return before, storeErr(id, err)
 		}
 		t.Version = stored.Version
 		if !quiet {
