@@ -16,8 +16,12 @@ var ErrDown = errors.New("dial tcp 10.9.8.7:6379: connect: connection refused (r
 // Failing wraps a store; while Down it fails every call with ErrDown (a store outage).
 type Failing struct {
 	store.Store
-	down atomic.Bool
+	down   atomic.Bool
+	failed atomic.Int64 // calls failed
 }
+
+// Failures is how many calls failed so far.
+func (f *Failing) Failures() int64 { return f.failed.Load() }
 
 // NewFailing wraps st, up.
 func NewFailing(st store.Store) *Failing { return &Failing{Store: st} }
@@ -27,6 +31,7 @@ func (f *Failing) SetDown(down bool) { f.down.Store(down) }
 
 func (f *Failing) err() error {
 	if f.down.Load() {
+		f.failed.Add(1)
 		return ErrDown
 	}
 	return nil
