@@ -284,6 +284,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		t.State = Approved
 		t.StatusMessage = "Approved (forwarded by rule)"
 		t.Decision = &Decision{Approved: true, By: ByAccelerated, Reason: "rule forwards the call; Tollgate runs it as a task", At: now}
+		m.awaitStart(t) // the creator starts it; if it dies first, the lease says so
 	} else {
 		if t.Workflow == "" {
 			t.Workflow = config.DefaultWorkflow
