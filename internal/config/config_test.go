@@ -191,6 +191,7 @@ func TestDefaults(t *testing.T) {
 			},
 			AdminAuth:  AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
 			CallerAuth: CallerAuth{Type: "none", ClockSkew: Duration(time.Minute), ToolView: "caller"},
+			Reload:     Reload{Settle: Duration(DefaultReloadSettle), WeakerSettle: Duration(DefaultReloadWeakerSettle)},
 		},
 	}
 	c.meta = nil

@@ -23,6 +23,8 @@ const (
 	DefaultShutdownTimeout          = 10 * time.Second
 	DefaultToolsFetchTimeout        = 30 * time.Second
 	DefaultToolsMaxPages            = 100
+	DefaultReloadSettle             = 500 * time.Millisecond
+	DefaultReloadWeakerSettle       = 5 * time.Second
 	DefaultConnectTimeout           = 5 * time.Second
 	DefaultMaxProcesses             = 16 // sources[].max_processes (a stdio server)
 	DefaultProcessIdleTimeout       = 10 * time.Minute
@@ -223,6 +225,8 @@ func (c *Config) applyDefaults(present map[string]int) {
 	dur(&s.ShutdownTimeout, "server.shutdown_timeout", DefaultShutdownTimeout)
 	dur(&s.ToolsFetchTimeout, "server.tools_fetch_timeout", DefaultToolsFetchTimeout)
 	num(&s.ToolsMaxPages, "server.tools_max_pages", DefaultToolsMaxPages)
+	dur(&s.Reload.Settle, "server.reload.settle", DefaultReloadSettle)
+	dur(&s.Reload.WeakerSettle, "server.reload.weaker_settle", DefaultReloadWeakerSettle)
 	str(&s.AdminAuth.UserHeader, "server.admin_auth.user_header", DefaultUserHeader)
 	str(&s.AdminAuth.EmailHeader, "server.admin_auth.email_header", DefaultEmailHeader)
 	str(&s.AdminAuth.GroupsHeader, "server.admin_auth.groups_header", DefaultGroupsHeader)

@@ -306,6 +306,7 @@ type Server struct {
 	ToolsMaxPages      int       `yaml:"tools_max_pages"`      // default 100 (TOLLGATE_TOOLS_MAX_PAGES)
 	Limits             Limits    `yaml:"limits"`               // what one client can make Tollgate hold
 	AdminAuth          AdminAuth `yaml:"admin_auth"`           // approvers signed in by the cluster's login proxy
+	Reload             Reload    `yaml:"reload"`               // when a changed config file is complete enough to use
 	// PublicURL is the URL clients reach Tollgate at (scheme, host, optional path prefix):
 	// the OAuth resource is PublicURL + "/mcp" (RFC 8707, RFC 9728). Default: from listen.
 	PublicURL string `yaml:"public_url"`
@@ -411,6 +412,19 @@ func (c CallerAuth) All() []CallerIssuer {
 		out = append(out, i)
 	}
 	return out
+}
+
+// Reload says when the reloader trusts a changed config file to be completely written
+// (docs/configuration.md "Reload"): a file read mid-write may itself be valid and weaker.
+type Reload struct {
+	// Settle is how long the files must stay byte for byte the same (read again after it)
+	// before a reload uses them; default 500ms.
+	Settle Duration `yaml:"settle"`
+	// WeakerSettle is how long they must have been unchanged before a reload that weakens
+	// governance (config.Weakens) applies; default 5s. SIGHUP needs only Settle.
+	WeakerSettle Duration `yaml:"weaker_settle"`
+	// EndMarker, when set, is the line the config file must end with to be used at all.
+	EndMarker string `yaml:"end_marker"`
 }
 
 // AdminAuth lets a login proxy (oauth2-proxy) in front of the admin listener sign approvers in:

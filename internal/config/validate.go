@@ -710,6 +710,7 @@ func (v *validator) server() {
 		{"server.request_timeout", s.RequestTimeout},
 		{"server.shutdown_timeout", s.ShutdownTimeout},
 		{"server.tools_fetch_timeout", s.ToolsFetchTimeout},
+		{"server.reload.settle", s.Reload.Settle},
 	} {
 		if d.val <= 0 {
 			v.add(d.path, "must be > 0")
@@ -717,6 +718,12 @@ func (v *validator) server() {
 	}
 	if s.ToolsMaxPages <= 0 {
 		v.add("server.tools_max_pages", "must be > 0")
+	}
+	if s.Reload.WeakerSettle < s.Reload.Settle {
+		v.add("server.reload.weaker_settle", "must be at least server.reload.settle (%s), got %s", s.Reload.Settle.D(), s.Reload.WeakerSettle.D())
+	}
+	if m := s.Reload.EndMarker; m != "" && (strings.TrimSpace(m) != m || strings.ContainsAny(m, "\r\n")) {
+		v.add("server.reload.end_marker", "must be one line without leading or trailing spaces")
 	}
 	v.limits()
 }

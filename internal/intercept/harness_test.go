@@ -136,13 +136,28 @@ func parseUnitConfig(t testing.TB, yaml string) *config.Config {
 func newHarness(t *testing.T, yaml string) *gwHarness {
 	t.Helper()
 	up := newStubUpstream(t)
-	h := newHarnessOn(t, yaml, up.srv.URL+"/mcp")
+	h := newHarnessWith(t, yaml, up.srv.URL+"/mcp", store.NewMemory())
 	h.up = up
 	return h
 }
 
 // newHarnessOn is newHarness in front of the upstream at url (h.up is nil).
 func newHarnessOn(t *testing.T, yaml, url string) *gwHarness {
+	t.Helper()
+	return newHarnessWith(t, yaml, url, store.NewMemory())
+}
+
+// newHarnessStore is newHarness with the task store given (e.g. one that fails).
+func newHarnessStore(t *testing.T, yaml string, st store.Store) *gwHarness {
+	t.Helper()
+	up := newStubUpstream(t)
+	h := newHarnessWith(t, yaml, up.srv.URL+"/mcp", st)
+	h.up = up
+	return h
+}
+
+// newHarnessWith is newHarness in front of the upstream at url with the task store st.
+func newHarnessWith(t *testing.T, yaml, url string, st store.Store) *gwHarness {
 	t.Helper()
 	cfg := parseUnitConfig(t, yaml)
 	snap, err := governance.Build(cfg, nil)
@@ -161,7 +176,7 @@ func newHarnessOn(t *testing.T, yaml, url string) *gwHarness {
 	ann := NewAnnotations(h.snaps, uc, br, log)
 	runner := execution.New(execution.Options{Upstream: uc, Sessions: sessions, Promotions: proms, Modern: br.ExecuteModern})
 	tc := cfg.Tasks
-	h.mgr = tasks.NewManager(store.NewMemory(), runner, ann.Recheck, tasks.Options{
+	h.mgr = tasks.NewManager(st, runner, ann.Recheck, tasks.Options{
 		DefaultTTL: tc.DefaultTTL.D(), MaxTTL: tc.MaxTTL.D(), PollInterval: tc.PollInterval.D(),
 		Quotas: tc.Quotas, Workflow: h.snaps.Workflow, Logger: log,
 	})

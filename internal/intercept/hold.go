@@ -56,7 +56,7 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		}
 		cur, err := g.d.Tasks.Get(ctx, own, id)
 		if err != nil {
-			return jsonrpc.ErrorResponse(x.Msg.ID, notFound(id).WithCorrelation(x.CorrID))
+			return jsonrpc.ErrorResponse(x.Msg.ID, g.taskError(x, id, err).WithCorrelation(x.CorrID))
 		}
 		if cur.State.Terminal() { // decided (or timed out) just now
 			return g.outcomeResponse(ctx, x, own, id)

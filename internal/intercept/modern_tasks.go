@@ -206,7 +206,7 @@ func (g *Gateway) modernTasksGet(ctx context.Context, x *Exchange) Result {
 	}
 	t, err := g.d.Tasks.Get(ctx, own, id)
 	if err != nil {
-		return modernError(x, notFound(id))
+		return g.modernTaskError(x, id, err)
 	}
 	return ReplyResult(x, t.DetailedJSON(g.inputRequests(t)))
 }
@@ -257,7 +257,7 @@ func (g *Gateway) modernTasksUpdate(ctx context.Context, x *Exchange) Result {
 	}
 	t, err := g.d.Tasks.Get(ctx, own, id)
 	if err != nil {
-		return modernError(x, notFound(id))
+		return g.modernTaskError(x, id, err)
 	}
 	if ans, ok := p.InputResponses[approvalKey]; ok && t.AskRequester && t.State == tasks.AwaitingApproval {
 		g.recordAnswer(ctx, id, ans, true)
@@ -278,7 +278,7 @@ func (g *Gateway) modernTasksCancel(ctx context.Context, x *Exchange) Result {
 		return *other
 	}
 	if _, err := g.d.Tasks.Cancel(ctx, own, id); err != nil && !errors.Is(err, tasks.ErrTerminal) {
-		return modernError(x, notFound(id))
+		return g.modernTaskError(x, id, err)
 	}
 	return modernReply(x, []byte(`{}`))
 }

@@ -105,11 +105,11 @@ func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id st
 	for {
 		st, err := g.d.Tasks.Follow(ctx, own, id, r)
 		if err != nil || st.Done {
-			return outcomeReply(x, id, st.Result, st.Error, err)
+			return g.outcomeReply(x, id, st.Result, st.Error, err)
 		}
 		t, err := g.d.Tasks.Get(ctx, own, id)
 		if err != nil {
-			return outcomeReply(x, id, nil, nil, err)
+			return g.outcomeReply(x, id, nil, nil, err)
 		}
 		if reqs := g.inputRequests(t); reqs != nil {
 			b, _ := jsonrpc.Marshal(map[string]any{"resultType": "input_required", "inputRequests": reqs, "requestState": id})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 
@@ -28,6 +29,35 @@ func taskIDParam(x *Exchange) (string, *jsonrpc.Error) {
 func notFound(id string) *jsonrpc.Error {
 	return jsonrpc.NewError(jsonrpc.CodeInvalidParams, "TaskNotFound",
 		fmt.Sprintf("Invalid params: task %q not found", id), "taskId", id)
+}
+
+// taskError answers a request about task id that the manager could not serve. The task store
+// failing (tasks.ErrStore; the manager closing) says nothing about the task, which may well
+// exist: StoreUnavailable, retryable, its details logged under the request's correlation_id
+// and never sent (they name the store's address or file). Anything else (an unknown, foreign
+// or expired id) is TaskNotFound.
+func (g *Gateway) taskError(x *Exchange, id string, err error) *jsonrpc.Error {
+	if !errors.Is(err, tasks.ErrStore) && !errors.Is(err, tasks.ErrClosed) {
+		return notFound(id)
+	}
+	g.log.Warn("task store unavailable", "method", x.Msg.Method, "task_id", id, "correlation_id", x.CorrID, "error", err.Error())
+	return storeUnavailable(id)
+}
+
+func storeUnavailable(id string) *jsonrpc.Error {
+	return jsonrpc.NewError(jsonrpc.CodeCapacityExceeded, "StoreUnavailable",
+		fmt.Sprintf("Tollgate's task store is unavailable, so task %q cannot be read or changed now; the task is not lost: retry shortly", id),
+		"taskId", id, "retry_after", 1)
+}
+
+// modernTaskError is taskError as a 2026-07-28 answer: StoreUnavailable is HTTP 503.
+func (g *Gateway) modernTaskError(x *Exchange, id string, err error) Result {
+	e := g.taskError(x, id, err)
+	r := modernError(x, e)
+	if e.Name() == "StoreUnavailable" {
+		r.Status = http.StatusServiceUnavailable
+	}
+	return r
 }
 
 // isTollgateTask: ids Tollgate creates start with tg_ (docs/contract.md §2), but an upstream may use
@@ -70,7 +100,7 @@ func (g *Gateway) tasksGet(ctx context.Context, x *Exchange) Result {
 	}
 	t, err := g.d.Tasks.Get(ctx, owner(x), id)
 	if err != nil {
-		return ReplyError(x, notFound(id))
+		return ReplyError(x, g.taskError(x, id, err))
 	}
 	return ReplyResult(x, t.WireJSON())
 }
@@ -86,7 +116,7 @@ func (g *Gateway) tasksCancel(ctx context.Context, x *Exchange) Result {
 		return ReplyError(x, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "TaskTerminal",
 			fmt.Sprintf("Invalid params: task %q is already %s and cannot be cancelled", id, t.State.Wire()), "taskId", id))
 	case err != nil:
-		return ReplyError(x, notFound(id))
+		return ReplyError(x, g.taskError(x, id, err))
 	}
 	return ReplyResult(x, t.WireJSON())
 }
@@ -101,7 +131,7 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 	own := owner(x)
 	t, err := g.d.Tasks.Get(ctx, own, id)
 	if err != nil {
-		return ReplyError(x, notFound(id))
+		return ReplyError(x, g.taskError(x, id, err))
 	}
 	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		if t.AskRequester && t.State == tasks.AwaitingApproval {
@@ -109,7 +139,7 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 		}
 		// and so do the upstream's questions during the call
 		st, err := g.d.Tasks.Follow(ctx, own, id, tasks.Relay{Ask: onStream(id, emit)})
-		return outcomeReply(x, id, st.Result, st.Error, err)
+		return g.outcomeReply(x, id, st.Result, st.Error, err)
 	}}
 }
 

@@ -285,7 +285,11 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 		if errors.As(err, &je) {
 			return nil, false, je
 		}
-		return nil, false, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed", "Could not create task: "+err.Error())
+		// The store's error names its address or file: it goes to the log, the client gets
+		// the correlation id that finds it there.
+		g.log.Error("task store: creating a task failed", "tool", p.Name, "correlation_id", x.CorrID, "error", err.Error())
+		return nil, false, jsonrpc.NewError(jsonrpc.CodeInternalError, "TaskCreateFailed",
+			"Could not create the task: Tollgate's task store did not accept it; retry shortly (the log has the details under this correlation_id)")
 	}
 	return t, attached, nil
 }
@@ -333,17 +337,17 @@ func (g *Gateway) syncApproval(ctx context.Context, s *governance.Snapshot, x *E
 // went away (the task continues).
 func (g *Gateway) outcomeResponse(ctx context.Context, x *Exchange, own, id string) []byte {
 	res, rpcErr, err := g.d.Tasks.Result(ctx, own, id)
-	return outcomeReply(x, id, res, rpcErr, err)
+	return g.outcomeReply(x, id, res, rpcErr, err)
 }
 
 // outcomeReply answers x with the outcome of task id as tasks.Manager.Result (or Follow)
-// returned it; nil when the wait ended with its context.
-func outcomeReply(x *Exchange, id string, res json.RawMessage, rpcErr *jsonrpc.Error, err error) []byte {
+// returned it; nil when the wait ended with its context. A store failure is StoreUnavailable.
+func (g *Gateway) outcomeReply(x *Exchange, id string, res json.RawMessage, rpcErr *jsonrpc.Error, err error) []byte {
 	switch {
-	case errors.Is(err, tasks.ErrNotFound):
-		return jsonrpc.ErrorResponse(x.Msg.ID, notFound(id).WithCorrelation(x.CorrID))
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return nil // the client went away (or a held call's budget ended); the task goes on
 	case err != nil:
-		return nil // the client went away; the task goes on
+		return jsonrpc.ErrorResponse(x.Msg.ID, g.taskError(x, id, err).WithCorrelation(x.CorrID))
 	case rpcErr != nil:
 		e := rpcErr.WithCorrelation(x.CorrID)
 		if e.RawData == nil { // data that is not an object is relayed as the upstream sent it

@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -17,7 +18,19 @@ var (
 	ErrInvalidTransition = errors.New("invalid task state transition")
 	// ErrClosed is returned by Create after Close.
 	ErrClosed = errors.New("task manager closed")
+	// ErrStore wraps the store failing to answer (Redis unreachable, a disk error): it says
+	// nothing about the task, which may well exist. Callers answer StoreUnavailable.
+	ErrStore = errors.New("task store unavailable")
 )
+
+// storeErr wraps a store error about task id: ErrStore unless the store was closed or the
+// context ended (those are no outage).
+func storeErr(id string, err error) error {
+	if errors.Is(err, store.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("task %s: %w", id, err)
+	}
+	return fmt.Errorf("task %s: %w: %w", id, ErrStore, err)
+}
 
 // CodeTaskCancelled is the JSON-RPC code tasks/result answers for a cancelled task. The spec
 // defines none (a cancelled request has no reply), so Tollgate uses internal error with the

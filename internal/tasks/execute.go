@@ -119,7 +119,7 @@ func (m *Manager) execute(ctx context.Context, id string) {
 
 	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
-	final, err := m.update(commitCtx, id, func(t *Task) error {
+	final, err := m.commit(commitCtx, id, func(t *Task) error {
 		if t.State != Executing || (t.LeaseHolder != "" && t.LeaseHolder != m.opts.Replica) {
 			// cancelled, expired or failed with the lease lost meanwhile: it stays so, the
 			// result is discarded
@@ -146,7 +146,29 @@ func (m *Manager) execute(ctx context.Context, id string) {
 	case errors.Is(err, errNoop):
 		m.log.Info("task: execution result discarded, task no longer executing", "task_id", id, "tool", t.Tool)
 	case err != nil:
-		m.log.Error("task: storing execution result failed", "task_id", id, "error", err)
+		// The call ran; its result is lost with this process. With a shared store the task
+		// fails as ExecutionInterrupted when its lease lapses, else at the next start.
+		m.log.Error("task: storing execution result failed; the result is dropped and the task will fail as interrupted", "task_id", id, "error", err)
+	}
+}
+
+// commit is update for an execution's outcome, which exists only in memory: while the store
+// does not answer (ErrStore: Redis away, a disk error) it is tried again with backoff until
+// ctx (commitTimeout) ends, so a short store outage loses no result.
+func (m *Manager) commit(ctx context.Context, id string, mutate func(t *Task) error) (*Task, error) {
+	backoff := storeRetryMin
+	for {
+		t, err := m.update(ctx, id, mutate)
+		if !storeFailure(err) {
+			return t, err
+		}
+		if backoff == storeRetryMin {
+			m.log.Warn("task: storing execution result failed; retrying while the result is in memory", "task_id", id, "within", commitTimeout.String(), "error", err.Error())
+		}
+		if _, werr := sleepOrTick(ctx, backoff, nil); werr != nil {
+			return t, err
+		}
+		backoff = min(2*backoff, storeRetryMax)
 	}
 }
 

@@ -3,6 +3,7 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -100,6 +101,7 @@ type awaited struct {
 // than seen, or tick fires. The first change after the call is never missed: the waiter is
 // taken before the task is read.
 func (m *Manager) await(ctx context.Context, owner, id, seen string, questions bool, tick <-chan time.Time) (awaited, error) {
+	backoff := storeRetryMin
 	for {
 		w := m.acquireWaiter(id)
 		t, err := m.getOwned(ctx, owner, id, false)
@@ -107,10 +109,22 @@ func (m *Manager) await(ctx context.Context, owner, id, seen string, questions b
 			// past its TTL a finished task's result is gone (spec: MAY delete after ttl)
 			err = ErrNotFound
 		}
+		if err != nil && storeFailure(err) && ctx.Err() == nil {
+			// The store did not answer (Redis away): the task may well exist and finish
+			// meanwhile. Read again with backoff until ctx ends; the caller then says the store
+			// is unavailable rather than that the task is unknown.
+			m.releaseWaiter(id, w)
+			if fired, err := sleepOrTick(ctx, backoff, tick); err != nil || fired {
+				return awaited{tick: fired}, err
+			}
+			backoff = min(2*backoff, storeRetryMax)
+			continue
+		}
 		if err != nil {
 			m.releaseWaiter(id, w)
 			return awaited{}, err
 		}
+		backoff = storeRetryMin
 		if t.State.Terminal() {
 			m.releaseWaiter(id, w)
 			return finished(t), nil
@@ -160,4 +174,28 @@ func (a *relays) open(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.n[id] > 0
+}
+
+// Store retries: a read or a commit that failed because the store did not answer is tried
+// again after storeRetryMin, doubling up to storeRetryMax.
+const (
+	storeRetryMin = 50 * time.Millisecond
+	storeRetryMax = 2 * time.Second
+)
+
+// storeFailure reports whether err is the store failing to answer (see ErrStore).
+func storeFailure(err error) bool { return errors.Is(err, ErrStore) }
+
+// sleepOrTick waits d; it returns early with fired when tick fires, or with ctx's error.
+func sleepOrTick(ctx context.Context, d time.Duration, tick <-chan time.Time) (fired bool, err error) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-tick:
+		return true, nil
+	case <-t.C:
+		return false, nil
+	}
 }

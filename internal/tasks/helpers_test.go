@@ -98,7 +98,13 @@ func workflows(wfs map[string]config.Workflow) envOpt {
 // sweeper is not started: tests call Sweep after moving the clock.
 func newEnv(t *testing.T, recheck Recheck, opts ...envOpt) *env {
 	t.Helper()
-	e := &env{st: store.NewMemory(), clock: newClock(), exec: &fakeExec{result: json.RawMessage(okResult)}}
+	return newEnvOn(t, store.NewMemory(), recheck, opts...)
+}
+
+// newEnvOn is newEnv on the store given.
+func newEnvOn(t *testing.T, st store.Store, recheck Recheck, opts ...envOpt) *env {
+	t.Helper()
+	e := &env{st: st, clock: newClock(), exec: &fakeExec{result: json.RawMessage(okResult)}}
 	o := Options{DefaultTTL: 10 * time.Minute, MaxTTL: time.Hour, PollInterval: 2 * time.Second, Now: e.clock.Now}
 	for _, opt := range opts {
 		opt(&o, e.exec)

@@ -33,10 +33,22 @@ const leaseLostStatus = "Failed: the replica executing it stopped answering"
 // notStartedStatus is the statusMessage of an approved task whose creator never started it.
 const notStartedStatus = "Failed: the replica holding the caller's session stopped answering before the call started"
 
-// awaitStart gives the creator of t, just approved, its lease to start the call (shared store,
-// 2025-11-25 tasks only: a 2026-07-28 task runs on whichever replica approves it).
+// A 2026-07-28 task has no upstream session tying it to a replica: the replica that approves
+// (or creates, accelerated) it starts it, under the same start lease. If that replica dies
+// before the claim, any replica that sees the lease lapse starts it instead (the claim's
+// compare-and-swap still lets exactly one run it), so no approved task waits for its TTL.
+
+// awaitStart gives t, just approved (or created approved), its start lease (shared store
+// only): held by its creator for a 2025-11-25 task, by this replica, which starts it now,
+// for a 2026-07-28 one.
 func (m *Manager) awaitStart(t *Task) {
-	if m.shared && t.Era != EraModern && t.Replica != "" {
+	if !m.shared {
+		return
+	}
+	switch {
+	case t.Era == EraModern:
+		t.LeaseHolder, t.LeaseUntil = m.opts.Replica, m.now().Add(m.opts.ExecutionLease)
+	case t.Replica != "":
 		t.LeaseHolder, t.LeaseUntil = t.Replica, m.now().Add(m.opts.ExecutionLease)
 	}
 }
@@ -121,6 +133,14 @@ func (m *Manager) RenewLeases(ctx context.Context) int {
 // ExecutionInterrupted; it returns the task as it stands (a renewal or claim that committed
 // first keeps it going).
 func (m *Manager) failLeaseLost(ctx context.Context, t *Task) *Task {
+	if t.State == Approved && t.Era == EraModern {
+		// Not started by the replica that was to: any replica may run it, so this one does
+		// (execute's claim lets one replica only, and takes a fresh lease).
+		m.log.Info("task: approved, but the replica that was to start it stopped answering; starting it here",
+			"task_id", t.ID, "tool", t.Tool, "replica", t.LeaseHolder)
+		m.launch(t.ID)
+		return t
+	}
 	started := true
 	nt, err := m.update(ctx, t.ID, func(t *Task) error {
 		if !leaseLapsed(t, m.now()) {

@@ -37,7 +37,8 @@ func newReplicas(t *testing.T) *replicas {
 	r := &replicas{st: sharedMemory{store.NewMemory()}, clock: newClock(), logA: &bytes.Buffer{},
 		exec: &fakeExec{result: json.RawMessage(okResult), block: make(chan struct{}), started: make(chan string, 1)}}
 	opts := func(name string) Options {
-		return Options{DefaultTTL: 10 * time.Minute, MaxTTL: time.Hour, Now: r.clock.Now, Replica: name, ExecutionLease: testLease}
+		return Options{DefaultTTL: 10 * time.Minute, MaxTTL: time.Hour, Now: r.clock.Now, Replica: name, ExecutionLease: testLease,
+			ArgumentHashKey: []byte("one key for every replica, as TOLLGATE_ARGUMENT_HASH_KEY")}
 	}
 	oa := opts("a")
 	oa.Logger = slog.New(slog.NewTextHandler(r.logA, nil))
@@ -232,7 +233,12 @@ func TestLeaseAbsentNeverLapses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.b.update(bg, tk.ID, func(t *Task) error { t.State = Executing; return nil }); err != nil {
+	// as an older version stored it: executing, no lease fields (created approved, a task now
+	// gets a start lease)
+	if _, err := r.b.update(bg, tk.ID, func(t *Task) error {
+		t.State, t.LeaseHolder, t.LeaseUntil = Executing, "", time.Time{}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	r.clock.Advance(5 * time.Minute)
@@ -388,5 +394,48 @@ func TestApprovedCreatorGone(t *testing.T) {
 	close(r.exec.block)
 	if res, rpcErr := r.resultOn(t, r.b, alive.ID); string(res) != okResult || rpcErr != nil {
 		t.Errorf("result of the claimed task: %s, %v", res, rpcErr)
+	}
+}
+
+// TestModernApprovedStarterGone (issue 30): a 2026-07-28 task approved on replica a (or
+// created approved there, accelerated) whose replica dies before claiming it is started by
+// replica b once the start lease lapses — within the lease, not at its TTL — and runs once.
+// Old code: no start lease for 2026-07-28 tasks, so no replica ever looked at it again and it
+// stayed approved until its TTL.
+func TestModernApprovedStarterGone(t *testing.T) {
+	for _, accelerated := range []bool{false, true} {
+		name := "approved"
+		if accelerated {
+			name = "accelerated"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newReplicas(t)
+			req := CreateRequest{Owner: "alice", Tool: "slow", Arguments: json.RawMessage(`{}`), Era: EraModern, Workflow: "default",
+				Accelerated: accelerated, DeferStart: accelerated}
+			tk, err := r.a.Create(bg, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = r.a.Close() // a dies: nothing it launches from now on runs
+			if !accelerated {
+				if got, err := r.a.Approve(bg, tk.ID, "bob", ""); err != nil || got.State != Approved {
+					t.Fatalf("approve on a: %+v, %v", got, err)
+				}
+			}
+			r.clock.Advance(testLease - time.Millisecond)
+			r.b.watchLeases(bg)
+			if r.b.Sweep(bg); r.stateOn(t, r.b, tk.ID) != Approved {
+				t.Fatalf("before the start lease ended: %s", r.stateOn(t, r.b, tk.ID))
+			}
+			r.clock.Advance(time.Millisecond)
+			r.b.watchLeases(bg) // b sees the lease lapse and starts the call itself
+			res, rpcErr := r.resultOn(t, r.b, tk.ID)
+			if rpcErr != nil || string(res) != okResult {
+				t.Fatalf("outcome on b: %s, %v", res, rpcErr)
+			}
+			if n := r.exec.callsFor(tk.ID); n != 0 {
+				t.Errorf("dead replica a ran the call %d times", n)
+			}
+		})
 	}
 }

@@ -290,6 +290,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		t.State = Approved
 		t.StatusMessage = "Approved (forwarded by rule)"
 		t.Decision = &Decision{Approved: true, By: ByAccelerated, Reason: "rule forwards the call; Tollgate runs it as a task", At: now}
+		m.awaitStart(t) // the creator starts it; if it dies first, the lease says so
 	} else {
 		if t.Workflow == "" {
 			t.Workflow = config.DefaultWorkflow
@@ -619,7 +620,7 @@ func (m *Manager) load1(ctx context.Context, id string) (*Task, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", id, err)
+		return nil, storeErr(id, err)
 	}
 	t, err := decodeTask(r)
 	if err != nil {
@@ -729,7 +730,7 @@ func (m *Manager) write(ctx context.Context, id string, mutate func(t *Task) err
 			return nil, ErrNotFound
 		}
 		if err != nil {
-			return before, fmt.Errorf("task %s: %w", id, err)
+			return before, storeErr(id, err)
 		}
 		t.Version = stored.Version
 		if !quiet {
