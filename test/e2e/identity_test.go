@@ -45,3 +45,50 @@ func TestSelfApprovalByLookalikeIdentity(t *testing.T) {
 		t.Error("an invisible code point reached the log unescaped")
 	}
 }
+
+// TestSelfApprovalByEmail (issue 27 HIGH): with server.identity_header carrying e-mails (the
+// README's setup) and approver alice configured with her e-mail, alice cannot approve a call
+// requested as alice@example.com — neither alone nor as one of two approvals under
+// min_approvals: 2; with bob and carol it runs once. The old check compared the requester
+// with the approver's name only, so alice's vote counted.
+func TestSelfApprovalByEmail(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	cfg := `governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "delete_*", action: approve}
+approval:
+  default: {min_approvals: 2}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN, email: alice@example.com}
+  - {name: bob, token_env: BOB_TOKEN}
+  - {name: carol, token_env: CAROL_TOKEN}
+server:
+  identity_header: X-Forwarded-Email
+`
+	env := map[string]string{"CAROL_TOKEN": "carol-secret-token"}
+	for k, v := range approverEnv {
+		env[k] = v
+	}
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, cfg), env, nil)
+	g.WaitReady(t)
+	for i, email := range []string{"alice@example.com", "Alice@Example.com"} {
+		c := &testkit.RPC{T: t, URL: g.MCP}
+		c.Initialize()
+		c.Header = http.Header{"X-Forwarded-Email": {email}}
+		tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+		if st, body := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "bob-secret-token", `{}`); st != http.StatusOK {
+			t.Fatalf("bob's vote: %d %v", st, body)
+		}
+		if st, body := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != http.StatusForbidden || body["error"] != "self_approval" {
+			t.Errorf("alice approving the call requested as %s: HTTP %d %v, want 403 self_approval", email, st, body)
+		}
+		if n := d.Calls("delete_user"); n != i {
+			t.Fatalf("the call ran with bob's and alice's votes (%d runs)", n-i)
+		}
+		if st, body := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "carol-secret-token", `{}`); st != http.StatusOK {
+			t.Fatalf("carol's vote: %d %v", st, body)
+		}
+		waitFor(t, "the call approved by bob and carol to run", func() bool { return d.Calls("delete_user") == i+1 })
+	}
+}
