@@ -4,8 +4,11 @@ SHELL       := /usr/bin/env bash
 .DEFAULT_GOAL := build
 
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -s -w -X main.version=$(VERSION)
+# Versions are semver tags vX.Y.Z (CHANGELOG.md); between tags `git describe` gives
+# vX.Y.Z-N-gHASH, and without any tag the version is "dev". REVISION is the full commit.
+VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -s -w -X main.version=$(VERSION) -X main.commit=$(REVISION)
 FUZZTIME ?= 30s
 # Go sources outside tool caches, for gofmt.
 GOFILES   = $(shell find . -name '*.go' -not -path './.tools/*' -not -path '*/node_modules/*' -not -path './bin/*')

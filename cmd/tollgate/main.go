@@ -43,7 +43,7 @@ Usage:
                                       (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
-  tollgate version
+  tollgate version                    version (semver tag), commit and Go version of this binary
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
 `
@@ -71,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "approvals":
 		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "tollgate", version)
+		printVersion(stdout)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -118,7 +118,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate: invalid configuration %s:\n%s\n", path, indent(err))
 		return 1
 	}
-	return serve(ctx, cfg, server.Options{Logger: log, Version: version}, nil)
+	return serve(ctx, cfg, server.Options{Logger: log, Version: readBuildInfo().Version}, nil)
 }
 
 // serve runs a server until ctx ends; SIGHUP reloads the configuration.
@@ -214,7 +214,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	held, stopHeld := startHeldPrinter(ctx, stdout)
 	defer stopHeld()
-	return serve(ctx, cfg, server.Options{Logger: log, Version: version, LookupEnv: env}, func(s *server.Server) {
+	return serve(ctx, cfg, server.Options{Logger: log, Version: readBuildInfo().Version, LookupEnv: env}, func(s *server.Server) {
 		b := demo.Banner{CLI: cliName(), MCPURL: "http://" + s.MCPAddr() + "/mcp", AdminURL: "http://" + s.AdminAddr(),
 			ConsoleURL: "http://" + s.AdminAddr() + "/approvals", Token: token, Upstream: upURL, Config: cfgPath}
 		s.SubscribeTasks(heldLines(b, held))
