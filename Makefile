@@ -55,6 +55,8 @@ test: ## everything CI runs: deps, vet, race tests, conformance comparison
 	@mkdir -p bin
 	@echo "[test] make test: 1 dependencies, 2 go vet, 3 race tests of every package, 4 MCP conformance comparison."
 	@echo "[test] Expect about 7 minutes on a 2-core machine with dependencies installed, about 20 minutes on a fresh one (Node 22, npm tools, Debian packages and Go modules are downloaded first)."
+	@# Tests build into their own temp dirs; bin/tollgate (make build's stripped static binary) must survive.
+	@sha256sum bin/tollgate 2>/dev/null >bin/.tollgate.sum || : >bin/.tollgate.sum
 	$(call PHASE_START,1/4,dependencies (scripts/ensure-deps.sh; installs only what is missing))
 	$(MAKE) --no-print-directory deps
 	$(call PHASE_END,1/4)
@@ -67,6 +69,8 @@ test: ## everything CI runs: deps, vet, race tests, conformance comparison
 	$(call PHASE_START,4/4,MCP conformance suites: direct vs through Tollgate)
 	$(MAKE) --no-print-directory conformance-run
 	$(call PHASE_END,4/4)
+	@if [[ -s bin/.tollgate.sum ]] && ! sha256sum --quiet -c bin/.tollgate.sum >/dev/null 2>&1; then \
+		echo "[test] FAIL: a test replaced or removed bin/tollgate (tests must build into their own temp dir)"; exit 1; fi
 
 test-unit: ## go tests only (no dependency install, no conformance run)
 	TOLLGATE_CONFORMANCE=skip $(GO) test -race -count=1 -timeout 15m ./...
