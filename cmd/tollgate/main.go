@@ -43,6 +43,8 @@ Usage:
                                       (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
+  tollgate backup --out FILE          copy the running gateway's file task store, online
+                                      (tollgate backup --help)
   tollgate version                    version (semver tag), commit and Go version of this binary
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
@@ -70,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCall(ctx, args, stdout, stderr)
 	case "approvals":
 		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
+	case "backup":
+		return cmdBackup(ctx, args, stdout, stderr)
 	case "version", "--version":
 		printVersion(stdout)
 		return 0
