@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # Tollgate container image: a static Go binary on distroless (CA certificates included, no shell).
-# Build:  docker build --build-arg VERSION=$(git describe --tags --always) -t tollgate .
+# Build:  docker build --build-arg VERSION=$(git describe --tags) --build-arg REVISION=$(git rev-parse HEAD) -t tollgate:dev .
 # The go build flags must match the Makefile's `build` target (checked by test/deploy).
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
@@ -15,6 +15,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 COPY . .
 
 ARG VERSION=dev
+ARG REVISION=
 ARG TARGETOS
 ARG TARGETARCH
 # Cross-compile for the target platform instead of emulating it; CGO off gives a static binary
@@ -22,7 +23,7 @@ ARG TARGETARCH
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/tollgate ./cmd/tollgate
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${REVISION}" -o /out/tollgate ./cmd/tollgate
 
 FROM gcr.io/distroless/static-debian12:nonroot
 

@@ -10,7 +10,9 @@
 #                    with `npm ci` from test/npm/package.json + package-lock.json (versions pinned
 #                    there; bump them with `npm install --package-lock-only` in test/npm).
 #   .tools/bin/oauth2-proxy  built from its Go module (test/browser: the console behind a real
-#                    login proxy); optional, the test skips without it.
+#                    login proxy), in the background while the rest downloads, and cached by
+#                    version in ~/.cache/tollgate for the next clone; optional, the test skips
+#                    without it.
 #   Debian packages  redis-server (Redis task store tests), prometheus (promtool checks the
 #                    metrics exposition), chromium (console screenshots) — only when missing.
 #
@@ -55,6 +57,54 @@ TOOLS="$(cd "$TOOLS" && pwd -P)"
 NODE22_DIR="$TOOLS/node22"
 NODE22="$NODE22_DIR/node_modules/node/bin/node"
 NPM_DIR="$TOOLS/npm"
+
+# --- oauth2-proxy (the console behind a real login proxy, test/browser) --------------------
+# Built from its Go module (pinned here); a failed build is not fatal: the one test that needs it
+# then skips and says so. The binary is cached by version, OS and architecture outside the clone
+# (TOLLGATE_TOOLS_CACHE, default ~/.cache/tollgate), so a fresh clone on the same machine copies
+# it instead of compiling it again (187 s on 2 cores). When it must be built, the build starts
+# here in the background and overlaps the downloads below (Node 22, npm tools, Debian packages),
+# which wait on the network rather than the CPU.
+OAUTH2_PROXY_VERSION="${OAUTH2_PROXY_VERSION:-v7.15.6}"
+OAUTH2_PROXY="$TOOLS/bin/oauth2-proxy"
+TOOLS_CACHE="${TOLLGATE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate}"
+OAUTH2_PROXY_CACHED="$TOOLS_CACHE/oauth2-proxy-$OAUTH2_PROXY_VERSION-$(go env GOOS)-$(go env GOARCH)"
+oauth2_pid=""
+oauth2_start=0
+mkdir -p "$TOOLS/bin"
+if [[ -x "$OAUTH2_PROXY" && -f "$TOOLS/bin/.oauth2-proxy-$OAUTH2_PROXY_VERSION" ]]; then
+	log "oauth2-proxy $OAUTH2_PROXY_VERSION present"
+elif [[ -x "$OAUTH2_PROXY_CACHED" ]]; then
+	cp "$OAUTH2_PROXY_CACHED" "$OAUTH2_PROXY.tmp" && mv "$OAUTH2_PROXY.tmp" "$OAUTH2_PROXY"
+	touch "$TOOLS/bin/.oauth2-proxy-$OAUTH2_PROXY_VERSION"
+	log "oauth2-proxy $OAUTH2_PROXY_VERSION copied from the cache $OAUTH2_PROXY_CACHED"
+else
+	log "building oauth2-proxy $OAUTH2_PROXY_VERSION from its Go module in the background (a few minutes the first time; log: .tools/last-oauth2-proxy.log)"
+	oauth2_build_dir="$(mktemp -d)"
+	oauth2_start=$(date +%s)
+	GOBIN="$oauth2_build_dir" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
+		"github.com/oauth2-proxy/oauth2-proxy/v7@$OAUTH2_PROXY_VERSION" >"$TOOLS/last-oauth2-proxy.log" 2>&1 &
+	oauth2_pid=$!
+fi
+# oauth2_proxy_finish waits for the background build, if any, and installs and caches its binary.
+oauth2_proxy_finish() {
+	[[ -n "$oauth2_pid" ]] || return 0
+	if wait "$oauth2_pid" && [[ -x "$oauth2_build_dir/oauth2-proxy" ]]; then
+		mv "$oauth2_build_dir/oauth2-proxy" "$OAUTH2_PROXY"
+		touch "$TOOLS/bin/.oauth2-proxy-$OAUTH2_PROXY_VERSION"
+		if mkdir -p "$TOOLS_CACHE" 2>/dev/null && cp "$OAUTH2_PROXY" "$OAUTH2_PROXY_CACHED.tmp" 2>/dev/null; then
+			mv "$OAUTH2_PROXY_CACHED.tmp" "$OAUTH2_PROXY_CACHED"
+		fi
+		log "oauth2-proxy $OAUTH2_PROXY_VERSION built in $(($(date +%s) - oauth2_start))s (cached at $OAUTH2_PROXY_CACHED)"
+	else
+		tail -n 20 "$TOOLS/last-oauth2-proxy.log" >&2 || true
+		log "oauth2-proxy could not be built; TestConsoleBehindOAuth2Proxy will skip"
+	fi
+	rm -rf "$oauth2_build_dir"
+	oauth2_pid=""
+}
+# A failing step below (set -e) must not leave the build running.
+trap '[[ -n "$oauth2_pid" ]] && kill "$oauth2_pid" 2>/dev/null; true' EXIT
 
 # --- Node 22 ---------------------------------------------------------------------------
 node22_ok() { [[ -x "$NODE22" ]] && [[ "$("$NODE22" --version 2>/dev/null)" == "v$NODE22_VERSION" ]]; }
@@ -135,20 +185,6 @@ else
 		service redis-server stop >/dev/null 2>&1 || true
 	fi
 fi
-# --- oauth2-proxy (the console behind a real login proxy, test/browser) --------------------
-# Built from its Go module (pinned here) into .tools/bin; a failed build is not fatal: the one
-# test that needs it then skips and says so.
-OAUTH2_PROXY_VERSION="${OAUTH2_PROXY_VERSION:-v7.15.6}"
-OAUTH2_PROXY="$TOOLS/bin/oauth2-proxy"
-if [[ -x "$OAUTH2_PROXY" && -f "$TOOLS/bin/.oauth2-proxy-$OAUTH2_PROXY_VERSION" ]]; then
-	log "oauth2-proxy $OAUTH2_PROXY_VERSION present"
-else
-	log "building oauth2-proxy $OAUTH2_PROXY_VERSION from its Go module (a few minutes the first time)"
-	mkdir -p "$TOOLS/bin"
-	if timed oauth2-proxy env GOBIN="$TOOLS/bin" CGO_ENABLED=0 go install "github.com/oauth2-proxy/oauth2-proxy/v7@$OAUTH2_PROXY_VERSION"; then
-		touch "$TOOLS/bin/.oauth2-proxy-$OAUTH2_PROXY_VERSION"
-	else
-		log "oauth2-proxy could not be built; TestConsoleBehindOAuth2Proxy will skip"
-	fi
-fi
+# --- oauth2-proxy: wait for the build started above ----------------------------------------
+oauth2_proxy_finish
 log "ok"

@@ -43,7 +43,9 @@ Usage:
                                       (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
-  tollgate version
+  tollgate backup --out FILE          copy the running gateway's file task store, online
+                                      (tollgate backup --help)
+  tollgate version                    version (semver tag), commit and Go version of this binary
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
 `
@@ -70,8 +72,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCall(ctx, args, stdout, stderr)
 	case "approvals":
 		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
+	case "backup":
+		return cmdBackup(ctx, args, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "tollgate", version)
+		printVersion(stdout)
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -118,14 +122,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate: invalid configuration %s:\n%s\n", path, indent(err))
 		return 1
 	}
-	return serve(ctx, cfg, server.Options{Logger: log, Version: version}, nil)
+	return serve(ctx, cfg, path, stderr, server.Options{Logger: log, Version: readBuildInfo().Version}, nil)
 }
 
 // serve runs a server until ctx ends; SIGHUP reloads the configuration.
-func serve(ctx context.Context, cfg *config.Config, o server.Options, started func(*server.Server)) int {
+//
+// Errors have one form each (README "Command line"): a configuration that cannot start —
+// refused by config.Load or by server.New (tokens, keys, the task store, the rules) — is
+// plain text on stderr, "tollgate: …" with one "  - " line per problem, the form `validate`
+// prints, and exit status 1; everything after the start (listening, serving, reloads) is a
+// JSON log line.
+func serve(ctx context.Context, cfg *config.Config, path string, stderr io.Writer, o server.Options, started func(*server.Server)) int {
 	srv, err := server.New(cfg, o)
 	if err != nil {
-		o.Logger.Error("startup failed", "error", err.Error())
+		fmt.Fprintf(stderr, "tollgate: cannot start with configuration %s:\n%s\n", path, indent(err))
 		return 1
 	}
 	hup := make(chan os.Signal, 1)
@@ -214,7 +224,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	held, stopHeld := startHeldPrinter(ctx, stdout)
 	defer stopHeld()
-	return serve(ctx, cfg, server.Options{Logger: log, Version: version, LookupEnv: env}, func(s *server.Server) {
+	return serve(ctx, cfg, "(embedded demo)", stderr, server.Options{Logger: log, Version: readBuildInfo().Version, LookupEnv: env}, func(s *server.Server) {
 		b := demo.Banner{CLI: cliName(), MCPURL: "http://" + s.MCPAddr() + "/mcp", AdminURL: "http://" + s.AdminAddr(),
 			ConsoleURL: "http://" + s.AdminAddr() + "/approvals", Token: token, Upstream: upURL, Config: cfgPath}
 		s.SubscribeTasks(heldLines(b, held))

@@ -92,7 +92,11 @@ func cmdRunCommand(ctx context.Context, f runFlags, stdout, stderr io.Writer) in
 	}
 	held, stopHeld := startHeldPrinter(ctx, stdout)
 	defer stopHeld()
-	return serve(ctx, cfg, server.Options{Logger: log, Version: version, LookupEnv: lookup}, func(s *server.Server) {
+	label := f.config
+	if label == "" {
+		label = "(command line)"
+	}
+	return serve(ctx, cfg, label, stderr, server.Options{Logger: log, Version: readBuildInfo().Version, LookupEnv: lookup}, func(s *server.Server) {
 		console := "http://" + s.AdminAddr() + "/approvals"
 		s.SubscribeTasks(heldLines(demo.Banner{CLI: cliName(), ConsoleURL: console}, held))
 		fmt.Fprint(stdout, runBanner(cfg, "http://"+s.MCPAddr()+"/mcp", console, token, generated))

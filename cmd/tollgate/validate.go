@@ -61,8 +61,8 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: invalid (tollgate run would refuse it)\n%s\n", path, indent(err))
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: valid (%d rules, %d workflows, %d policy files)\n", path,
-		len(cfg.Governance.Rules), len(cfg.Approval), len(cfg.Cedar.Policies))
+	fmt.Fprintf(stdout, "%s: valid (%s, %s, %s)\n", path, count(len(cfg.Governance.Rules), "rule", "rules"),
+		count(len(cfg.Approval), "workflow", "workflows"), count(len(cfg.Cedar.Policies), "policy file", "policy files"))
 	return 0
 }
 
@@ -136,4 +136,12 @@ func indentText(s, pad string) string {
 		}
 	}
 	return b.String()
+}
+
+// count is "1 rule", "0 rules", "2 rules".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

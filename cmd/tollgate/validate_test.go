@@ -77,7 +77,7 @@ func TestValidateReportsWhatRunRefuses(t *testing.T) {
 		{name: "two approvers share a token", yaml: "approvers: [{name: alice, token_env: ALICE_TOKEN}, {name: bob, token_env: BOB_TOKEN}]\n",
 			env: map[string]string{"ALICE_TOKEN": token, "BOB_TOKEN": token}, code: 1, want: []string{`approver "bob" has the same token as approver "alice"`}, notWant: []string{token}},
 		{name: "approval rule and no approver token", yaml: "governance: {rules: [{match: \"delete_*\", action: approve}]}\n",
-			code: 0, want: []string{"warning: no approver tokens", "valid (1 rules"}},
+			code: 0, want: []string{"warning: no approver tokens", "valid (1 rule, "}},
 		{name: "file store under a regular file", yaml: "tasks: {store: {type: file, path: DIR/afile/tasks.db}}\n",
 			files: map[string]string{"afile": "x"}, code: 1, want: []string{"tasks.store: file task store", "afile: not a directory"}},
 		{name: "file store path is a directory", yaml: "tasks: {store: {type: file, path: DIR/adir}}\n",

@@ -141,6 +141,7 @@ func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 	}
 	h.mux.HandleFunc("GET /api/v1/approvals", h.list)
 	h.mux.HandleFunc("GET /api/v1/approvals/summary", h.summary)
+	h.mux.HandleFunc("GET /api/v1/approvals/whoami", h.whoami)
 	h.mux.HandleFunc("GET /api/v1/approvals/{taskId}", h.show)
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/approve", h.decide(true))
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/reject", h.decide(false))

@@ -593,7 +593,7 @@ func TestApproverTokens(t *testing.T) {
 		{name: "shared token", c: cfg(Approver{Name: "alice", TokenEnv: "A"}, Approver{Name: "bob", TokenEnv: "B"}), env: map[string]string{"A": "s3cr3t-shared-0123", "B": "s3cr3t-shared-0123"},
 			err: []string{`approvers[1].token_env: approver "bob" has the same token as approver "alice"`}},
 		{name: "admin shares a token", c: cfg(Approver{Name: "alice", TokenEnv: "A"}), env: map[string]string{"A": "s3cr3t-shared-0123", EnvAdminToken: "s3cr3t-shared-0123"},
-			err: []string{`$TOLLGATE_ADMIN_TOKEN: approver "admin" has the same token as approver "alice"`}},
+			err: []string{`$TOLLGATE_ADMIN_TOKEN: approver "admin" has the same token as approver "alice"; the gateway reads $TOLLGATE_ADMIN_TOKEN as approver "admin": unset it in the shell that runs tollgate, and give it to the CLI per command (TOLLGATE_ADMIN_TOKEN=$A tollgate approvals list)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

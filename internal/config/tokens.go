@@ -62,7 +62,14 @@ func (c *Config) ApproverTokens(lookupEnv func(string) (string, bool)) (map[stri
 			return
 		}
 		if other, dup := tokens[token]; dup && other != name {
-			errs = append(errs, &FieldError{Path: path, Msg: fmt.Sprintf("approver %q has the same token as approver %q", name, other)})
+			msg := fmt.Sprintf("approver %q has the same token as approver %q", name, other)
+			if name == AdminApprover && path == "$"+EnvAdminToken {
+				// The usual cause: TOLLGATE_ADMIN_TOKEN exported for the approvals CLI in the shell
+				// that starts the gateway, which reads it as a second approver.
+				msg += fmt.Sprintf("; the gateway reads $%s as approver %q: unset it in the shell that runs tollgate, "+
+					"and give it to the CLI per command (%s=$%s tollgate approvals list)", EnvAdminToken, AdminApprover, EnvAdminToken, envOf(c, other))
+			}
+			errs = append(errs, &FieldError{Path: path, Msg: msg})
 			return
 		}
 		tokens[token] = name
@@ -86,4 +93,14 @@ func (c *Config) ApproverTokens(lookupEnv func(string) (string, bool)) (map[stri
 		return nil, errors.Join(errs...)
 	}
 	return tokens, nil
+}
+
+// envOf is the token_env of approver name ("TOKEN" if none), for a hint.
+func envOf(c *Config, name string) string {
+	for _, a := range c.Approvers {
+		if a.Name == name && a.TokenEnv != "" {
+			return a.TokenEnv
+		}
+	}
+	return "TOKEN"
 }

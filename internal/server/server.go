@@ -306,6 +306,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
+	// Wrong tokens count towards the same per-address throttle as the approvals API's.
+	adminMux.Handle("GET "+BackupPath, approval.Throttle(http.HandlerFunc(s.backup),
+		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }}))
 	// Authenticated by Slack's request signature, not a bearer token (docs/slack.md).
 	adminMux.Handle("POST "+slack.InteractionsPath, s.slack.Interactions())
 	adminMux.Handle(console.Path, console.Handler())

@@ -104,7 +104,7 @@ func TestConformanceThroughTollgate(t *testing.T) {
 	defer cancel()
 	logDir := t.TempDir()
 
-	serverBin := filepath.Join(root, "bin", "conformance-server")
+	serverBin := filepath.Join(t.TempDir(), "conformance-server")
 	goBuild(ctx, t, root, serverBin, "github.com/mark3labs/mcp-go/examples/conformance")
 	tollgateBin := buildTollgate(ctx, t, root)
 
@@ -181,13 +181,14 @@ func (s *suiteRunner) compare(ctx context.Context, t *testing.T, direct map[stri
 	}
 }
 
-// buildTollgate returns TOLLGATE_BIN, or builds ./cmd/tollgate into bin/.
+// buildTollgate returns TOLLGATE_BIN, or builds ./cmd/tollgate into the test's temp dir: never
+// into bin/, where it replaced the stripped static binary of `make build` with a dev build.
 func buildTollgate(ctx context.Context, t *testing.T, root string) string {
 	t.Helper()
 	if bin := os.Getenv(envTollgate); bin != "" {
 		return bin
 	}
-	bin := filepath.Join(root, "bin", "tollgate")
+	bin := filepath.Join(t.TempDir(), "tollgate")
 	goBuild(ctx, t, root, bin, "./cmd/tollgate")
 	return bin
 }

@@ -60,7 +60,7 @@ func TestModernConformanceThroughTollgate(t *testing.T) {
 	logDir := t.TempDir()
 
 	scenarios := modernScenarios(ctx, t, node, cli)
-	fixtureBin := filepath.Join(root, "bin", "modernfixture")
+	fixtureBin := filepath.Join(t.TempDir(), "modernfixture")
 	goBuild(ctx, t, root, fixtureBin, "./test/fixture/modern/cmd/modernfixture")
 	tollgateBin := buildTollgate(ctx, t, root)
 

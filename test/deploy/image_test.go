@@ -209,6 +209,9 @@ type goBuild struct {
 
 var versionRef = regexp.MustCompile(`\$\{VERSION\}|\$\(VERSION\)|\$VERSION\b`)
 
+// revisionRef is the commit stamp (-X main.commit), a placeholder likewise.
+var revisionRef = regexp.MustCompile(`\$\{REVISION\}|\$\(REVISION\)|\$REVISION\b`)
+
 // platformEnv selects the target platform; the image cross-compiles, the Makefile builds for
 // the host, and neither changes how the binary is built.
 var platformEnv = map[string]bool{"GOOS": true, "GOARCH": true, "GOARM": true, "GOAMD64": true}
@@ -217,6 +220,7 @@ var platformEnv = map[string]bool{"GOOS": true, "GOARCH": true, "GOARM": true, "
 func parseGoBuild(t *testing.T, where, cmdline string) goBuild {
 	t.Helper()
 	cmdline = versionRef.ReplaceAllString(cmdline, "{VERSION}")
+	cmdline = revisionRef.ReplaceAllString(cmdline, "{REVISION}")
 	var segment string
 	for _, s := range regexp.MustCompile(`&&|;|\|\|`).Split(cmdline, -1) {
 		if strings.Contains(s, "go build") {
@@ -320,8 +324,8 @@ func makefileBuild(t *testing.T, path string) goBuild {
 		for range 10 { // nested references, bounded
 			next := expandRef.ReplaceAllStringFunc(s, func(ref string) string {
 				name := expandRef.FindStringSubmatch(ref)[1]
-				if name == "VERSION" {
-					return "{VERSION}"
+				if name == "VERSION" || name == "REVISION" {
+					return "{" + name + "}"
 				}
 				return vars[name]
 			})
@@ -361,7 +365,7 @@ func TestBuildFlagsMatchMakefile(t *testing.T) {
 
 	want := goBuild{
 		Env:   map[string]string{"CGO_ENABLED": "0"},
-		Flags: []string{"-ldflags=-s -w -X main.version={VERSION}", "-trimpath"},
+		Flags: []string{"-ldflags=-s -w -X main.version={VERSION} -X main.commit={REVISION}", "-trimpath"},
 	}
 	for _, b := range []struct {
 		name string

@@ -23,7 +23,7 @@ const (
 	configMapFile  = "deploy/base/configmap.yaml"
 	tollgateName   = "tollgate"        // Deployment and container
 	configMapName  = "tollgate-config" // ConfigMap with config.yaml and the policies
-	tollgateImage  = "ghcr.io/tollgate-mcp/tollgate:latest"
+	tollgateImage  = "ghcr.io/tollgate-mcp/tollgate:v0.1.0"
 	configDir      = "/etc/tollgate" // docs/contract.md §4: the last config lookup location
 	nonRootUID     = 65532           // distroless "nonroot", the Dockerfile's USER
 )

@@ -15,6 +15,7 @@
   var POLL_MS = 2000;
   var PAGE_SIZE = 100;
   var SUMMARY = API + '/summary';
+  var WHOAMI = API + '/whoami';
   var TIMEOUT_MS = 10000;
   var TITLES = {
     pending: 'Pending approvals',
@@ -41,7 +42,10 @@
     loading: false,
     deciding: false,
     generation: 0, // bumps on sign-out / filter change so stale replies are dropped
-    proxied: '' // the approver a login proxy signed this browser in as ('' = token sign-in)
+    proxied: '', // the approver a login proxy signed this browser in as ('' = token sign-in)
+    me: null, // GET /api/v1/approvals/whoami of this sign-in: {approver, signIn, groups}
+    signIns: 0, // bumps at each sign-in and sign-out so a stale whoami answer is dropped
+    meLoading: false
   };
 
   function $(id) { return document.getElementById(id); }
@@ -154,6 +158,25 @@
 
   function isPending(v) { return !!v && v.state === 'awaiting_approval'; }
 
+  // A task in one of these states changes no more; any other view may be stale.
+  var FINAL = { completed: 1, failed: 1, rejected: 1, expired: 1, timed_out: 1, cancelled: 1 };
+  function isFinal(v) { return !!v && FINAL.hasOwnProperty(v.state); }
+
+  // statusText says in words where the call is: "approved (working)" read as if it still ran
+  // after it had completed.
+  var STATES = {
+    awaiting_approval: 'awaiting approval',
+    approved: 'approved — starting',
+    executing: 'approved — running',
+    completed: 'completed',
+    failed: 'failed',
+    rejected: 'rejected',
+    expired: 'expired',
+    timed_out: 'approval timed out',
+    cancelled: 'cancelled'
+  };
+  function statusText(v) { return STATES[v.state] || v.state || '?'; }
+
   // "1 of 2 approvals (alice)" for a call that needs several distinct approvers
   // (approval.<name>.min_approvals); '' when one approval decides.
   function approvalsText(v) {
@@ -237,7 +260,7 @@
     var dl = el('dl', '', []);
     dl.id = 'd-fields';
     field(dl, 'Tool', v.tool);
-    field(dl, 'Status', v.state + (v.status && v.status !== v.state ? ' (' + v.status + ')' : ''));
+    field(dl, 'Status', statusText(v));
     field(dl, 'Workflow', v.workflow);
     field(dl, 'Requested by', v.requestedBy);
     field(dl, 'Owner (hash)', v.owner);
@@ -407,6 +430,7 @@
       renderList();
       renderDetail();
       renderPager();
+      if (!fresh && state.selected && !isFinal(state.selected)) { loadSelected(gen, state.selectedId); }
       $('refresh').textContent = 'Updated ' + new Date().toLocaleTimeString() + ' · ' + state.items.length +
         ' shown on page ' + (state.page + 1) + (state.next ? ' (more on the next page)' : '') + ' · refreshes every 2 s';
       return loadSummary(gen);
@@ -414,6 +438,16 @@
       if (gen !== state.generation) { return; }
       $('refresh').textContent = 'Gateway unreachable at ' + new Date().toLocaleTimeString() + '; retrying.';
     }).then(function () { if (gen === state.generation) { state.loading = false; } });
+  }
+
+  // loadSelected refreshes the request shown in the detail when the page's listing no longer
+  // holds it (an approved call leaves the pending list while it runs and completes).
+  function loadSelected(gen, id) {
+    api('GET', API + '/' + encodeURIComponent(id)).then(function (r) {
+      if (gen !== state.generation || id !== state.selectedId || r.status !== 200 || !r.body) { return; }
+      state.selected = r.body;
+      renderDetail();
+    }, function () { /* the list reports an unreachable gateway */ });
   }
 
   function startPolling() {
@@ -433,14 +467,45 @@
     $('app').hidden = false;
     $('session').hidden = false;
     // Signed in by the login proxy: it owns the session, so there is nothing to sign out of here.
-    $('whoami').textContent = state.proxied ? 'signed in as ' + state.proxied + ' (login proxy)' : 'signed in';
     $('signout').hidden = !!state.proxied;
+    renderWho();
+    if (!state.me && !state.meLoading) { loadWho(); }
+  }
+
+  // renderWho names the approver and their groups once the gateway said who they are.
+  function renderWho() {
+    var me = state.me;
+    var name = (me && me.approver) || state.proxied;
+    $('whoami').textContent = !name ? (me ? 'signed in' : 'checking who you are…')
+      : 'signed in as ' + name + (state.proxied || (me && me.signIn === 'login_proxy') ? ' (login proxy)' : '');
+    var groups = (me && Array.isArray(me.groups)) ? me.groups : [];
+    $('groups').textContent = groups.length ? 'groups: ' + groups.join(', ') : '';
+    $('groups').hidden = groups.length === 0;
+  }
+
+  function loadWho() {
+    var n = state.signIns;
+    state.meLoading = true;
+    api('GET', WHOAMI).then(function (r) {
+      if (n !== state.signIns) { return; }
+      state.meLoading = false;
+      // An older gateway without whoami: say "signed in" rather than guess a name.
+      state.me = (r.status === 200 && r.body && typeof r.body.approver === 'string') ? r.body : { approver: '', groups: [] };
+      renderWho();
+    }, function () { if (n === state.signIns) { state.meLoading = false; } });
   }
   function showLogin() {
     $('app').hidden = true;
     $('session').hidden = true;
     $('login').hidden = false;
     $('token').focus();
+  }
+
+  // forgetWho drops who the page was signed in as (sign-in, sign-out, a refused token).
+  function forgetWho() {
+    state.signIns++;
+    state.me = null;
+    state.meLoading = false;
   }
 
   function reset() {
@@ -464,6 +529,7 @@
     stopPolling();
     setToken('');
     state.proxied = '';
+    forgetWho();
     reset();
     showLogin();
     showMessage('error', wasProxied
@@ -500,6 +566,7 @@
     }
     clearMessage();
     setToken(t);
+    forgetWho();
     reset();
     startPolling();
   }
@@ -507,6 +574,7 @@
   function signOut() {
     stopPolling();
     setToken('');
+    forgetWho();
     reset();
     clearMessage();
     showLogin();
