@@ -43,7 +43,7 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 		return modernError(x, e)
 	}
 	g.computeOnDemand(s, p.Name)
-	eff := s.Evaluate(ctx, g.log, governance.Caller{Subject: x.Subject}, p.Name, g.ann.tool(p.Name).hints, p.Arguments)
+	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
 	switch {
