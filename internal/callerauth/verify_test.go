@@ -1,6 +1,7 @@
 package callerauth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
@@ -214,4 +215,43 @@ func FuzzClaims(f *testing.F) {
 			t.Fatalf("unbounded lists: %d groups, %d scopes", len(c.Groups), len(c.Scopes))
 		}
 	})
+}
+
+// TestKnownKidDoesNotWaitForRefresh: while a key set fetch hangs (an issuer that times out
+// rather than refusing connections), tokens whose key is cached keep verifying at once.
+// Before, lookup held the key set's lock for the whole fetch (up to the 5 s fetch timeout), so
+// every request of the issuer stalled behind the periodic refresh, and behind the refresh that
+// any client can trigger every 10 s with an unknown kid.
+func TestKnownKidDoesNotWaitForRefresh(t *testing.T) {
+	ti := newTestIssuer(t, nil)
+	tok := signWith(t, ti.key, "k1", ti.claims())
+	if _, f := ti.a.Authenticate(request(tok)); f != nil { // warm
+		t.Fatal(f)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		close(entered)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hung.Close()
+	defer close(release)
+	ks := ti.a.issuers[0].keys
+	ks.jwksURL = hung.URL // the issuer now hangs
+	refreshed := make(chan struct{})
+	go func() { defer close(refreshed); ks.refresh(context.Background()) }()
+	<-entered
+	_, f := ti.a.Authenticate(request(tok))
+	select {
+	case <-refreshed:
+		t.Fatal("verification of a cached key waited for the hanging key set fetch to give up")
+	default:
+	}
+	if f != nil {
+		t.Errorf("a token of a cached key refused during a refresh: %v", f)
+	}
+	release <- struct{}{}
+	<-refreshed
 }
