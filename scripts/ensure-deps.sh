@@ -4,7 +4,8 @@
 #   .tools/node22/   Node 22 from the npm registry (npm package "node"); the MCP conformance
 #                    suite needs Node >= 22 while the machine ships Node 20.
 #   .tools/npm/      @modelcontextprotocol/{conformance,sdk,server-everything,server-filesystem,
-#                    ext-tasks,inspector}
+#                    ext-tasks,inspector}, oidc-provider (a real OAuth 2.1 authorization server
+#                    for the caller-auth e2e tests, test/interop/oidc-provider.mjs)
 #                    and conformance-next (an npm alias of @modelcontextprotocol/conformance
 #                    0.2.0-alpha.12, the 2026-07-28 suite, beside the pinned 0.1.16), installed
 #                    with `npm ci` from test/npm/package.json + package-lock.json (versions pinned
@@ -130,6 +131,7 @@ NPM_BINS=(
 	"@modelcontextprotocol/inspector/clients/mcpdo/build/mcp-bin.js"
 	"@modelcontextprotocol/ext-tasks/dist/client/index.js"
 	"@modelcontextprotocol/server-filesystem/dist/index.js"
+	"oidc-provider/lib/index.js"
 )
 npm_complete() {
 	local f

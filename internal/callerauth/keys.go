@@ -41,33 +41,44 @@ type keySet struct {
 	maxAge  time.Duration
 	now     func() time.Time
 
-	mu      sync.Mutex
-	keys    []jose.JSONWebKey
-	fetched time.Time // last successful fetch
-	tried   time.Time // last attempt
-	lastErr error     // last attempt's error, nil after a success
+	// fetchMu serialises fetches and guards jwksURL; mu guards the state below and is never
+	// held across a fetch, so tokens of cached keys verify while a fetch hangs.
+	fetchMu  sync.Mutex
+	mu       sync.Mutex
+	keys     []jose.JSONWebKey
+	fetched  time.Time // last successful fetch
+	tried    time.Time // last attempt
+	lastErr  error     // last attempt's error, nil after a success
+	fetching bool      // a fetch is under way
+	gen      uint64    // completed fetch attempts
 }
 
 // lookup returns the keys a token's kid (and alg) may be verified with, fetching the set
 // when it has none, or when kid is unknown and the last attempt is older than
-// unknownKidEvery.
+// unknownKidEvery. A kid in the cached set never waits for a fetch.
 func (k *keySet) lookup(ctx context.Context, kid, alg string) ([]jose.JSONWebKey, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	now := k.now()
 	if k.keys != nil && now.Sub(k.fetched) > k.maxAge {
 		k.keys = nil // too old to trust: the issuer may have revoked them
 	}
 	if found := match(k.keys, kid, alg); len(found) > 0 {
+		k.mu.Unlock()
 		return found, nil
 	}
 	if k.keys != nil && now.Sub(k.tried) < unknownKidEvery {
+		k.mu.Unlock()
 		return nil, nil // known set, unknown kid, refreshed moments ago
 	}
-	if k.keys == nil && !k.tried.IsZero() && now.Sub(k.tried) < time.Second {
+	if k.keys == nil && !k.fetching && !k.tried.IsZero() && now.Sub(k.tried) < time.Second {
+		k.mu.Unlock()
 		return nil, errKeysUnavailable // the issuer just failed: do not hammer it per request
 	}
-	k.refreshLocked(ctx)
+	gen := k.gen
+	k.mu.Unlock()
+	k.fetchAfter(ctx, gen)
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	if k.keys == nil {
 		return nil, errKeysUnavailable
 	}
@@ -96,13 +107,28 @@ func match(keys []jose.JSONWebKey, kid, alg string) []jose.JSONWebKey {
 // refresh fetches the key set now (the periodic refresh).
 func (k *keySet) refresh(ctx context.Context) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.refreshLocked(ctx)
+	gen := k.gen
+	k.mu.Unlock()
+	k.fetchAfter(ctx, gen)
 }
 
-func (k *keySet) refreshLocked(ctx context.Context) {
-	k.tried = k.now()
+// fetchAfter fetches the set unless an attempt completed since gen (requests that queued
+// behind one fetch share its outcome: one fetch per wave).
+func (k *keySet) fetchAfter(ctx context.Context, gen uint64) {
+	k.fetchMu.Lock()
+	defer k.fetchMu.Unlock()
+	k.mu.Lock()
+	if k.gen != gen {
+		k.mu.Unlock()
+		return
+	}
+	k.tried, k.fetching = k.now(), true
+	k.mu.Unlock()
 	keys, err := k.fetch(ctx)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.fetching = false
+	k.gen++
 	if err != nil {
 		k.lastErr = err
 		if k.keys != nil && k.now().Sub(k.fetched) > k.maxAge {
