@@ -191,6 +191,7 @@ func TestDefaults(t *testing.T) {
 			},
 			AdminAuth: AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
 		},
+		Audit: Audit{Forward: "all"},
 	}
 	c.meta = nil
 	if !reflect.DeepEqual(c, want) {

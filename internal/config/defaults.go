@@ -151,6 +151,7 @@ func (c *Config) applyDefaults(present map[string]int) {
 		g.Defaults.Action = DefaultAction
 	}
 	str(&g.Defaults.Approval, "governance.defaults.approval", DefaultWorkflow)
+	str(&c.Audit.Forward, "audit.forward", AuditForwardAll)
 	for i := range g.Rules {
 		r := &g.Rules[i]
 		if r.Action == ActionApprove || r.Action == ActionPolicy {

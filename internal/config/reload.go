@@ -12,6 +12,7 @@ var liveKeys = map[string]bool{
 	"server.tools_fetch_timeout": true, "server.tools_max_pages": true, "server.admin_auth": true,
 	"tasks.sync_approval": true, "tasks.promote_after": true, "tasks.hold_budget": true, "tasks.replay_window": true,
 	"tasks.store": true, "server.limits": true, // listed per key below
+	"audit.forward": true,
 }
 
 // RestartRequired lists the YAML paths of settings that differ between old and new

@@ -286,7 +286,18 @@ type RateLimit struct {
 // Audit configures the append-only audit log.
 type Audit struct {
 	Path string `yaml:"path"` // "" or "-" = stderr
+	// Forward says which forwarded calls get a decision line: all (default), sampled (at
+	// most audit.ForwardSampleRate a second, each line counting the ones left out) or none.
+	// Denials, holds and would-be decisions of audit mode are always written.
+	Forward string `yaml:"forward"`
 }
+
+// Values of audit.forward.
+const (
+	AuditForwardAll     = "all"
+	AuditForwardSampled = "sampled"
+	AuditForwardNone    = "none"
+)
 
 // Telemetry configures tracing export (off by default).
 type Telemetry struct {

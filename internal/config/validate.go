@@ -82,6 +82,11 @@ func (c *Config) Validate() error {
 	}
 	v.tasks()
 	v.server()
+	switch c.Audit.Forward {
+	case AuditForwardAll, AuditForwardSampled, AuditForwardNone:
+	default:
+		v.add("audit.forward", "must be all, sampled or none, got %q", c.Audit.Forward)
+	}
 	if r := c.Telemetry.SampleRatio; r < 0 || r > 1 {
 		v.add("telemetry.sample_ratio", "must be between 0 and 1, got %g", r)
 	}

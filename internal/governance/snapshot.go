@@ -132,12 +132,18 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 	return eff
 }
 
+// RuleName names the rule of a decision as the API and the audit log do: its glob, or
+// "defaults" when no rule matched.
+func RuleName(d rules.Decision) string {
+	if d.Rule >= 0 {
+		return d.Match
+	}
+	return "defaults"
+}
+
 // DeniedError is the -32003 answer for a denied call (docs/contract.md §2).
 func DeniedError(tool string, e Effective) *jsonrpc.Error {
-	rule := "defaults"
-	if e.Decision.Rule >= 0 {
-		rule = e.Decision.Match
-	}
+	rule := RuleName(e.Decision)
 	msg := fmt.Sprintf("PolicyDenied: tool %q is denied by rule %q", tool, rule)
 	kv := []any{"tool", tool, "rule", rule}
 	if e.Policy != nil {

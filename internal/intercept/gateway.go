@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
@@ -49,6 +50,8 @@ type Deps struct {
 	OwnerKey string
 	// ConsoleURL is the approvals console, named in the answer to a held call ("" = none).
 	ConsoleURL string
+	// Audit gets a line for every governance decision on a tools/call (nil = none).
+	Audit *audit.Logger
 }
 
 // Gateway implements the intercepted methods (REQ-CORE-007).
