@@ -90,8 +90,10 @@ type Logger struct {
 	buf bytes.Buffer
 	enc *json.Encoder
 
-	// fwd samples forward decision lines (audit.forward: sampled).
-	fwd forwardSampler
+	// fwd samples forward decision lines (audit.forward: sampled); recent keeps the last
+	// decisions that were not plain forwards, for the admin API (Recent).
+	fwd    forwardSampler
+	recent recentDecisions
 
 	// OnTaskChange bookkeeping: last state seen per task, and a FIFO of finished task ids.
 	seen     map[string]seen

@@ -57,6 +57,10 @@ func (l *Logger) Decision(e Event, forward string) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if e.Outcome != OutcomeForward {
+		e.Time = e.Time.UTC()
+		l.recent.add(e)
+	}
 	if e.Outcome == OutcomeForward && forward == config.AuditForwardSampled {
 		ok, skipped := l.fwd.allow(e.Time)
 		if !ok {
@@ -65,4 +69,48 @@ func (l *Logger) Decision(e Event, forward string) {
 		e.SkippedForwards = skipped
 	}
 	l.record(e)
+}
+
+// RecentDecisions is how many decisions other than plain forwards a Logger keeps for Recent.
+const RecentDecisions = 512
+
+// recentDecisions is a ring of the last RecentDecisions non-forward decisions; used under
+// Logger.mu.
+type recentDecisions struct {
+	buf  []Event
+	next int
+}
+
+func (r *recentDecisions) add(e Event) {
+	if len(r.buf) < RecentDecisions {
+		r.buf = append(r.buf, e)
+		return
+	}
+	r.buf[r.next] = e
+	r.next = (r.next + 1) % RecentDecisions
+}
+
+// Recent returns up to limit of the last decisions this process made that were not plain
+// forwards (denials, holds, audit mode's would-be decisions), newest first; would keeps only
+// the would-be ones. They are this replica's, kept in memory: the audit log has them all.
+func (l *Logger) Recent(would bool, limit int) []Event {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Event, 0, min(limit, len(l.recent.buf)))
+	n := len(l.recent.buf)
+	for i := range n {
+		if len(out) >= limit {
+			break
+		}
+		// Newest first: the slot before next, walking back.
+		e := l.recent.buf[((l.recent.next-1-i)%n+n)%n]
+		if would && e.Mode != config.ModeAudit {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }

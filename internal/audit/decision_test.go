@@ -59,3 +59,34 @@ func TestForwardSampled(t *testing.T) {
 		t.Errorf("skipped_forwards = %d, want 5", e.SkippedForwards)
 	}
 }
+
+// TestRecent: the last RecentDecisions non-forward decisions are kept, newest first, and
+// would=true keeps audit mode's only.
+func TestRecent(t *testing.T) {
+	l := New(&bytes.Buffer{})
+	l.Decision(Event{Tool: "echo", Outcome: OutcomeForward}, config.AuditForwardAll)
+	for i := range RecentDecisions + 3 {
+		e := Event{Tool: "drop", Outcome: OutcomeDeny, Actor: string(rune('a' + i%26))}
+		if i%2 == 1 {
+			e.Outcome, e.Mode = OutcomeWouldDeny, config.ModeAudit
+		}
+		l.Decision(e, config.AuditForwardAll)
+	}
+	all := l.Recent(false, 1000)
+	if len(all) != RecentDecisions {
+		t.Fatalf("kept %d, want %d", len(all), RecentDecisions)
+	}
+	last := RecentDecisions + 2 // the newest: even, a deny
+	if all[0].Actor != string(rune('a'+last%26)) || all[0].Outcome != OutcomeDeny {
+		t.Errorf("newest = %+v", all[0])
+	}
+	would := l.Recent(true, 5)
+	if len(would) != 5 || would[0].Actor != string(rune('a'+(last-1)%26)) {
+		t.Errorf("would = %+v", would)
+	}
+	for _, e := range would {
+		if e.Outcome != OutcomeWouldDeny {
+			t.Errorf("would-be list holds %+v", e)
+		}
+	}
+}

@@ -193,6 +193,7 @@ func TestDefaults(t *testing.T) {
 		},
 		Audit: Audit{Forward: "all"},
 	}
+	want.Governance.Mode = "enforce"
 	c.meta = nil
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)

@@ -152,6 +152,7 @@ func (c *Config) applyDefaults(present map[string]int) {
 	}
 	str(&g.Defaults.Approval, "governance.defaults.approval", DefaultWorkflow)
 	str(&c.Audit.Forward, "audit.forward", AuditForwardAll)
+	str(&g.Mode, "governance.mode", ModeEnforce)
 	for i := range g.Rules {
 		r := &g.Rules[i]
 		if r.Action == ActionApprove || r.Action == ActionPolicy {

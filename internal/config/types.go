@@ -103,9 +103,18 @@ func (s *Source) ProcessEnv(lookupEnv func(string) (string, bool)) []string {
 
 // Governance is the ordered rule list plus the fallback action.
 type Governance struct {
+	// Mode is enforce (default) or audit: every decision is made and recorded ("would
+	// deny", "would hold") and the call is forwarded, except under rules marked enforce.
+	Mode     string   `yaml:"mode"`
 	Defaults Defaults `yaml:"defaults"`
 	Rules    []Rule   `yaml:"rules"`
 }
+
+// Values of governance.mode and governance.rules[].mode.
+const (
+	ModeEnforce = "enforce"
+	ModeAudit   = "audit"
+)
 
 // Defaults apply when no rule matches.
 type Defaults struct {
@@ -123,6 +132,9 @@ type Rule struct {
 	// upstream's tools/list) have these values, e.g. {destructiveHint: true}. Absent hints
 	// count with the spec's defaults (see rules.Hints).
 	MatchAnnotations map[string]bool `yaml:"match_annotations"`
+	// Mode overrides governance.mode for this rule: audit (record, forward) or enforce; ""
+	// inherits it.
+	Mode string `yaml:"mode"`
 }
 
 // Annotation hints a rule can match (spec 2025-11-25 ToolAnnotations).

@@ -183,6 +183,9 @@ const actionList = "forward, approve, deny or policy"
 
 func (v *validator) governance() {
 	g := v.c.Governance
+	if g.Mode != ModeEnforce && g.Mode != ModeAudit {
+		v.add("governance.mode", "must be enforce or audit, got %q", g.Mode)
+	}
 	if !validAction(g.Defaults.Action) {
 		v.add("governance.defaults.action", "must be %s, got %q", actionList, g.Defaults.Action)
 	} else if g.Defaults.Action == ActionApprove || g.Defaults.Action == ActionPolicy {
@@ -216,6 +219,9 @@ func (v *validator) governance() {
 				}
 				v.add(p+".match_annotations."+k, "%s", msg)
 			}
+		}
+		if r.Mode != "" && r.Mode != ModeEnforce && r.Mode != ModeAudit {
+			v.add(p+".mode", "must be enforce or audit (or absent: governance.mode), got %q", r.Mode)
 		}
 		switch {
 		case !validAction(r.Action):

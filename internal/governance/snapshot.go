@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,6 +89,45 @@ type Effective struct {
 	Decision rules.Decision
 	Action   config.Action // forward | approve | deny (policy resolved)
 	Policy   *policy.Decision
+	// Would is the action enforce mode would have taken (deny or approve) when the rule is in
+	// audit mode (Decision.Audit); Action is then forward. Empty otherwise.
+	Would config.Action
+}
+
+// audit applies audit mode: a deny or approve of an audit-mode rule is recorded in Would and
+// the call forwarded.
+func (e Effective) audit() Effective {
+	if e.Decision.Audit && (e.Action == config.ActionDeny || e.Action == config.ActionApprove) {
+		e.Would, e.Action = e.Action, config.ActionForward
+	}
+	return e
+}
+
+// AuditMode says what audit mode covers in this snapshot, "" when every rule is enforced:
+// the start-up and reload log, /readyz and the console show it, so it is never silent.
+func (s *Snapshot) AuditMode() string {
+	g := s.Config.Governance
+	var audit, enforce []string
+	for i, r := range g.Rules {
+		name := fmt.Sprintf("governance.rules[%d] %q", i, r.Match)
+		switch r.Mode {
+		case config.ModeAudit:
+			audit = append(audit, name)
+		case config.ModeEnforce:
+			enforce = append(enforce, name)
+		}
+	}
+	if g.Mode == config.ModeAudit {
+		msg := "audit mode: governance.mode is audit, decisions are recorded and calls forwarded"
+		if len(enforce) > 0 {
+			msg += fmt.Sprintf(" (enforced: %s)", strings.Join(enforce, ", "))
+		}
+		return msg
+	}
+	if len(audit) > 0 {
+		return fmt.Sprintf("audit mode: %s recorded, not enforced", strings.Join(audit, ", "))
+	}
+	return ""
 }
 
 // cedarWarn samples the evaluation-failure warning: any client can trigger it with arguments a
@@ -102,11 +142,11 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 	d := s.Rules.DecideHints(tool, hints)
 	eff := Effective{Decision: d, Action: d.Action}
 	if d.Action != config.ActionPolicy {
-		return eff
+		return eff.audit()
 	}
 	if s.Policy == nil {
 		eff.Action = config.ActionDeny
-		return eff
+		return eff.audit()
 	}
 	pd, err := s.Policy.Decide(policy.Request{
 		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
@@ -129,7 +169,7 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 	default:
 		eff.Action = config.ActionDeny
 	}
-	return eff
+	return eff.audit()
 }
 
 // RuleName names the rule of a decision as the API and the audit log do: its glob, or

@@ -30,6 +30,15 @@ func (g *Gateway) audited(x *Exchange, s *governance.Snapshot, tool string, eff 
 	default:
 		e.Outcome = audit.OutcomeForward
 	}
+	switch eff.Would {
+	case config.ActionDeny:
+		e.Outcome, e.Mode = audit.OutcomeWouldDeny, config.ModeAudit
+	case config.ActionApprove:
+		e.Outcome, e.Mode, e.Workflow = audit.OutcomeWouldHold, config.ModeAudit, eff.Decision.Workflow
+	}
+	if eff.Would != "" {
+		g.m.would(string(eff.Would))
+	}
 	if eff.Policy != nil {
 		e.Policies, e.Reason = eff.Policy.PolicyIDs, eff.Policy.Reason
 	}

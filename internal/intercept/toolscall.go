@@ -130,7 +130,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		g.m.validation("malformed")
 		return ReplyError(x, terr)
 	}
-	if d.Action == config.ActionDeny {
+	if d.Action == config.ActionDeny && !d.Audit {
 		g.m.decision("deny")
 		g.m.toolCall(p.Name, "deny")
 		eff := governance.Effective{Decision: d, Action: config.ActionDeny}

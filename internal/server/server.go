@@ -117,6 +117,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.snaps.Store(snap)
+	s.logAuditMode(snap)
 
 	tokens, err := cfg.ApproverTokens(o.LookupEnv)
 	if err != nil {
@@ -275,7 +276,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	adminMux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.approvers.set(tokens)
 	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log,
-		Config: func() *config.Config { return s.snaps.Load().Config }}),
+		Config:    func() *config.Config { return s.snaps.Load().Config },
+		Decisions: func(would bool, limit int) any { return s.audit.Recent(would, limit) },
+		AuditMode: func() string { return s.snaps.Load().AuditMode() }}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	// The login proxy (server.admin_auth) signs approvers in before the token throttle.
 	api = approval.ProxySignIn(api, approval.ProxyOptions{
@@ -284,6 +287,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
+	adminMux.Handle("/api/v1/decisions", api)
 	// Authenticated by Slack's request signature, not a bearer token (docs/slack.md).
 	adminMux.Handle("POST "+slack.InteractionsPath, s.slack.Interactions())
 	adminMux.Handle(console.Path, console.Handler())
@@ -608,6 +612,18 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.storeWarning != "" {
 		// Ready all the same (the gateway works), but say it where operators look.
 		fmt.Fprintln(w, "degraded: "+s.storeWarning)
+	}
+	if snap := s.snaps.Load(); snap != nil {
+		if m := snap.AuditMode(); m != "" {
+			fmt.Fprintln(w, m) // never silent: calls it would deny or hold are forwarded
+		}
+	}
+}
+
+// logAuditMode says at start and on every reload that audit mode is on, and what it covers.
+func (s *Server) logAuditMode(snap *governance.Snapshot) {
+	if m := snap.AuditMode(); m != "" {
+		s.log.Warn("governance audit mode is on: calls it would deny or hold are forwarded", "audit_mode", m)
 	}
 }
 

@@ -316,6 +316,11 @@
 
   function renderSummary() {
     var s = state.summary;
+    // Audit mode is never silent: calls it would deny or hold are forwarded meanwhile.
+    var audit = s && typeof s.auditMode === 'string' ? s.auditMode : '';
+    $('audit-mode').hidden = !audit;
+    $('audit-mode').textContent = audit ? 'Audit mode is on — ' + audit.replace(/^audit mode: /, '') +
+      '. Would-be decisions: GET /api/v1/decisions?would=true' : '';
     $('summary').hidden = !s;
     if (!s) { return; }
     $('summary-total').textContent = s.pending + ' pending in all' +
