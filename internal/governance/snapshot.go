@@ -82,6 +82,7 @@ func (h *Holder) Workflow(name string) (config.Workflow, bool) {
 type Caller struct {
 	Subject   string
 	SessionID string
+	Groups    []string // the caller's groups, as a verified caller carries them
 }
 
 // Effective is the action that applies to one concrete call.
