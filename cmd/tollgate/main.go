@@ -43,6 +43,9 @@ Usage:
                                       (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
+  tollgate policy test [--config FILE] CASES.yaml…
+                                      test rules and Cedar policies against expected
+                                      decisions (tollgate policy help)
   tollgate version
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
@@ -70,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCall(ctx, args, stdout, stderr)
 	case "approvals":
 		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
+	case "policy":
+		return cmdPolicy(args, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "tollgate", version)
 		return 0

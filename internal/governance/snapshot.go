@@ -140,6 +140,11 @@ var cedarWarn = logcap.NewSampler(time.Second, 10)
 // the call's arguments: the rule's action, or Cedar's outcome for action: policy. Cedar errors
 // fail closed (deny) and are logged with policy ids, never with arguments.
 func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, tool string, hints rules.Hints, args json.RawMessage) Effective {
+	return s.EvaluateAt(ctx, log, c, tool, hints, args, time.Now())
+}
+
+// EvaluateAt is Evaluate with Cedar's context.time at now (policy tests pin it).
+func (s *Snapshot) EvaluateAt(ctx context.Context, log *slog.Logger, c Caller, tool string, hints rules.Hints, args json.RawMessage, now time.Time) Effective {
 	d := s.Rules.DecideHints(tool, hints)
 	eff := Effective{Decision: d, Action: d.Action}
 	if d.Action != config.ActionPolicy {
@@ -151,7 +156,7 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 	}
 	pd, err := s.Policy.Decide(policy.Request{
 		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
-		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: time.Now(),
+		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: now,
 		Annotations: hints,
 	})
 	if err != nil {
