@@ -1,18 +1,30 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/policytest"
+	"github.com/tollgate-mcp/tollgate/internal/rules"
 )
 
 const policyUsage = `Usage:
+  tollgate policy explain [--config FILE] [--caller NAME] [--groups G1,G2]
+                          [--annotations HINT=BOOL,…] [--json] TOOL [ARGUMENTS-JSON]
+      say how a call would be decided and why: the rule that matches, each Cedar policy
+      satisfied or failing (with its file:line), the outcome and what would change it.
+      A held call's explanation: tollgate approvals explain ID (GET /api/v1/approvals/ID/explain).
   tollgate policy test [--config FILE] CASES.yaml…
       run policy test cases against a configuration's rules and Cedar policies; exit 1 on
       any mismatch (each shown as want/got), 2 on bad usage or unreadable files. A case file
@@ -28,6 +40,8 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "test":
 		return cmdPolicyTest(args[1:], stdout, stderr)
+	case "explain":
+		return cmdPolicyExplain(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, policyUsage)
 		return 0
@@ -118,4 +132,118 @@ func cmdPolicyTest(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func cmdPolicyExplain(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("policy explain", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	flagPath := fl.String("config", "", "configuration file")
+	caller := fl.String("caller", "", "the caller's verified identity (default: an anonymous session)")
+	groups := fl.String("groups", "", "the caller's groups, comma-separated")
+	annotations := fl.String("annotations", "", "the tool's MCP annotations, e.g. destructiveHint=true,readOnlyHint=false")
+	asJSON := fl.Bool("json", false, "print the explanation as JSON")
+	pos, err := parseInterleaved(fl, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		fmt.Fprint(stderr, "tollgate policy explain: want TOOL [ARGUMENTS-JSON]\n\n"+policyUsage)
+		return 2
+	}
+	tool, rawArgs := pos[0], json.RawMessage(nil)
+	if len(pos) == 2 {
+		if !json.Valid([]byte(pos[1])) || !strings.HasPrefix(strings.TrimSpace(pos[1]), "{") {
+			fmt.Fprintln(stderr, "tollgate policy explain: ARGUMENTS-JSON must be a JSON object")
+			return 2
+		}
+		rawArgs = json.RawMessage(pos[1])
+	}
+	var hints rules.Hints
+	if *annotations != "" {
+		m := map[string]bool{}
+		for _, kv := range strings.Split(*annotations, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			b, err := strconv.ParseBool(v)
+			if !ok || err != nil || !slices.Contains(config.AnnotationHints, k) {
+				fmt.Fprintf(stderr, "tollgate policy explain: --annotations %q: want HINT=true|false with HINT one of %s\n", kv, strings.Join(config.AnnotationHints, ", "))
+				return 2
+			}
+			m[k] = b
+		}
+		b, _ := json.Marshal(m)
+		hints = rules.ParseHints(b)
+	}
+	path, ok := resolveConfig("tollgate policy explain", *flagPath, stderr)
+	if !ok {
+		return 2
+	}
+	cfg, err := config.Load(path, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration\n%s\n", path, indent(err))
+		return 2
+	}
+	s, err := governance.Build(cfg, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration\n%s\n", path, indent(err))
+		return 2
+	}
+	c := governance.Caller{Subject: *caller, SessionID: "policy-explain"}
+	if *groups != "" {
+		c.Groups = strings.Split(*groups, ",")
+	}
+	x := s.Explain(context.Background(), c, tool, hints, rawArgs, time.Now())
+	if *asJSON {
+		b, _ := json.MarshalIndent(x, "", "  ")
+		fmt.Fprintf(stdout, "%s\n", b)
+		return 0
+	}
+	PrintExplanation(stdout, x)
+	return 0
+}
+
+// PrintExplanation writes an explanation for people.
+func PrintExplanation(w io.Writer, x governance.Explanation) {
+	r := x.Rule
+	fmt.Fprintf(w, "tool:    %s\n", x.Tool)
+	where := "governance.defaults"
+	if r.Index >= 0 {
+		where = fmt.Sprintf("governance.rules[%d] %q", r.Index, r.Match)
+	}
+	extra := []string{r.Mode}
+	if r.PolicyID != "" {
+		extra = append(extra, "policy_id "+r.PolicyID)
+	}
+	if r.Workflow != "" {
+		extra = append(extra, "workflow "+r.Workflow)
+	}
+	fmt.Fprintf(w, "rule:    %s → %s (%s)\n", where, r.Action, strings.Join(extra, ", "))
+	if x.Cedar != "" {
+		fmt.Fprintf(w, "cedar:   %s\n", x.Cedar)
+		for _, p := range x.Policies {
+			kind := p.Effect
+			if p.Decision == "approve" {
+				kind += " @decision(approve)"
+			}
+			line := fmt.Sprintf("  %-9s %-26s %s  %s", p.Outcome, kind, p.ID, p.Position)
+			if p.Error != "" {
+				line += "  error: " + p.Error
+			}
+			fmt.Fprintln(w, line)
+		}
+		if x.NotMatched > 0 {
+			fmt.Fprintf(w, "  (%d other policies did not apply)\n", x.NotMatched)
+		}
+	}
+	out := string(x.Outcome)
+	if x.Would != "" {
+		out += fmt.Sprintf(" (audit mode: would %s)", x.Would)
+	}
+	if x.Workflow != "" {
+		out += " — workflow " + x.Workflow
+	}
+	fmt.Fprintf(w, "outcome: %s\n", out)
+	fmt.Fprintln(w, "what would change it:")
+	for _, c := range x.Changes {
+		fmt.Fprintf(w, "  - %s\n", c)
+	}
 }

@@ -96,3 +96,35 @@ func TestPolicyTestBrokenCase(t *testing.T) {
 		t.Errorf("unknown key: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 }
+
+// TestPolicyExplain: tollgate policy explain names the rule, each satisfied Cedar policy with
+// its file:line, the outcome and what would change it.
+func TestPolicyExplain(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"policy", "explain", "--config", "../../policies/tests/tollgate.yaml", "--caller", "alice",
+		"transfer_funds", `{"amount": 90000, "currency": "USD", "to_account": "A"}`}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		`rule:    governance.rules[0] "transfer_*" → policy`,
+		"cedar:   forbid matched",
+		"satisfied forbid",
+		"financial.forbid_large",
+		"financial.cedar:45:1",
+		"outcome: deny",
+		"forbid financial.forbid_large matched",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"policy", "explain", "--config", "../../policies/tests/tollgate.yaml", "--annotations", "destructiveHint=true", "--json", "run_script"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), `"outcome": "approve"`) || !strings.Contains(out.String(), "annotations.approve_destructive") {
+		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+	if code := run([]string{"policy", "explain", "--config", "../../policies/tests/tollgate.yaml", "--annotations", "destructive=yes", "x"}, &out, &errOut); code != 2 {
+		t.Errorf("a bad --annotations: exit %d", code)
+	}
+}

@@ -47,6 +47,10 @@ type Options struct {
 	// shown by the summary (and so the console).
 	Decisions func(would bool, limit int) any
 	AuditMode func() string
+	// Explain explains how the configuration loaded now decides a task's call (rule, Cedar
+	// policies, outcome, what would change it; no argument values), for
+	// GET /api/v1/approvals/{taskId}/explain. Nil = 404 there.
+	Explain func(ctx context.Context, t *tasks.Task) ExplainResponse
 }
 
 const (
@@ -152,6 +156,7 @@ func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/approve", h.decide(true))
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/reject", h.decide(false))
 	h.mux.HandleFunc("GET /api/v1/decisions", h.decisions)
+	h.mux.HandleFunc("GET /api/v1/approvals/{taskId}/explain", h.explain)
 	return h
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Bounds of GET /api/v1/decisions (?limit=N).
@@ -47,4 +48,31 @@ func (h *handler) decisions(w http.ResponseWriter, r *http.Request) {
 		resp.Decisions = h.opts.Decisions(would, limit)
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// ExplainResponse is the body of GET /api/v1/approvals/{taskId}/explain: why the task's call
+// is decided as it is, re-evaluated with the configuration loaded now (Revision) and the
+// task's creation time as Cedar's context.time.
+type ExplainResponse struct {
+	TaskID      string    `json:"taskId"`
+	Tool        string    `json:"tool"`
+	State       string    `json:"state"`
+	Revision    uint64    `json:"revision"`
+	EvaluatedAt time.Time `json:"evaluatedAt"`
+	// Explanation is governance's: rule, policies (satisfied or failing, with file:line),
+	// outcome, what_would_change_it.
+	Explanation any `json:"explanation"`
+}
+
+// explain serves GET /api/v1/approvals/{taskId}/explain to approvers who may see the task.
+func (h *handler) explain(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Explain == nil {
+		http.NotFound(w, r)
+		return
+	}
+	t, ok := h.authorized(w, r, "explain")
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, h.opts.Explain(r.Context(), t))
 }

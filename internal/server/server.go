@@ -278,7 +278,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log,
 		Config:    func() *config.Config { return s.snaps.Load().Config },
 		Decisions: func(would bool, limit int) any { return s.audit.Recent(would, limit) },
-		AuditMode: func() string { return s.snaps.Load().AuditMode() }}),
+		AuditMode: func() string { return s.snaps.Load().AuditMode() },
+		Explain:   s.explainTask}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	// The login proxy (server.admin_auth) signs approvers in before the token throttle.
 	api = approval.ProxySignIn(api, approval.ProxyOptions{
@@ -618,6 +619,16 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			fmt.Fprintln(w, m) // never silent: calls it would deny or hold are forwarded
 		}
 	}
+}
+
+// explainTask explains how the configuration loaded now decides a task's call, at the task's
+// creation time, with the annotations the upstream lists now.
+func (s *Server) explainTask(ctx context.Context, t *tasks.Task) approval.ExplainResponse {
+	snap := s.snaps.Load()
+	x := snap.Explain(ctx, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID},
+		t.Tool, s.ann.Hints(t.Tool), t.Arguments, t.CreatedAt)
+	return approval.ExplainResponse{TaskID: t.ID, Tool: t.Tool, State: string(t.State),
+		Revision: snap.Revision, EvaluatedAt: t.CreatedAt.UTC(), Explanation: x}
 }
 
 // logAuditMode says at start and on every reload that audit mode is on, and what it covers.
