@@ -90,3 +90,18 @@ func TestRecent(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecisionForward: one forward decision line written to a file (audit.forward: all),
+// the cost every forwarded tools/call pays.
+func BenchmarkDecisionForward(b *testing.B) {
+	l, err := Open(b.TempDir() + "/audit.log")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	e := Event{Tool: "read_file", Owner: "9b1f0c2a7d44", Actor: "alice", Outcome: OutcomeForward, Rule: "read_*", CorrelationID: "3f9c0a7e51d2b804"}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Decision(e, config.AuditForwardAll)
+	}
+}
