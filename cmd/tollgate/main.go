@@ -43,9 +43,10 @@ Usage:
                                       (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
-  tollgate policy test [--config FILE] CASES.yaml…
+  tollgate policy test|explain|schema …
                                       test rules and Cedar policies against expected
-                                      decisions (tollgate policy help)
+                                      decisions, explain a decision, check policies
+                                      against the upstream's tools (tollgate policy help)
   tollgate version
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.

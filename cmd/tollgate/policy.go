@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,11 +16,21 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/policy"
+	"github.com/tollgate-mcp/tollgate/internal/policyschema"
 	"github.com/tollgate-mcp/tollgate/internal/policytest"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
+	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
 const policyUsage = `Usage:
+  tollgate policy schema [--config FILE] [--tools TOOLS.json] [--out FILE] [--warn]
+      write a Cedar schema built from the upstream's tools/list (each argument typed from
+      the tools' inputSchema; principal, groups and the context Tollgate provides) and check
+      the configuration's Cedar policies against it: a missing argument, a wrong type, an
+      unknown tool, context attribute or entity type is reported with file:line; exit 1 then.
+      --tools reads a saved tools/list result instead of asking the upstream; --warn
+      reports mismatches without failing.
   tollgate policy explain [--config FILE] [--caller NAME] [--groups G1,G2]
                           [--annotations HINT=BOOL,…] [--json] TOOL [ARGUMENTS-JSON]
       say how a call would be decided and why: the rule that matches, each Cedar policy
@@ -42,6 +53,8 @@ func cmdPolicy(args []string, stdout, stderr io.Writer) int {
 		return cmdPolicyTest(args[1:], stdout, stderr)
 	case "explain":
 		return cmdPolicyExplain(args[1:], stdout, stderr)
+	case "schema":
+		return cmdPolicySchema(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, policyUsage)
 		return 0
@@ -246,4 +259,122 @@ func PrintExplanation(w io.Writer, x governance.Explanation) {
 	for _, c := range x.Changes {
 		fmt.Fprintf(w, "  - %s\n", c)
 	}
+}
+
+func cmdPolicySchema(args []string, stdout, stderr io.Writer) int {
+	fl := flag.NewFlagSet("policy schema", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	flagPath := fl.String("config", "", "configuration file")
+	toolsFile := fl.String("tools", "", "a saved tools/list result (JSON) instead of the upstream's")
+	out := fl.String("out", "", "write the schema to this file (default: standard output)")
+	warnOnly := fl.Bool("warn", false, "report mismatches as warnings and exit 0 (policies written for tools this upstream does not have)")
+	pos, err := parseInterleaved(fl, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "tollgate policy schema: unexpected arguments %q\n", pos)
+		return 2
+	}
+	path, ok := resolveConfig("tollgate policy schema", *flagPath, stderr)
+	if !ok {
+		return 2
+	}
+	cfg, err := config.Load(path, os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: invalid configuration\n%s\n", path, indent(err))
+		return 2
+	}
+	var raw []byte
+	if *toolsFile != "" {
+		raw, err = os.ReadFile(*toolsFile)
+	} else {
+		raw, err = fetchTools(cfg.Sources[0])
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate policy schema: %v\n", err)
+		return 2
+	}
+	tools, err := policyschema.ParseTools(raw)
+	if err != nil {
+		fmt.Fprintf(stderr, "tollgate policy schema: %v\n", err)
+		return 2
+	}
+	schema, warns := policyschema.Build(tools)
+	for _, w := range warns {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	target := *out
+	if target == "" {
+		f, err := os.CreateTemp("", "tollgate-*.cedarschema")
+		if err != nil {
+			fmt.Fprintf(stderr, "tollgate policy schema: %v\n", err)
+			return 2
+		}
+		f.Close()
+		target = f.Name()
+		defer os.Remove(target)
+		fmt.Fprint(stdout, schema)
+	}
+	if err := os.WriteFile(target, []byte(schema), 0o644); err != nil {
+		fmt.Fprintf(stderr, "tollgate policy schema: %v\n", err)
+		return 2
+	}
+	files := make([]string, len(cfg.Cedar.Policies))
+	for i, p := range cfg.Cedar.Policies {
+		files[i] = cfg.ResolvePath(p)
+	}
+	var problems []error
+	if len(files) > 0 {
+		if _, err := policy.Load(files, target); err != nil {
+			problems = append(problems, err)
+		}
+		for _, f := range files {
+			if src, err := os.ReadFile(f); err == nil {
+				problems = append(problems, policyschema.Check(f, src, tools)...)
+			}
+		}
+	}
+	if err := errors.Join(problems...); err != nil {
+		fmt.Fprintf(stderr, "%s: Cedar policies do not match the upstream's %d tools:\n%s\n", path, len(tools), indent(err))
+		if *warnOnly {
+			return 0
+		}
+		return 1
+	}
+	fmt.Fprintf(stderr, "%s: %d policy files match the schema of the upstream's %d tools\n", path, len(files), len(tools))
+	return 0
+}
+
+// fetchTools reads every tools/list page of a URL upstream as one {"tools": [...]} result.
+func fetchTools(src config.Source) ([]byte, error) {
+	if src.Stdio() {
+		return nil, errors.New("sources[0] is a command: save its tools/list result and pass it with --tools")
+	}
+	up, err := upstream.New(src.URL, upstream.Options{ConnectTimeout: src.ConnectTimeout.D()})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sess, err := up.Handshake(ctx, json.RawMessage(
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tollgate","version":"policy-schema"}}`), "")
+	if err != nil {
+		return nil, fmt.Errorf("upstream: %w (or pass a saved tools/list result with --tools)", err)
+	}
+	defer up.EndSession(sess)
+	var all []json.RawMessage
+	if _, err := up.Pages(ctx, sess.Header(), "tools/list", "tollgate-schema-", config.DefaultToolsMaxPages, nil, func(result json.RawMessage) error {
+		var page struct {
+			Tools []json.RawMessage `json:"tools"`
+		}
+		if err := json.Unmarshal(result, &page); err != nil {
+			return err
+		}
+		all = append(all, page.Tools...)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	return json.Marshal(map[string]any{"tools": all})
 }
