@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -259,8 +260,20 @@ func printError(w io.Writer, tool string, e *mcpclient.RPCError) {
 	switch name {
 	case "PolicyDenied":
 		by := "a rule"
-		if rule := e.DataString("rule"); rule != "" {
-			by = fmt.Sprintf("rule %q", rule) // %q quotes what oneLine would
+		rule := e.DataString("rule")
+		if rule != "" {
+			by = fmt.Sprintf("rule %q", rule)
+		}
+		// A Cedar decision names the policies that made it in data.policies, as the API does.
+		var data struct {
+			Policies []string `json:"policies"`
+		}
+		if json.Unmarshal(e.Data, &data) == nil && len(data.Policies) > 0 {
+			q := make([]string, len(data.Policies))
+			for i, id := range data.Policies {
+				q[i] = strconv.Quote(id)
+			}
+			by = fmt.Sprintf("Cedar policy %s under %s", strings.Join(q, ", "), by)
 		}
 		fmt.Fprintf(w, "denied by %s: %s (%d PolicyDenied); the call never reached the server\n",
 			by, msg("PolicyDenied: "), e.Code)

@@ -46,6 +46,10 @@ Usage:
   tollgate backup --out FILE          copy the running gateway's file task store, online
                                       (tollgate backup --help)
   tollgate version                    version (semver tag), commit and Go version of this binary
+  tollgate policy test|explain|schema …
+                                      test rules and Cedar policies against expected
+                                      decisions, explain a decision, check policies
+                                      against the upstream's tools (tollgate policy help)
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
 `
@@ -74,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
 	case "backup":
 		return cmdBackup(ctx, args, stdout, stderr)
+	case "policy":
+		return cmdPolicy(args, stdout, stderr)
 	case "version", "--version":
 		printVersion(stdout)
 		return 0

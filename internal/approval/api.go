@@ -41,6 +41,16 @@ type Options struct {
 	// Config returns the current configuration snapshot: who may decide what (approver_groups,
 	// approval.<name>.approvers; authorize.go). Nil lets every approver decide everything.
 	Config func() *config.Config
+	// Decisions returns up to limit of the last governance decisions that were not plain
+	// forwards, newest first (only audit mode's would-be ones with would); nil = the
+	// decisions view answers an empty list. AuditMode says what audit mode covers ("" = off),
+	// shown by the summary (and so the console).
+	Decisions func(would bool, limit int) any
+	AuditMode func() string
+	// Explain explains how the configuration loaded now decides a task's call (rule, Cedar
+	// policies, outcome, what would change it; no argument values), for
+	// GET /api/v1/approvals/{taskId}/explain. Nil = 404 there.
+	Explain func(ctx context.Context, t *tasks.Task) ExplainResponse
 }
 
 const (
@@ -131,8 +141,9 @@ type handler struct {
 
 type approverKey struct{}
 
-// NewHandler returns the approvals API. Mount it on the admin mux for both
-// "/api/v1/approvals" and "/api/v1/approvals/"; it matches full paths itself.
+// NewHandler returns the approvals API. Mount it on the admin mux for
+// "/api/v1/approvals", "/api/v1/approvals/" and "/api/v1/decisions"; it matches full paths
+// itself.
 func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 	h := &handler{tasks: t, auth: auth, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
 		rejected: logcap.NewSampler(time.Second, 10), authz: Authorizer{Config: opts.Config}}
@@ -145,6 +156,8 @@ func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 	h.mux.HandleFunc("GET /api/v1/approvals/{taskId}", h.show)
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/approve", h.decide(true))
 	h.mux.HandleFunc("POST /api/v1/approvals/{taskId}/reject", h.decide(false))
+	h.mux.HandleFunc("GET /api/v1/decisions", h.decisions)
+	h.mux.HandleFunc("GET /api/v1/approvals/{taskId}/explain", h.explain)
 	return h
 }
 

@@ -42,6 +42,8 @@ commands:
   summary [--top N]               pending requests in all and per owner, tool and workflow
                                   (the N largest of each, default 10)
   show ID                         show one approval request
+  explain ID                      why it is held: the rule, each Cedar policy satisfied or
+                                  failing, the outcome and what would change it
   approve ID [--reason R]         approve a pending request
   reject ID [--reason R]          reject a pending request (a reason helps the requester)
 
@@ -90,7 +92,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	case "summary":
 		wantID = false
 		top = fs.Int("top", 0, "groups shown of each kind")
-	case "show":
+	case "show", "explain":
 	case "approve", "reject":
 		reason = fs.String("reason", "", "reason for the decision")
 	default:
@@ -134,6 +136,8 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 		body, err = c.do(ctx, http.MethodGet, path, nil)
 	case "show":
 		body, err = c.do(ctx, http.MethodGet, "/api/v1/approvals/"+url.PathEscape(id), nil)
+	case "explain":
+		body, err = c.do(ctx, http.MethodGet, "/api/v1/approvals/"+url.PathEscape(id)+"/explain", nil)
 	default:
 		req, _ := json.Marshal(map[string]string{"reason": *reason})
 		body, err = c.do(ctx, http.MethodPost, "/api/v1/approvals/"+url.PathEscape(id)+"/"+cmd, req)
@@ -151,6 +155,14 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 	}
 
 	switch cmd {
+	case "explain":
+		// The explanation's shape is governance's; printed indented as the API gives it.
+		var out bytes.Buffer
+		if json.Indent(&out, body, "", "  ") != nil {
+			fmt.Fprintln(stderr, "error: unexpected response from admin API")
+			return exitError
+		}
+		writeRaw(stdout, []byte(sanitizeMultiline(out.String())))
 	case "list":
 		var lr ListResponse
 		if err := json.Unmarshal(body, &lr); err != nil {

@@ -226,6 +226,9 @@ func validOwnerKey(s string) bool {
 // all and broken down by owner, tool and workflow, so one caller's many requests cannot hide
 // another's from approvers.
 type SummaryResponse struct {
+	// AuditMode says what audit mode covers (governance.mode, rules[].mode); absent when
+	// every rule is enforced. The console shows it.
+	AuditMode string    `json:"auditMode,omitempty"`
 	Pending   int       `json:"pending"`
 	Owners    Breakdown `json:"owners"`
 	Tools     Breakdown `json:"tools"`
@@ -268,6 +271,9 @@ func (h *handler) summary(w http.ResponseWriter, r *http.Request) {
 	}
 	owners, tools, workflows := counter{}, counter{}, counter{}
 	var resp SummaryResponse
+	if h.opts.AuditMode != nil {
+		resp.AuditMode = h.opts.AuditMode()
+	}
 	may := h.authz.of(r).Policy().For(approverOf(r))
 	for _, t := range ts {
 		if t == nil || t.Accelerated || t.State != tasks.AwaitingApproval || !may(t) {

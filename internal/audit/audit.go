@@ -1,4 +1,5 @@
 // Package audit is Tollgate's append-only audit log: one JSON object per line for every
+// governance decision on a tools/call (forward, deny, hold; see Decision) and every
 // decision-relevant task transition (created, each approval vote of a call that needs several,
 // approved, rejected, timed out, executed, failed, cancelled, expired).
 //
@@ -34,6 +35,8 @@ const (
 	KindFailed    Kind = "failed"
 	KindCancelled Kind = "cancelled"
 	KindExpired   Kind = "expired"
+	// KindDecision is governance deciding one tools/call (Logger.Decision); no task yet.
+	KindDecision Kind = "decision"
 )
 
 // Event is one audit record. Owner must already be an OwnerHash; Error is a stable error name
@@ -41,7 +44,7 @@ const (
 type Event struct {
 	Time     time.Time `json:"time"`
 	Kind     Kind      `json:"kind"`
-	TaskID   string    `json:"task_id"`
+	TaskID   string    `json:"task_id,omitempty"` // every task event has one; a decision has none
 	Tool     string    `json:"tool,omitempty"`
 	Workflow string    `json:"workflow,omitempty"`
 	Owner    string    `json:"owner,omitempty"`
@@ -53,6 +56,17 @@ type Event struct {
 	// (approval.<name>.min_approvals > 1), on its votes and its decision.
 	Approvals         int `json:"approvals,omitempty"`
 	RequiredApprovals int `json:"required_approvals,omitempty"`
+
+	// Decision lines (KindDecision) only.
+	Outcome  string   `json:"outcome,omitempty"`  // forward, deny, hold; "would deny", "would hold" in audit mode
+	Rule     string   `json:"rule,omitempty"`     // the matching rule's glob, or "defaults"
+	Policies []string `json:"policies,omitempty"` // Cedar policy ids that decided (or failed to evaluate)
+	Mode     string   `json:"mode,omitempty"`     // "audit" when the decision was recorded, not enforced
+	// CorrelationID is the request's data.correlation_id, the same in logs and error replies.
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// SkippedForwards counts forward decisions left out since the last forward line
+	// (audit.forward: sampled).
+	SkippedForwards int64 `json:"skipped_forwards,omitempty"`
 }
 
 // seenLimit bounds how many finished tasks are remembered to drop late or repeated callbacks.
@@ -75,6 +89,11 @@ type Logger struct {
 	// of what auditing a created task allocated.
 	buf bytes.Buffer
 	enc *json.Encoder
+
+	// fwd samples forward decision lines (audit.forward: sampled); recent keeps the last
+	// decisions that were not plain forwards, for the admin API (Recent).
+	fwd    forwardSampler
+	recent recentDecisions
 
 	// OnTaskChange bookkeeping: last state seen per task, and a FIFO of finished task ids.
 	seen     map[string]seen

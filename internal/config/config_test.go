@@ -193,7 +193,9 @@ func TestDefaults(t *testing.T) {
 			CallerAuth: CallerAuth{Type: "none", ClockSkew: Duration(time.Minute), ToolView: "caller"},
 			Reload:     Reload{Settle: Duration(DefaultReloadSettle), WeakerSettle: Duration(DefaultReloadWeakerSettle)},
 		},
+		Audit: Audit{Forward: "all"},
 	}
+	want.Governance.Mode = "enforce"
 	c.meta = nil
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)

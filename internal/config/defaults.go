@@ -156,6 +156,8 @@ func (c *Config) applyDefaults(present map[string]int) {
 		g.Defaults.Action = DefaultAction
 	}
 	str(&g.Defaults.Approval, "governance.defaults.approval", DefaultWorkflow)
+	str(&c.Audit.Forward, "audit.forward", AuditForwardAll)
+	str(&g.Mode, "governance.mode", ModeEnforce)
 	for i := range g.Rules {
 		r := &g.Rules[i]
 		if r.Action == ActionApprove || r.Action == ActionPolicy {

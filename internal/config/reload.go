@@ -15,6 +15,7 @@ var liveKeys = map[string]bool{
 	"tasks.sync_approval": true, "tasks.promote_after": true, "tasks.hold_budget": true, "tasks.replay_window": true,
 	"tasks.store": true, "server.limits": true, // listed per key below
 	"server.reload": true,
+	"audit.forward": true,
 }
 
 // RestartRequired lists the YAML paths of settings that differ between old and new

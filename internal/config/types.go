@@ -124,9 +124,18 @@ func (s *Source) ProcessEnv(lookupEnv func(string) (string, bool)) []string {
 
 // Governance is the ordered rule list plus the fallback action.
 type Governance struct {
+	// Mode is enforce (default) or audit: every decision is made and recorded ("would
+	// deny", "would hold") and the call is forwarded, except under rules marked enforce.
+	Mode     string   `yaml:"mode"`
 	Defaults Defaults `yaml:"defaults"`
 	Rules    []Rule   `yaml:"rules"`
 }
+
+// Values of governance.mode and governance.rules[].mode.
+const (
+	ModeEnforce = "enforce"
+	ModeAudit   = "audit"
+)
 
 // Defaults apply when no rule matches.
 type Defaults struct {
@@ -148,6 +157,9 @@ type Rule struct {
 	// the server.identity_header value, exactly) or "group:<name>" (a verified caller's
 	// groups claim). Absent: every caller.
 	Callers []string `yaml:"callers"`
+	// Mode overrides governance.mode for this rule: audit (record, forward) or enforce; ""
+	// inherits it.
+	Mode string `yaml:"mode"`
 }
 
 // Prefixes of governance.rules[].callers entries.
@@ -471,7 +483,18 @@ type RateLimit struct {
 // Audit configures the append-only audit log.
 type Audit struct {
 	Path string `yaml:"path"` // "" or "-" = stderr
+	// Forward says which forwarded calls get a decision line: all (default), sampled (at
+	// most audit.ForwardSampleRate a second, each line counting the ones left out) or none.
+	// Denials, holds and would-be decisions of audit mode are always written.
+	Forward string `yaml:"forward"`
 }
+
+// Values of audit.forward.
+const (
+	AuditForwardAll     = "all"
+	AuditForwardSampled = "sampled"
+	AuditForwardNone    = "none"
+)
 
 // Telemetry configures tracing export (off by default).
 type Telemetry struct {

@@ -83,6 +83,11 @@ func (c *Config) Validate() error {
 	}
 	v.tasks()
 	v.server()
+	switch c.Audit.Forward {
+	case AuditForwardAll, AuditForwardSampled, AuditForwardNone:
+	default:
+		v.add("audit.forward", "must be all, sampled or none, got %q", c.Audit.Forward)
+	}
 	if r := c.Telemetry.SampleRatio; r < 0 || r > 1 {
 		v.add("telemetry.sample_ratio", "must be between 0 and 1, got %g", r)
 	}
@@ -190,6 +195,9 @@ const actionList = "forward, approve, deny or policy"
 
 func (v *validator) governance() {
 	g := v.c.Governance
+	if g.Mode != ModeEnforce && g.Mode != ModeAudit {
+		v.add("governance.mode", "must be enforce or audit, got %q", g.Mode)
+	}
 	if !validAction(g.Defaults.Action) {
 		v.add("governance.defaults.action", "must be %s, got %q", actionList, g.Defaults.Action)
 	} else if g.Defaults.Action == ActionApprove || g.Defaults.Action == ActionPolicy {
@@ -241,6 +249,9 @@ func (v *validator) governance() {
 			} else if err := identity.Check(name); err != nil {
 				v.add(idx(p+".callers", k), "%v", err)
 			}
+		}
+		if r.Mode != "" && r.Mode != ModeEnforce && r.Mode != ModeAudit {
+			v.add(p+".mode", "must be enforce or audit (or absent: governance.mode), got %q", r.Mode)
 		}
 		switch {
 		case !validAction(r.Action):

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -95,11 +96,13 @@ type Caller struct {
 	// Verified is the verified caller (server.caller_auth), nil without one: its groups are
 	// the Cedar principal's parents, its claims and scopes part of the request.
 	Verified *identity.Caller
+	// Groups are the caller's groups when there is no Verified caller (policy tests).
+	Groups []string
 }
 
 // Who is what rules' callers lists read of c.
 func (c Caller) Who() rules.Who {
-	w := rules.Who{Subject: c.Subject}
+	w := rules.Who{Subject: c.Subject, Groups: c.Groups}
 	if c.Verified != nil {
 		w.Groups = c.Verified.Groups
 	}
@@ -111,6 +114,45 @@ type Effective struct {
 	Decision rules.Decision
 	Action   config.Action // forward | approve | deny (policy resolved)
 	Policy   *policy.Decision
+	// Would is the action enforce mode would have taken (deny or approve) when the rule is in
+	// audit mode (Decision.Audit); Action is then forward. Empty otherwise.
+	Would config.Action
+}
+
+// audit applies audit mode: a deny or approve of an audit-mode rule is recorded in Would and
+// the call forwarded.
+func (e Effective) audit() Effective {
+	if e.Decision.Audit && (e.Action == config.ActionDeny || e.Action == config.ActionApprove) {
+		e.Would, e.Action = e.Action, config.ActionForward
+	}
+	return e
+}
+
+// AuditMode says what audit mode covers in this snapshot, "" when every rule is enforced:
+// the start-up and reload log, /readyz and the console show it, so it is never silent.
+func (s *Snapshot) AuditMode() string {
+	g := s.Config.Governance
+	var audit, enforce []string
+	for i, r := range g.Rules {
+		name := fmt.Sprintf("governance.rules[%d] %q", i, r.Match)
+		switch r.Mode {
+		case config.ModeAudit:
+			audit = append(audit, name)
+		case config.ModeEnforce:
+			enforce = append(enforce, name)
+		}
+	}
+	if g.Mode == config.ModeAudit {
+		msg := "audit mode: governance.mode is audit, decisions are recorded and calls forwarded"
+		if len(enforce) > 0 {
+			msg += fmt.Sprintf(" (enforced: %s)", strings.Join(enforce, ", "))
+		}
+		return msg
+	}
+	if len(audit) > 0 {
+		return fmt.Sprintf("audit mode: %s recorded, not enforced", strings.Join(audit, ", "))
+	}
+	return ""
 }
 
 // cedarWarn samples the evaluation-failure warning: any client can trigger it with arguments a
@@ -122,22 +164,29 @@ var cedarWarn = logcap.NewSampler(time.Second, 10)
 // the call's arguments: the rule's action, or Cedar's outcome for action: policy. Cedar errors
 // fail closed (deny) and are logged with policy ids, never with arguments.
 func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, tool string, hints rules.Hints, args json.RawMessage) Effective {
+	return s.EvaluateAt(ctx, log, c, tool, hints, args, time.Now())
+}
+
+// EvaluateAt is Evaluate with Cedar's context.time at now (policy tests pin it).
+func (s *Snapshot) EvaluateAt(ctx context.Context, log *slog.Logger, c Caller, tool string, hints rules.Hints, args json.RawMessage, now time.Time) Effective {
 	d := s.Rules.DecideFor(tool, hints, s.Rules.ViewOf(c.Who()))
 	eff := Effective{Decision: d, Action: d.Action}
 	if d.Action != config.ActionPolicy {
-		return eff
+		return eff.audit()
 	}
 	if s.Policy == nil {
 		eff.Action = config.ActionDeny
-		return eff
+		return eff.audit()
 	}
 	req := policy.Request{
 		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
-		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: time.Now(),
+		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: now,
 		Annotations: hints,
 	}
 	if v := c.Verified; v != nil {
 		req.Groups, req.Email, req.Name, req.Scopes = v.Groups, v.Email, v.Name, v.Scopes
+	} else {
+		req.Groups = c.Groups
 	}
 	pd, err := s.Policy.Decide(req)
 	if err != nil {
@@ -156,15 +205,21 @@ func (s *Snapshot) Evaluate(ctx context.Context, log *slog.Logger, c Caller, too
 	default:
 		eff.Action = config.ActionDeny
 	}
-	return eff
+	return eff.audit()
+}
+
+// RuleName names the rule of a decision as the API and the audit log do: its glob, or
+// "defaults" when no rule matched.
+func RuleName(d rules.Decision) string {
+	if d.Rule >= 0 {
+		return d.Match
+	}
+	return "defaults"
 }
 
 // DeniedError is the -32003 answer for a denied call (docs/contract.md §2).
 func DeniedError(tool string, e Effective) *jsonrpc.Error {
-	rule := "defaults"
-	if e.Decision.Rule >= 0 {
-		rule = e.Decision.Match
-	}
+	rule := RuleName(e.Decision)
 	msg := fmt.Sprintf("PolicyDenied: tool %q is denied by rule %q", tool, rule)
 	kv := []any{"tool", tool, "rule", rule}
 	if e.Policy != nil {

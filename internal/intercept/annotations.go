@@ -98,6 +98,10 @@ func (a *Annotations) tool(name string) toolInfo {
 	return a.tools[name]
 }
 
+// Hints are the MCP annotation hints the upstream lists for tool (zero when unknown), as
+// rules and Cedar see them.
+func (a *Annotations) Hints(tool string) rules.Hints { return a.tool(tool).hints }
+
 // Recheck re-evaluates governance right before an approved task executes (docs/contract.md §3); the
 // tasks manager has checked the keyed arguments hash already.
 func (a *Annotations) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tollgate-mcp/tollgate/internal/audit"
 	"github.com/tollgate-mcp/tollgate/internal/execution"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
@@ -52,6 +53,8 @@ type Deps struct {
 	// ParkSlots is the connection budget bridged calls parked between MRTR rounds take a
 	// place in (the MCP listener; nil = not counted).
 	ParkSlots Slots
+	// Audit gets a line for every governance decision on a tools/call (nil = none).
+	Audit *audit.Logger
 }
 
 // Gateway implements the intercepted methods (REQ-CORE-007).

@@ -14,6 +14,7 @@ type gatewayMetrics struct {
 	byAnnotation   *prometheus.GaugeVec
 	validationErrs *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
+	wouldDecisions *prometheus.CounterVec
 	rateLimits     prometheus.Counter
 	toolCalls      *prometheus.CounterVec
 	toolLimit      *metrics.Limiter
@@ -53,6 +54,8 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 			Help: "tools/call requests refused for their task metadata (required, forbidden, malformed)."}, []string{"error"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_decisions_total",
 			Help: "Governance decisions for tool calls by effective action."}, []string{"action"}),
+		wouldDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_would_decisions_total",
+			Help: "Decisions of rules in audit mode that were recorded, not enforced (the call was forwarded), by the action enforce mode would have taken (deny, approve)."}, []string{"action"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_tool_calls_total",
 			Help: "Governed tool calls by tool (tools the upstream lists and Tollgate's own, first 100 called; any other name is \"other\") and effective action."}, []string{"tool", "action"}),
 		toolLimit: metrics.NewLimiter(nil, maxToolLabels),
@@ -92,7 +95,7 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 	for _, o := range []string{holdAnswered, holdSettled, holdClientGone} {
 		m.holdWait.WithLabelValues(o)
 	}
-	reg.MustRegister(m.byAnnotation, m.validationErrs, m.decisions, m.toolCalls)
+	reg.MustRegister(m.byAnnotation, m.validationErrs, m.decisions, m.wouldDecisions, m.toolCalls)
 	for _, a := range []rules.TaskSupport{rules.Forbidden, rules.Optional, rules.Required} {
 		m.byAnnotation.WithLabelValues(string(a))
 	}
@@ -101,6 +104,9 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 	}
 	for _, a := range []string{"forward", "approve", "deny"} {
 		m.decisions.WithLabelValues(a)
+	}
+	for _, a := range []string{"approve", "deny"} {
+		m.wouldDecisions.WithLabelValues(a)
 	}
 	return m
 }
@@ -117,6 +123,13 @@ func (m *gatewayMetrics) setAnnotations(c map[rules.TaskSupport]int) {
 func (m *gatewayMetrics) validation(kind string) {
 	if m != nil {
 		m.validationErrs.WithLabelValues(kind).Inc()
+	}
+}
+
+// would counts one decision audit mode recorded instead of enforcing.
+func (m *gatewayMetrics) would(action string) {
+	if m != nil {
+		m.wouldDecisions.WithLabelValues(action).Inc()
 	}
 }
 

@@ -46,6 +46,7 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
+	g.audited(x, s, p.Name, eff)
 	switch {
 	case eff.Action == config.ActionDeny:
 		return modernError(x, governance.DeniedError(p.Name, eff))

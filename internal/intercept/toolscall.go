@@ -142,10 +142,12 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		g.m.validation("malformed")
 		return ReplyError(x, terr)
 	}
-	if d.Action == config.ActionDeny {
+	if d.Action == config.ActionDeny && !d.Audit {
 		g.m.decision("deny")
 		g.m.toolCall(p.Name, "deny")
-		return ReplyError(x, governance.DeniedError(p.Name, governance.Effective{Decision: d, Action: config.ActionDeny}))
+		eff := governance.Effective{Decision: d, Action: config.ActionDeny}
+		g.audited(x, s, p.Name, eff)
+		return ReplyError(x, governance.DeniedError(p.Name, eff))
 	}
 	switch {
 	case hasTask && ann == rules.Forbidden:
@@ -164,6 +166,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
+	g.audited(x, s, p.Name, eff)
 	switch eff.Action {
 	case config.ActionDeny:
 		return ReplyError(x, governance.DeniedError(p.Name, eff))

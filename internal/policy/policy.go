@@ -248,13 +248,26 @@ func (e *Engine) Len() int { return len(e.policies) }
 // fails to evaluate) yields a Deny decision together with the error: fail closed
 // (docs/contract.md §3). Policies should guard optional attributes with `has`.
 func (e *Engine) Decide(req Request) (Decision, error) {
+	d, _, err := e.decide(req)
+	return d, err
+}
+
+// decide is Decide that also returns Cedar's diagnostic (empty when the request could not be
+// built).
+func (e *Engine) decide(req Request) (Decision, types.Diagnostic, error) {
+	return e.decideWith(e.policies, req)
+}
+
+// decideWith is decide over the policies of set (a part of the engine's).
+func (e *Engine) decideWith(set policyList, req Request) (Decision, types.Diagnostic, error) {
+	var none types.Diagnostic
 	args, err := FromJSON(req.Arguments)
 	if err != nil {
-		return Decision{Outcome: Deny, Reason: ReasonBadArguments}, fmt.Errorf("policy: tool %q: %w", req.Tool, err)
+		return Decision{Outcome: Deny, Reason: ReasonBadArguments}, none, fmt.Errorf("policy: tool %q: %w", req.Tool, err)
 	}
 	rec, ok := args.(types.Record)
 	if !ok {
-		return Decision{Outcome: Deny, Reason: ReasonNotAnObject},
+		return Decision{Outcome: Deny, Reason: ReasonNotAnObject}, none,
 			fmt.Errorf("policy: tool %q: %w: arguments must be a JSON object", req.Tool, ErrArguments)
 	}
 
@@ -318,7 +331,7 @@ func (e *Engine) Decide(req Request) (Decision, error) {
 		}),
 	}
 
-	decision, diag := cedar.Authorize(e.policies, entities, cedarReq)
+	decision, diag := cedar.Authorize(set, entities, cedarReq)
 	if len(diag.Errors) > 0 {
 		// Cedar itself would skip an erroring policy; Tollgate denies instead, because a
 		// skipped forbid would turn into a forward.
@@ -330,19 +343,19 @@ func (e *Engine) Decide(req Request) (Decision, error) {
 		}
 		slices.Sort(ids)
 		slices.Sort(msgs)
-		return Decision{Outcome: Deny, PolicyIDs: ids, Reason: ReasonEvalError},
+		return Decision{Outcome: Deny, PolicyIDs: ids, Reason: ReasonEvalError}, diag,
 			fmt.Errorf("policy: tool %q: evaluation failed: %s", req.Tool, strings.Join(msgs, "; "))
 	}
 	if len(diag.Reasons) == 0 {
-		return Decision{Outcome: Deny, Reason: ReasonNoMatch}, nil
+		return Decision{Outcome: Deny, Reason: ReasonNoMatch}, diag, nil
 	}
 	if decision == cedar.Deny {
-		return Decision{Outcome: Deny, PolicyIDs: reasonIDs(diag.Reasons, nil), Reason: ReasonForbid}, nil
+		return Decision{Outcome: Deny, PolicyIDs: reasonIDs(diag.Reasons, nil), Reason: ReasonForbid}, diag, nil
 	}
 	if ids := reasonIDs(diag.Reasons, e.approve); len(ids) > 0 {
-		return Decision{Outcome: Approve, PolicyIDs: ids, Reason: ReasonApprove}, nil
+		return Decision{Outcome: Approve, PolicyIDs: ids, Reason: ReasonApprove}, diag, nil
 	}
-	return Decision{Outcome: Forward, PolicyIDs: reasonIDs(diag.Reasons, nil), Reason: ReasonPermit}, nil
+	return Decision{Outcome: Forward, PolicyIDs: reasonIDs(diag.Reasons, nil), Reason: ReasonPermit}, diag, nil
 }
 
 // reasonIDs returns the sorted ids of reasons, only those in filter when filter is non-nil.

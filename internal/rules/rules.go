@@ -42,6 +42,9 @@ type Decision struct {
 	Workflow      string        // approval workflow name (rule.approval, default "default")
 	PolicyID      string        // rule.policy_id, for action: policy
 	ForceRequired bool          // tool is in force_required
+	// Audit: the rule (or the defaults) is in audit mode (governance.mode, rules[].mode):
+	// the decision is recorded as it would have been and the call is forwarded.
+	Audit bool
 }
 
 type compiledRule struct {
@@ -53,6 +56,7 @@ type compiledRule struct {
 	action   config.Action
 	workflow string
 	policyID string
+	audit    bool
 }
 
 // Engine decides actions for tool names. Build it with Compile.
@@ -167,6 +171,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 			action:   r.Action,
 			workflow: orDefault(r.Approval, config.DefaultWorkflow),
 			policyID: r.PolicyID,
+			audit:    r.Mode == config.ModeAudit || (r.Mode == "" && gov.Mode == config.ModeAudit),
 		})
 	}
 	// An empty default action means the config layer did not set one; forward is the
@@ -186,6 +191,7 @@ func Compile(gov config.Governance, forceRequired []string) (*Engine, error) {
 		Action:   defAction,
 		Rule:     -1,
 		Workflow: orDefault(gov.Defaults.Approval, config.DefaultWorkflow),
+		Audit:    gov.Mode == config.ModeAudit,
 	}
 	for _, name := range forceRequired {
 		if name = strings.TrimSpace(name); name != "" {
@@ -239,7 +245,7 @@ func (e *Engine) decide(tool string, h Hints, v View) Decision {
 	for _, i := range candidates {
 		r := &e.rules[i]
 		if (r.callers == 0 || r.callers&v != 0) && hasAnyPrefix(tool, r.prefixes) && r.pattern.Match(tool) && h.satisfies(r.hints) {
-			d = Decision{Action: r.action, Rule: int(i), Match: r.match, Workflow: r.workflow, PolicyID: r.policyID}
+			d = Decision{Action: r.action, Rule: int(i), Match: r.match, Workflow: r.workflow, PolicyID: r.policyID, Audit: r.audit}
 			matched = true
 			break
 		}
@@ -254,6 +260,7 @@ func (e *Engine) decide(tool string, h Hints, v View) Decision {
 // Annotation applies the decision matrix (docs/contract.md §2, REQ-CORE-007 §5.3 / §9.1):
 //
 //	force_required                  → required
+//	audit mode (any action)         → as forward
 //	deny                            → forbidden
 //	approve, policy                 → required (optional under sync_approval hold|promote|block)
 //	forward, upstream without tasks → forbidden
@@ -266,7 +273,11 @@ func Annotation(d Decision, upstreamTasks bool, upstreamValue TaskSupport, syncA
 	if d.ForceRequired {
 		return Required
 	}
-	switch d.Action {
+	action := d.Action
+	if d.Audit {
+		action = config.ActionForward // audit mode forwards whatever it would have decided
+	}
+	switch action {
 	case config.ActionDeny:
 		return Forbidden
 	case config.ActionApprove, config.ActionPolicy:

@@ -344,6 +344,7 @@ func (r *Reloader) apply(st fileState, why string) {
 	r.s.metrics.Reloaded(true)
 	changed := r.s.gw.Recompute(snap)
 	r.s.log.Info("configuration reloaded", "trigger", why, "revision", snap.Revision, "annotations_changed", len(changed))
+	r.s.logAuditMode(snap)
 	ctx, cancel := context.WithTimeout(context.Background(), channelCheckTimeout)
 	r.s.checkChannels(ctx) // new webhook destinations, removed approvers
 	cancel()

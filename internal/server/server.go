@@ -122,6 +122,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.snaps.Store(snap)
+	s.logAuditMode(snap)
 
 	tokens, err := cfg.ApproverTokens(o.LookupEnv)
 	if err != nil {
@@ -245,6 +246,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		OwnerKey: ownKey, Promotions: proms, Tasks: s.tasks, Tools: s.tools,
 		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL, UpstreamTasks: upTasks,
 		ParkSlots: mcpLimited, // a parked MRTR call holds descriptors like a connection
+		Audit:     s.audit,
 	})
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
@@ -297,7 +299,10 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	adminMux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.approvers.set(tokens)
 	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log,
-		Config: func() *config.Config { return s.snaps.Load().Config }}),
+		Config:    func() *config.Config { return s.snaps.Load().Config },
+		Decisions: func(would bool, limit int) any { return s.audit.Recent(would, limit) },
+		AuditMode: func() string { return s.snaps.Load().AuditMode() },
+		Explain:   s.explainTask}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	// The login proxy (server.admin_auth) signs approvers in before the token throttle.
 	api = approval.ProxySignIn(api, approval.ProxyOptions{
@@ -309,6 +314,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	// Wrong tokens count towards the same per-address throttle as the approvals API's.
 	adminMux.Handle("GET "+BackupPath, approval.Throttle(http.HandlerFunc(s.backup),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }}))
+	adminMux.Handle("/api/v1/decisions", api)
 	// Authenticated by Slack's request signature, not a bearer token (docs/slack.md).
 	adminMux.Handle("POST "+slack.InteractionsPath, s.slack.Interactions())
 	adminMux.Handle(console.Path, console.Handler())
@@ -640,6 +646,28 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.storeWarning != "" {
 		// Ready all the same (the gateway works), but say it where operators look.
 		fmt.Fprintln(w, "degraded: "+s.storeWarning)
+	}
+	if snap := s.snaps.Load(); snap != nil {
+		if m := snap.AuditMode(); m != "" {
+			fmt.Fprintln(w, m) // never silent: calls it would deny or hold are forwarded
+		}
+	}
+}
+
+// explainTask explains how the configuration loaded now decides a task's call, at the task's
+// creation time, with the annotations the upstream lists now.
+func (s *Server) explainTask(ctx context.Context, t *tasks.Task) approval.ExplainResponse {
+	snap := s.snaps.Load()
+	x := snap.Explain(ctx, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID},
+		t.Tool, s.ann.Hints(t.Tool), t.Arguments, t.CreatedAt)
+	return approval.ExplainResponse{TaskID: t.ID, Tool: t.Tool, State: string(t.State),
+		Revision: snap.Revision, EvaluatedAt: t.CreatedAt.UTC(), Explanation: x}
+}
+
+// logAuditMode says at start and on every reload that audit mode is on, and what it covers.
+func (s *Server) logAuditMode(snap *governance.Snapshot) {
+	if m := snap.AuditMode(); m != "" {
+		s.log.Warn("governance audit mode is on: calls it would deny or hold are forwarded", "audit_mode", m)
 	}
 }
 

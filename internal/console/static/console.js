@@ -281,6 +281,12 @@
     }
     $('args').textContent = args;
 
+    if ($('d-why').dataset.task !== v.taskId) {
+      $('d-why').dataset.task = v.taskId;
+      $('d-why').open = false;
+      $('why').textContent = 'Loading…';
+    }
+
     var dt = decisionText(v);
     $('d-decision').hidden = !dt;
     $('d-decision-text').textContent = dt;
@@ -290,6 +296,33 @@
     $('reject').disabled = !open;
     $('reason').disabled = !isPending(v);
     $('decide').hidden = !isPending(v) && !state.deciding;
+  }
+
+  // whyText renders GET /api/v1/approvals/{id}/explain: no argument values, only ids.
+  function whyText(r) {
+    var x = r.explanation || {};
+    var rule = x.rule || {};
+    var lines = ['Rule: ' + (rule.index >= 0 ? 'governance.rules[' + rule.index + '] "' + rule.match + '"' : 'governance.defaults') +
+      ' → ' + rule.action + (rule.mode === 'audit' ? ' (audit mode)' : '')];
+    if (x.cedar) { lines.push('Cedar: ' + x.cedar); }
+    (x.policies || []).forEach(function (p) {
+      lines.push('  ' + p.outcome + '  ' + p.effect + (p.decision === 'approve' ? ' @decision(approve)' : '') +
+        '  ' + p.id + '  ' + p.position + (p.error ? '  error: ' + p.error : ''));
+    });
+    lines.push('Outcome: ' + x.outcome + (x.would ? ' (audit mode: would ' + x.would + ')' : ''));
+    lines.push('What would change it:');
+    (x.what_would_change_it || []).forEach(function (c) { lines.push('  - ' + c); });
+    lines.push('(re-evaluated with configuration revision ' + r.revision + ')');
+    return lines.join('\n');
+  }
+
+  function loadWhy() {
+    var id = $('d-why').dataset.task;
+    if (!$('d-why').open || !id) { return; }
+    api('GET', API + '/' + encodeURIComponent(id) + '/explain').then(function (r) {
+      if ($('d-why').dataset.task !== id) { return; }
+      $('why').textContent = r.status === 200 && r.body ? whyText(r.body) : (serverMessage(r) || 'No explanation (HTTP ' + r.status + ').');
+    }, function () { $('why').textContent = 'The gateway could not be reached.'; });
   }
 
   // ---- paging, filters and per-owner counts ------------------------------------------------
@@ -339,6 +372,11 @@
 
   function renderSummary() {
     var s = state.summary;
+    // Audit mode is never silent: calls it would deny or hold are forwarded meanwhile.
+    var audit = s && typeof s.auditMode === 'string' ? s.auditMode : '';
+    $('audit-mode').hidden = !audit;
+    $('audit-mode').textContent = audit ? 'Audit mode is on — ' + audit.replace(/^audit mode: /, '') +
+      '. Would-be decisions: GET /api/v1/decisions?would=true' : '';
     $('summary').hidden = !s;
     if (!s) { return; }
     $('summary-total').textContent = s.pending + ' pending in all' +
@@ -686,6 +724,7 @@
       if (b) { setFilter(b.dataset.kind, b.dataset.key); }
     });
     $('prev').addEventListener('click', function () { turnPage(-1); });
+    $('d-why').addEventListener('toggle', loadWhy);
     $('next').addEventListener('click', function () { turnPage(1); });
     var tbody = $('approvals').tBodies[0];
     tbody.addEventListener('click', onRowActivate);
