@@ -291,12 +291,12 @@ func TestModernUpstreamTaskBindingFair(t *testing.T) {
 	h.modernUpstream()
 	from := func(x *Exchange, addr string) *Exchange { x.HTTP.RemoteAddr = addr + ":4000"; return x }
 	quiet := from(modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", "Bearer quiet"), "192.0.2.10")
-	applyTransform(t, h.routeModern(quiet).Forward, quiet, `{"jsonrpc":"2.0","id":7,"result":{"resultType":"task","taskId":"up-quiet","status":"working","createdAt":"x","lastUpdatedAt":"x","ttlMs":60000}}`)
+	applyTransform(t, h.routeModern(quiet).Forward, quiet, `{"jsonrpc":"2.0","id":7,"result":{"resultType":"task","taskId":"up-quiet","status":"working","createdAt":"x","lastUpdatedAt":"x","ttlMs":3600000}}`)
 
 	flood := from(modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", "Bearer flood"), "192.0.2.66")
 	fwd := h.routeModern(flood).Forward
 	for i := range 100_001 {
-		m := &jsonrpc.Message{Result: json.RawMessage(`{"resultType":"task","taskId":"up-` + strconv.Itoa(i) + `","ttlMs":60000}`)}
+		m := &jsonrpc.Message{Result: json.RawMessage(`{"resultType":"task","taskId":"up-` + strconv.Itoa(i) + `","ttlMs":3600000}`)}
 		fwd.Transform(flood, m)
 	}
 	get := func(id, cred, addr string) Result {
