@@ -186,15 +186,13 @@ func (h *Handler) refuseCaller(w http.ResponseWriter, r *http.Request, a *caller
 	w.Header().Set("X-Request-Id", corr)
 	w.Header().Set("WWW-Authenticate", a.Challenge(f))
 	w.Header().Set("Cache-Control", "no-store")
-	name, msg := "Unauthorized", "Tollgate requires a valid bearer token for "+a.Resource()+": "+f.Description
-	if f.Status == http.StatusForbidden {
-		name, msg = "InsufficientScope", "The bearer token lacks a scope Tollgate requires: "+f.Description
-	}
 	kv := []any{"reason", f.Reason, "resource_metadata", a.MetadataURL()}
-	if f.Scope != "" {
-		kv = append(kv, "scope", f.Scope)
+	e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "Unauthorized",
+		"Tollgate requires a valid bearer token for "+a.Resource()+": "+f.Description, kv...)
+	if f.Status == http.StatusForbidden {
+		e = jsonrpc.NewError(jsonrpc.CodeInvalidRequest, "InsufficientScope",
+			"The bearer token lacks a scope Tollgate requires: "+f.Description, append(kv, "scope", f.Scope)...)
 	}
-	e := jsonrpc.NewError(jsonrpc.CodeInvalidRequest, name, msg, kv...)
 	writeJSON(w, f.Status, jsonrpc.ErrorResponse(nil, e.WithCorrelation(corr)))
 }
 

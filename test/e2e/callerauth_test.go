@@ -157,9 +157,9 @@ func TestCallerAuthOwners(t *testing.T) {
 
 	// A plain held call, and its identical retry from another session: one approval.
 	first := s1.Call(5, "delete_user", map[string]any{"user_id": "u-003"}, 0)
-	held := heldTaskID(t, first)
+	held := namedTaskID(t, first)
 	retry := s2.Call(6, "delete_user", map[string]any{"user_id": "u-003"}, 0)
-	if got := heldTaskID(t, retry); got != held {
+	if got := namedTaskID(t, retry); got != held {
 		t.Errorf("retry from a second session made task %s, want it attached to %s", got, held)
 	}
 
@@ -173,8 +173,8 @@ func TestCallerAuthOwners(t *testing.T) {
 	waitFor(t, "the approved delete ran once", func() bool { return d.Calls("delete_user") == 1 })
 }
 
-// heldTaskID is the task a held call's "awaiting approval" result names.
-func heldTaskID(t *testing.T, m map[string]any) string {
+// namedTaskID is the task a held call's "awaiting approval" result names.
+func namedTaskID(t *testing.T, m map[string]any) string {
 	t.Helper()
 	s := mustJSON(m)
 	i := strings.Index(s, "tg_")
