@@ -110,6 +110,10 @@ type introEntry struct {
 	caller  *identity.Caller
 	failure *Failure
 	until   time.Time
+	// A verified JWT's entry (verifiedCache): the key set and key id that verified it; the
+	// entry holds only while that key is still in the set and the set is usable.
+	keys *keySet
+	kid  string
 }
 
 // introCache holds introspection answers by token hash, bounded: at the bound the entry

@@ -47,6 +47,10 @@ func parseHeader(tok string) (header, *Failure) {
 var accessTypes = []string{"", "jwt", "at+jwt", "application/at+jwt"}
 
 func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*identity.Caller, *Failure) {
+	key := tokenKey(tok)
+	if e, ok := a.verifiedJWTs.get(key, a.now()); ok && e.keys.holds(e.kid) {
+		return e.caller.Clone(), nil
+	}
 	h, f := parseHeader(tok)
 	if f != nil {
 		return nil, f
@@ -98,7 +102,12 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string) (*identity.Ca
 	if !verified {
 		return nil, invalid("signature", "the token's signature does not verify")
 	}
-	return a.caller(is, claims)
+	c, f := a.caller(is, claims)
+	if f == nil {
+		exp, _ := numericDate(claims["exp"])
+		a.verifiedJWTs.put(key, introEntry{caller: c.Clone(), until: exp.Add(a.skew), keys: is.keys, kid: h.Kid})
+	}
+	return c, f
 }
 
 // caller checks a verified token's registered claims and reads the caller from it.

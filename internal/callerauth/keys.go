@@ -85,6 +85,22 @@ func (k *keySet) lookup(ctx context.Context, kid, alg string) ([]jose.JSONWebKey
 	return match(k.keys, kid, alg), nil
 }
 
+// holds reports whether the set still holds a usable key kid ("" = any key): a verified
+// token stays verified only while the key that signed it is current.
+func (k *keySet) holds(kid string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.keys == nil || k.now().Sub(k.fetched) > k.maxAge {
+		return false
+	}
+	for _, key := range k.keys {
+		if kid == "" || key.KeyID == kid {
+			return true
+		}
+	}
+	return false
+}
+
 // match returns the signing keys that kid and alg select. A token without kid may use any
 // key of its algorithm (a set of one, typically).
 func match(keys []jose.JSONWebKey, kid, alg string) []jose.JSONWebKey {
