@@ -737,6 +737,7 @@ func (v *validator) limits() {
 	}{
 		{"max_connections", l.MaxConnections}, {"admin_max_connections", l.AdminMaxConnections},
 		{"max_streams", l.MaxStreams}, {"max_streams_per_session", l.MaxStreamsPerSession},
+		{"max_streams_per_source", l.MaxStreamsPerSource},
 		{"max_sessions", l.MaxSessions}, {"max_parked_calls", l.MaxParkedCalls},
 		{"max_parked_calls_per_source", l.MaxParkedCallsPerSource},
 	} {
@@ -767,6 +768,9 @@ func (v *validator) limits() {
 	}
 	if l.MaxStreamsPerSession > l.MaxStreams && l.MaxStreams > 0 {
 		v.add(p+"max_streams_per_session", "must not exceed server.limits.max_streams (%d)", l.MaxStreams)
+	}
+	if l.MaxStreamsPerSource > l.MaxStreams && l.MaxStreams > 0 {
+		v.add(p+"max_streams_per_source", "must not exceed server.limits.max_streams (%d)", l.MaxStreams)
 	}
 	if l.MaxParkedCallsPerSource > l.MaxParkedCalls && l.MaxParkedCalls > 0 {
 		v.add(p+"max_parked_calls_per_source", "must not exceed server.limits.max_parked_calls (%d)", l.MaxParkedCalls)

@@ -264,7 +264,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
 		BodyBudget: limits.NewSharedBudget(lim.MaxInflightBodyBytes, lim.MaxInflightBodyBytesPerSource),
-		MaxStreams: lim.MaxStreams, MaxStreamsPerSession: lim.MaxStreamsPerSession,
+		MaxStreams: lim.MaxStreams, MaxStreamsPerSource: lim.MaxStreamsPerSource, MaxStreamsPerSession: lim.MaxStreamsPerSession,
 		CallerAuth: s.callers, ForwardAuthorization: cfg.Sources[0].ForwardAuthorization,
 		Identity: func(r *http.Request) string {
 			if c := identity.FromContext(r.Context()); c != nil {
