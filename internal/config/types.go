@@ -191,11 +191,14 @@ type Destination struct {
 	Channel string `yaml:"channel"`
 }
 
-// Approver maps a bearer token (read from an env var) to a name.
+// Approver maps a bearer token (read from an env var or a file) to a name.
 type Approver struct {
 	Name     string `yaml:"name"`
 	TokenEnv string `yaml:"token_env"` // optional when server.admin_auth.trusted_proxy signs approvers in
-	Email    string `yaml:"email"`     // matched against server.admin_auth.email_header; optional
+	// TokenFile is the file holding the token instead (a mounted Secret): the token then never
+	// sits in Tollgate's environment. Read at start and on every reload.
+	TokenFile string `yaml:"token_file"`
+	Email     string `yaml:"email"` // matched against server.admin_auth.email_header; optional
 	// SlackUserID is the approver's Slack member id (U…/W…): a click on a Slack button by
 	// that user decides as this approver.
 	SlackUserID string `yaml:"slack_user_id"`
