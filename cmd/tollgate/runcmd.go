@@ -70,7 +70,7 @@ func cmdRunCommand(ctx context.Context, f runFlags, stdout, stderr io.Writer) in
 	if f.config != "" {
 		cfg, err = config.Load(f.config, os.LookupEnv)
 	} else {
-		if token == "" {
+		if token == "" && os.Getenv(config.EnvAdminToken+config.FileSuffix) == "" {
 			var b [16]byte
 			_, _ = rand.Read(b[:])
 			token, generated = hex.EncodeToString(b[:]), true

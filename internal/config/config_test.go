@@ -186,7 +186,7 @@ func TestDefaults(t *testing.T) {
 				MaxConnections: 1024, AdminMaxConnections: 64,
 				HeaderTimeout: Duration(10 * time.Second), BodyTimeout: Duration(30 * time.Second),
 				IdleTimeout: Duration(120 * time.Second), WriteTimeout: Duration(30 * time.Second),
-				MaxInflightBodyBytes: 64 << 20, MaxInflightBodyBytesPerSource: 16 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4,
+				MaxInflightBodyBytes: 64 << 20, MaxInflightBodyBytesPerSource: 16 << 20, MaxStreams: 1000, MaxStreamsPerSession: 4, MaxStreamsPerSource: 250,
 				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50, MaxParkedCalls: 256, MaxParkedCallsPerSource: 64,
 			},
 			AdminAuth:  AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},

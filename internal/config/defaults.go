@@ -250,6 +250,8 @@ func (c *Config) applyDefaults(present map[string]int) {
 		min(max(l.MaxInflightBodyBytes/4, s.MaxBodyBytes), l.MaxInflightBodyBytes))
 	num(&l.MaxStreams, "server.limits.max_streams", DefaultMaxStreams)
 	num(&l.MaxStreamsPerSession, "server.limits.max_streams_per_session", DefaultMaxStreamsPerSession)
+	num(&l.MaxStreamsPerSource, "server.limits.max_streams_per_source",
+		min(max(l.MaxStreams/4, l.MaxStreamsPerSession), l.MaxStreams))
 	num(&l.MaxSessions, "server.limits.max_sessions", DefaultMaxSessions)
 	if l.SessionsPerSecond == 0 && !set("server.limits.sessions_per_second") {
 		l.SessionsPerSecond = DefaultSessionsPerSecond

@@ -45,7 +45,7 @@ func (c *Config) shortTokens(lookupEnv func(string) (string, bool)) []error {
 }
 
 // ApproverTokens maps each bearer token to its approver's name (docs/contract.md §4):
-// approvers[].token_env, plus $TOLLGATE_ADMIN_TOKEN as "admin" when set. A listed
+// approvers[].token_env or token_file, plus $TOLLGATE_ADMIN_TOKEN as "admin" when set. A listed
 // token_env that is unset or empty, a token shorter than MinTokenBytes, or two approvers
 // sharing a token, is an error.
 // Errors name approvers and variables, never token values. nil lookupEnv uses the
@@ -75,6 +75,16 @@ func (c *Config) ApproverTokens(lookupEnv func(string) (string, bool)) (map[stri
 		tokens[token] = name
 	}
 	for i, a := range c.Approvers {
+		if a.TokenFile != "" {
+			path := idx("approvers", i) + ".token_file"
+			tok, err := ReadSecretFile(a.TokenFile, fmt.Sprintf("token of approver %q", a.Name), MinTokenBytes)
+			if err != nil {
+				errs = append(errs, &FieldError{Path: path, Msg: err.Error()})
+				continue
+			}
+			addToken(path, a.Name, tok)
+			continue
+		}
 		if a.TokenEnv == "" {
 			continue // signs in through the login proxy only (Validate checks it is configured)
 		}

@@ -203,11 +203,14 @@ type Destination struct {
 	Channel string `yaml:"channel"`
 }
 
-// Approver maps a bearer token (read from an env var) to a name.
+// Approver maps a bearer token (read from an env var or a file) to a name.
 type Approver struct {
 	Name     string `yaml:"name"`
 	TokenEnv string `yaml:"token_env"` // optional when server.admin_auth.trusted_proxy signs approvers in
-	Email    string `yaml:"email"`     // matched against server.admin_auth.email_header; optional
+	// TokenFile is the file holding the token instead (a mounted Secret): the token then never
+	// sits in Tollgate's environment. Read at start and on every reload.
+	TokenFile string `yaml:"token_file"`
+	Email     string `yaml:"email"` // matched against server.admin_auth.email_header; optional
 	// SlackUserID is the approver's Slack member id (U…/W…): a click on a Slack button by
 	// that user decides as this approver.
 	SlackUserID string `yaml:"slack_user_id"`
@@ -461,12 +464,15 @@ type Limits struct {
 	MaxInflightBodyBytes int64    `yaml:"max_inflight_body_bytes"` // request bodies held at once, default 64 MiB
 	// MaxInflightBodyBytesPerSource is one source's share of it (identity, else address);
 	// default a quarter of the budget, at least server.max_body_bytes.
-	MaxInflightBodyBytesPerSource int64   `yaml:"max_inflight_body_bytes_per_source"`
-	MaxStreams                    int     `yaml:"max_streams"`             // open GET streams in all, default 1000
-	MaxStreamsPerSession          int     `yaml:"max_streams_per_session"` // open GET streams of one session, default 4
-	MaxSessions                   int     `yaml:"max_sessions"`            // sessions tracked, default 10000
-	SessionsPerSecond             float64 `yaml:"sessions_per_second"`     // new sessions per source, default 10; 0 = no limit
-	SessionBurst                  int     `yaml:"session_burst"`           // default 50
+	MaxInflightBodyBytesPerSource int64 `yaml:"max_inflight_body_bytes_per_source"`
+	MaxStreams                    int   `yaml:"max_streams"`             // open GET streams in all, default 1000
+	MaxStreamsPerSession          int   `yaml:"max_streams_per_session"` // open GET streams of one session, default 4
+	// MaxStreamsPerSource is one source's share of MaxStreams (it may open sessions at will),
+	// default a quarter of it, at least MaxStreamsPerSession.
+	MaxStreamsPerSource int     `yaml:"max_streams_per_source"`
+	MaxSessions         int     `yaml:"max_sessions"`        // sessions tracked, default 10000
+	SessionsPerSecond   float64 `yaml:"sessions_per_second"` // new sessions per source, default 10; 0 = no limit
+	SessionBurst        int     `yaml:"session_burst"`       // default 50
 	// MaxParkedCalls bounds the bridged 2026-07-28 calls parked between MRTR rounds (each
 	// holds its upstream call open: a connection's place in max_connections), default 256;
 	// MaxParkedCallsPerSource is one source's share, default a quarter of it.

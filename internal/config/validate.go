@@ -396,12 +396,14 @@ func (v *validator) approvers() {
 				v.add(p+".slack_user_id", "duplicate Slack user %q (also approvers[%d]): one click would decide as two approvers", id, j)
 			}
 		}
-		if a.TokenEnv == "" {
+		if a.TokenEnv != "" && a.TokenFile != "" {
+			v.add(p+".token_file", "set token_env or token_file, not both")
+		} else if a.TokenEnv == "" && a.TokenFile == "" {
 			// An approver without a token signs in only through the login proxy.
 			if len(v.c.Server.AdminAuth.TrustedProxy) == 0 {
-				v.add(p+".token_env", "must name the environment variable holding the approver's token (or set server.admin_auth.trusted_proxy to sign approvers in through a login proxy)")
+				v.add(p+".token_env", "must name the environment variable holding the approver's token, or token_file the file (or set server.admin_auth.trusted_proxy to sign approvers in through a login proxy)")
 			}
-		} else if !envName.MatchString(a.TokenEnv) {
+		} else if a.TokenEnv != "" && !envName.MatchString(a.TokenEnv) {
 			v.add(p+".token_env", "must be an environment variable name, got %q", a.TokenEnv)
 		}
 		if a.Email != "" {
@@ -748,6 +750,7 @@ func (v *validator) limits() {
 	}{
 		{"max_connections", l.MaxConnections}, {"admin_max_connections", l.AdminMaxConnections},
 		{"max_streams", l.MaxStreams}, {"max_streams_per_session", l.MaxStreamsPerSession},
+		{"max_streams_per_source", l.MaxStreamsPerSource},
 		{"max_sessions", l.MaxSessions}, {"max_parked_calls", l.MaxParkedCalls},
 		{"max_parked_calls_per_source", l.MaxParkedCallsPerSource},
 	} {
@@ -778,6 +781,9 @@ func (v *validator) limits() {
 	}
 	if l.MaxStreamsPerSession > l.MaxStreams && l.MaxStreams > 0 {
 		v.add(p+"max_streams_per_session", "must not exceed server.limits.max_streams (%d)", l.MaxStreams)
+	}
+	if l.MaxStreamsPerSource > l.MaxStreams && l.MaxStreams > 0 {
+		v.add(p+"max_streams_per_source", "must not exceed server.limits.max_streams (%d)", l.MaxStreams)
 	}
 	if l.MaxParkedCallsPerSource > l.MaxParkedCalls && l.MaxParkedCalls > 0 {
 		v.add(p+"max_parked_calls_per_source", "must not exceed server.limits.max_parked_calls (%d)", l.MaxParkedCalls)

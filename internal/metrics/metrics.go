@@ -113,7 +113,7 @@ func (m *Metrics) SignInRefused(reason string) {
 
 // Limits are the label values of tollgate_limit_refusals_total.
 var Limits = []string{
-	"connections_mcp", "connections_admin", "body_bytes", "source_body_bytes", "streams", "session_streams",
+	"connections_mcp", "connections_admin", "body_bytes", "source_body_bytes", "streams", "session_streams", "source_streams",
 	"sessions", "session_rate", "unknown_session", "foreign_session", "admin_auth", "admin_proxy_header",
 }
 

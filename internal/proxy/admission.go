@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
@@ -19,6 +20,7 @@ const (
 	LimitSourceBytes    = "source_body_bytes"
 	LimitStreams        = "streams"
 	LimitSessionStreams = "session_streams"
+	LimitSourceStreams  = "source_streams"
 	LimitSessions       = "sessions"
 	LimitSessionRate    = "session_rate"
 	LimitUnknownSession = "unknown_session"
@@ -195,27 +197,63 @@ func readBody(r io.Reader, length, limit int64, b interface{ TryAcquire(int64) b
 	}
 }
 
-// streamSlots counts open GET streams against server.limits.max_streams.
+// streamSlots counts open GET streams against server.limits.max_streams, and each source's
+// against max_streams_per_source: a source opening session after session (each with its
+// per-session share) cannot take every stream.
 type streamSlots struct {
-	max  int64
-	open atomic.Int64
+	max       int64
+	open      atomic.Int64
+	perSource int
+	mu        sync.Mutex
+	bySource  map[string]int
 }
 
-func (s *streamSlots) acquire() bool {
-	if s.max <= 0 {
-		return true
+// acquire takes a slot for src; "" when one is refused: LimitStreams (the total) or
+// LimitSourceStreams (src's share).
+func (s *streamSlots) acquire(src string) (refused string) {
+	if s.perSource > 0 {
+		s.mu.Lock()
+		if s.bySource[src] >= s.perSource {
+			s.mu.Unlock()
+			return LimitSourceStreams
+		}
+		if s.bySource == nil {
+			s.bySource = map[string]int{}
+		}
+		s.bySource[src]++
+		s.mu.Unlock()
 	}
-	if s.open.Add(1) > s.max {
+	if s.max > 0 && s.open.Add(1) > s.max {
 		s.open.Add(-1)
-		return false
+		s.releaseSource(src)
+		return LimitStreams
 	}
-	return true
+	return ""
 }
 
-func (s *streamSlots) release() {
+func (s *streamSlots) release(src string) {
 	if s.max > 0 {
 		s.open.Add(-1)
 	}
+	s.releaseSource(src)
+}
+
+func (s *streamSlots) releaseSource(src string) {
+	if s.perSource <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if s.bySource[src]--; s.bySource[src] <= 0 {
+		delete(s.bySource, src)
+	}
+	s.mu.Unlock()
+}
+
+// heldBy returns how many streams src holds (tests).
+func (s *streamSlots) heldBy(src string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bySource[src]
 }
 
 // tooManyStreams refuses a GET stream (HTTP 429).

@@ -50,8 +50,9 @@ type Options struct {
 	// BodyBudget bounds request-body bytes held at once, and each source's share (nil =
 	// unbounded).
 	BodyBudget *limits.Budget
-	// MaxStreams and MaxStreamsPerSession bound open GET streams (0 = unbounded).
-	MaxStreams, MaxStreamsPerSession int
+	// MaxStreams, MaxStreamsPerSource and MaxStreamsPerSession bound open GET streams in all,
+	// of one source and of one session (0 = unbounded).
+	MaxStreams, MaxStreamsPerSource, MaxStreamsPerSession int
 	// Identity, if set, returns the caller identity (server.identity_header) that names the
 	// source of new sessions for their rate ("" falls back to the remote IP) and the identity
 	// a new session is bound to ("" binds it to no one). A verified caller (CallerAuth) is the
@@ -109,6 +110,7 @@ func New(o Options) *Handler {
 		guard: origin.New(origin.Options{ListenAddr: o.ListenAddr, AllowedHosts: o.AllowedHosts, AllowedOrigins: o.AllowedOrigins})}
 	h.closed, h.closeCause = context.WithCancel(context.Background())
 	h.streams.max = int64(o.MaxStreams)
+	h.streams.perSource = o.MaxStreamsPerSource
 	return h
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/sse"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
@@ -22,11 +23,16 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, sess *session.Sess
 	var stream *session.Stream
 	if sess != nil {
 		// Slots first, so a refused stream costs the upstream nothing.
-		if !h.streams.acquire() {
+		src := source.Request(r, h.identity(r))
+		switch h.streams.acquire(src) {
+		case LimitStreams:
 			h.tooManyStreams(w, LimitStreams, "server.limits.max_streams")
 			return
+		case LimitSourceStreams:
+			h.tooManyStreams(w, LimitSourceStreams, "server.limits.max_streams_per_source")
+			return
 		}
-		defer h.streams.release()
+		defer h.streams.release(src)
 		var detach func()
 		var ok bool
 		if stream, detach, ok = sess.TryAttach(h.o.MaxStreamsPerSession); !ok {

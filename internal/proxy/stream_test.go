@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
 )
 
@@ -108,5 +109,54 @@ func TestGetStreamAttachedBeforeHeaders(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// TestStreamsPerSource: a source opening session after session, each with its per-session
+// share of GET streams, stops at server.limits.max_streams_per_source and leaves the rest of
+// max_streams to other sources (before, it took all of them: the total was the only bound).
+func TestStreamsPerSource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reg := session.NewRegistry(0, nil)
+		h := New(Options{Sessions: reg, AllowedHosts: []string{"*"}, MaxStreams: 8, MaxStreamsPerSource: 2, MaxStreamsPerSession: 4})
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		open := func(addr string) *streamRecorder {
+			sess := localSession(t, reg)
+			rec := newStreamRecorder()
+			req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/mcp", nil)
+			req.RemoteAddr = addr
+			req.Header.Set(upstream.HeaderSessionID, sess.ID)
+			req.Header.Set("Accept", "text/event-stream")
+			wg.Go(func() { h.ServeHTTP(rec, req) })
+			synctest.Wait()
+			return rec
+		}
+		for i := range 10 {
+			rec := open("192.0.2.1:1000")
+			want := http.StatusOK
+			if i >= 2 {
+				want = http.StatusTooManyRequests
+			}
+			if rec.status != want {
+				t.Errorf("flooding source's stream %d: HTTP %d, want %d", i+1, rec.status, want)
+			}
+		}
+		if got := h.streams.heldBy(source.Addr("192.0.2.1:1000")); got != 2 {
+			t.Errorf("flooding source holds %d streams, want 2", got)
+		}
+		for i := range 2 {
+			if rec := open("198.51.100.7:2000"); rec.status != http.StatusOK {
+				t.Errorf("another source's stream %d: HTTP %d, want 200", i+1, rec.status)
+			}
+		}
+		cancel()
+		wg.Wait()
+		if got := h.streams.open.Load(); got != 0 {
+			t.Errorf("%d stream slots held after every stream ended", got)
+		}
+		if got := h.streams.heldBy(source.Addr("192.0.2.1:1000")); got != 0 {
+			t.Errorf("flooding source still holds %d after its streams ended", got)
+		}
 	})
 }

@@ -24,6 +24,9 @@ func Preflight(cfg *config.Config, lookupEnv func(string) (string, bool)) (warni
 		lookupEnv = os.LookupEnv
 	}
 	var errs []error
+	if lookupEnv, err = config.WithSecretFiles(lookupEnv); err != nil {
+		return nil, err
+	}
 	tokens, err := cfg.ApproverTokens(lookupEnv)
 	if err != nil {
 		errs = append(errs, err)

@@ -113,6 +113,10 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
+	// Secrets given as files ($TOLLGATE_ADMIN_TOKEN_FILE, …) are read once, here.
+	if o.LookupEnv, err = config.WithSecretFiles(o.LookupEnv); err != nil {
+		return nil, err
+	}
 	// Every part logs through logcap: client-chosen names and texts are clipped.
 	o.Logger = slog.New(logcap.NewHandler(o.Logger.Handler()))
 	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{})}
@@ -266,7 +270,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		AllowedOrigins: cfg.Server.AllowedOrigins, AllowedHosts: cfg.Server.AllowedHosts,
 		ListenAddr: cfg.Server.Listen, Logger: s.log, Observer: s.metrics,
 		BodyBudget: limits.NewSharedBudget(lim.MaxInflightBodyBytes, lim.MaxInflightBodyBytesPerSource),
-		MaxStreams: lim.MaxStreams, MaxStreamsPerSession: lim.MaxStreamsPerSession,
+		MaxStreams: lim.MaxStreams, MaxStreamsPerSource: lim.MaxStreamsPerSource, MaxStreamsPerSession: lim.MaxStreamsPerSession,
 		CallerAuth: s.callers, ForwardAuthorization: cfg.Sources[0].ForwardAuthorization,
 		Identity: func(r *http.Request) string {
 			if c := identity.FromContext(r.Context()); c != nil {

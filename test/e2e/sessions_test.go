@@ -264,7 +264,7 @@ func TestBusySessionsNotEvicted(t *testing.T) {
 // Open GET streams are bounded per session and overall.
 func TestStreamLimits(t *testing.T) {
 	_, upURL := testkit.StartDemo(t)
-	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "server:\n  limits: {max_streams: 2, max_streams_per_session: 1}\n"), nil, nil)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, "server:\n  limits: {max_streams: 2, max_streams_per_session: 1, max_streams_per_source: 2}\n"), nil, nil)
 	g.WaitReady(t)
 	a, b, c := g.NewClient(t), g.NewClient(t), g.NewClient(t)
 	if st, _ := testkit.OpenStream(t, g.MCP, a.Session); st != 200 {
