@@ -256,6 +256,8 @@ func (s *SignIn) trusted(remoteAddr string) bool {
 type Identity struct {
 	Approver string
 	Groups   []string
+	// Via is how: "login_proxy" (ProxySignIn) or "token_issuer" (TokenSignIn).
+	Via string
 }
 
 type signedInKey struct{}
@@ -348,7 +350,7 @@ func ProxySignIn(next http.Handler, o ProxyOptions) http.Handler {
 			writeError(w, http.StatusForbidden, err.code, err.msg, nil)
 			return
 		}
-		id := Identity{Approver: name, Groups: parseGroups(groups)}
+		id := Identity{Approver: name, Groups: parseGroups(groups), Via: "login_proxy"}
 		// Tells the console who it is signed in as (percent-encoded: names may be non-ASCII).
 		w.Header().Set("Tollgate-Approver", url.PathEscape(name))
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signedInKey{}, id)))
@@ -420,4 +422,71 @@ func parseGroups(vs []string) []string {
 		}
 	}
 	return out
+}
+
+// TokenSignInOptions configures TokenSignIn.
+type TokenSignInOptions struct {
+	// Verify verifies the request's bearer token with the configured issuer
+	// (server.admin_auth.token_issuer); nil (or a nil result) = off.
+	Verify func() func(r *http.Request) (*identity.Caller, error)
+	// People is the current directory of approvers.
+	People func() *identity.Directory
+	// OnRefused, if not nil, runs for each verified token that names no approver exactly
+	// ("lookalike", "unknown", "ambiguous").
+	OnRefused func(reason string)
+}
+
+// TokenSignIn lets approvers use the approvals API with an access token of the configured
+// issuer (people through SSO, automation through client credentials): a request whose
+// bearer token is a JWT the issuer signed is the approver its subject or e-mail names
+// exactly (approvers[].subjects, email; identity.Directory.Grant — never a look-alike), with
+// the token's groups as the approver's groups. A token that does not verify passes on
+// unchanged, so the approvals API refuses it (401) and the failure throttle counts it; a
+// verified token naming no approver is 403 unknown_approver. Static approver tokens are not
+// JWTs and pass on unchanged.
+func TokenSignIn(next http.Handler, o TokenSignInOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var verify func(*http.Request) (*identity.Caller, error)
+		if o.Verify != nil {
+			verify = o.Verify()
+		}
+		tok, present := bearerToken(r)
+		if verify == nil || !present || strings.Count(tok, ".") != 2 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if _, proxied := SignedIn(r.Context()); proxied {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c, err := verify(r)
+		if err != nil || c == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		var people *identity.Directory
+		if o.People != nil {
+			people = o.People()
+		}
+		p, gerr := people.Grant(identity.Claim{Kind: identity.KindSubject, Value: c.Subject}, identity.Claim{Kind: identity.KindEmail, Value: c.Email})
+		if gerr != nil {
+			reason := "unknown"
+			switch {
+			case errors.Is(gerr, identity.ErrLookalike):
+				reason = "lookalike"
+			case errors.Is(gerr, identity.ErrAmbiguous):
+				reason = "ambiguous"
+			}
+			if o.OnRefused != nil {
+				o.OnRefused(reason)
+			}
+			w.Header().Set("Cache-Control", "no-store")
+			writeError(w, http.StatusForbidden, "unknown_approver",
+				fmt.Sprintf("the token's subject %q names no approver: list it in approvers[].subjects (or the token's e-mail in approvers[].email)", c.Subject), nil)
+			return
+		}
+		id := Identity{Approver: p.Name, Groups: c.Groups, Via: "token_issuer"}
+		w.Header().Set("Tollgate-Approver", url.PathEscape(p.Name))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signedInKey{}, id)))
+	})
 }

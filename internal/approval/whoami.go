@@ -21,7 +21,7 @@ func (h *handler) whoami(w http.ResponseWriter, r *http.Request) {
 	name := approverOf(r)
 	out := WhoAmI{Approver: name, SignIn: "token", Groups: []string{}}
 	if id, ok := SignedIn(r.Context()); ok {
-		out.SignIn = "login_proxy"
+		out.SignIn = id.Via
 		out.Groups = append(out.Groups, id.Groups...)
 	}
 	if h.opts.Config != nil {

@@ -407,6 +407,22 @@ func (s Server) Resource() string {
 	return base + "/mcp"
 }
 
+// Enabled reports whether the issuer is configured (server.admin_auth.token_issuer).
+func (i CallerIssuer) Enabled() bool { return i.Issuer != "" || i.Type != "" || i.Audience != "" }
+
+// AsCallerAuth is the issuer as a one-issuer server.caller_auth (to build a verifier); an
+// empty type is jwt.
+func (i CallerIssuer) AsCallerAuth(skew Duration) CallerAuth {
+	if i.Type == "" {
+		i.Type = CallerAuthJWT
+	}
+	return CallerAuth{Type: i.Type, Name: i.Name, Issuer: i.Issuer, Audience: i.Audience, JWKSURL: i.JWKSURL,
+		Algorithms: i.Algorithms, SubjectClaim: i.SubjectClaim, GroupsClaim: i.GroupsClaim, EmailClaim: i.EmailClaim,
+		RequiredScopes: i.RequiredScopes, MaxKeyAge: i.MaxKeyAge, IntrospectionURL: i.IntrospectionURL,
+		ClientID: i.ClientID, ClientSecretFile: i.ClientSecretFile, ClientSecretEnv: i.ClientSecretEnv, CacheTTL: i.CacheTTL,
+		ClockSkew: skew, ToolView: ToolViewAll}
+}
+
 // Enabled reports whether /mcp requires a verified bearer token.
 func (c CallerAuth) Enabled() bool { return c.Type != "" && c.Type != CallerAuthNone }
 
@@ -450,6 +466,10 @@ type AdminAuth struct {
 	UserHeader   string   `yaml:"user_header"`   // default X-Auth-Request-User
 	EmailHeader  string   `yaml:"email_header"`  // default X-Auth-Request-Email
 	GroupsHeader string   `yaml:"groups_header"` // default X-Auth-Request-Groups (comma-separated)
+	// TokenIssuer lets approvers (people, automation) use the admin API with an access token
+	// of this issuer: its subject or e-mail names the approver exactly (approvers[].subjects,
+	// email), its groups are the approver's groups. Empty issuer = off.
+	TokenIssuer CallerIssuer `yaml:"token_issuer"`
 }
 
 // Limits bound the connections, bytes, streams and sessions clients can make Tollgate hold

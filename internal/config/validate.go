@@ -420,6 +420,33 @@ func (v *validator) approvers() {
 // adminAuth checks server.admin_auth: the login proxy's CIDRs and the header names it sets.
 func (v *validator) adminAuth() {
 	a := v.c.Server.AdminAuth
+	if ti := a.TokenIssuer; ti.Enabled() {
+		p := "server.admin_auth.token_issuer"
+		switch ti.Type {
+		case "", CallerAuthJWT, CallerAuthIntrospection:
+		default:
+			v.add(p+".type", "must be jwt or introspection, got %q", ti.Type)
+		}
+		if ti.Issuer == "" {
+			v.add(p+".issuer", "is required: the issuer of the approvers' access tokens")
+		} else {
+			v.issuerURL(p+".issuer", ti.Issuer)
+		}
+		if ti.Audience == "" {
+			v.add(p+".audience", "is required: the audience the issuer puts in tokens for Tollgate's admin API (a token for /mcp must not be one for the admin API)")
+		}
+		for k, al := range ti.Algorithms {
+			if !slices.Contains(DefaultAlgorithms, al) {
+				v.add(idx(p+".algorithms", k), "must be one of %s, got %q", strings.Join(DefaultAlgorithms, ", "), al)
+			}
+		}
+		if ti.Type == CallerAuthIntrospection && (ti.IntrospectionURL == "" || ti.ClientID == "" || (ti.ClientSecretFile == "") == (ti.ClientSecretEnv == "")) {
+			v.add(p+".introspection_url", "introspection needs introspection_url, client_id and one of client_secret_file, client_secret_env")
+		}
+		if ca := v.c.Server.CallerAuth; ca.Enabled() && ti.Audience != "" && ti.Audience == v.c.Server.Resource() {
+			v.add(p+".audience", "must differ from the /mcp resource %q: a caller's token must not work on the admin API", ti.Audience)
+		}
+	}
 	for i, c := range a.TrustedProxy {
 		p := idx("server.admin_auth.trusted_proxy", i)
 		pfx, err := netip.ParsePrefix(c)

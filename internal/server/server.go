@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -90,6 +91,8 @@ type Server struct {
 	cacheOK   chan struct{}
 	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
 	callers *callerauth.Authenticator
+	// adminTokens verifies approvers' access tokens (server.admin_auth.token_issuer).
+	adminTokens adminIssuer
 
 	// storeWarning is set when tasks fell back to memory without being asked to (/readyz).
 	storeWarning string
@@ -308,6 +311,12 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		AuditMode: func() string { return s.snaps.Load().AuditMode() },
 		Explain:   s.explainTask}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
+	// Access tokens of server.admin_auth.token_issuer sign approvers in; a token that does
+	// not verify reaches the throttle, which counts it.
+	api = approval.TokenSignIn(api, approval.TokenSignInOptions{
+		Verify: s.adminTokens.verifier(func() *config.Config { return s.snaps.Load().Config }, s.log),
+		People: s.snaps.People, OnRefused: s.metrics.SignInRefused,
+	})
 	// The login proxy (server.admin_auth) signs approvers in before the token throttle.
 	api = approval.ProxySignIn(api, approval.ProxyOptions{
 		SignIn:      approval.SignInFrom(func() *config.Config { return s.snaps.Load().Config }),
@@ -706,4 +715,41 @@ func (a *approverTokens) Approver(token string) (string, bool) {
 		return (*auth).Approver(token)
 	}
 	return "", false
+}
+
+// adminIssuer is the verifier of server.admin_auth.token_issuer, rebuilt when a reload
+// changes the issuer's settings (its keys are fetched on first use and when they age out).
+type adminIssuer struct {
+	mu  sync.Mutex
+	cfg config.CallerIssuer
+	a   *callerauth.Authenticator
+}
+
+func (ai *adminIssuer) verifier(current func() *config.Config, log *slog.Logger) func() func(*http.Request) (*identity.Caller, error) {
+	return func() func(*http.Request) (*identity.Caller, error) {
+		cfg := current()
+		if cfg == nil || !cfg.Server.AdminAuth.TokenIssuer.Enabled() {
+			return nil
+		}
+		ti := cfg.Server.AdminAuth.TokenIssuer
+		ai.mu.Lock()
+		defer ai.mu.Unlock()
+		if ai.a == nil || !reflect.DeepEqual(ai.cfg, ti) {
+			a, err := callerauth.New(config.Server{PublicURL: "http://admin.invalid", CallerAuth: ti.AsCallerAuth(cfg.Server.CallerAuth.ClockSkew)},
+				callerauth.Options{Logger: log})
+			if err != nil {
+				log.Error("server.admin_auth.token_issuer unusable; approvers' access tokens are refused", "error", err.Error())
+				return nil
+			}
+			ai.cfg, ai.a = ti, a
+		}
+		a := ai.a
+		return func(r *http.Request) (*identity.Caller, error) {
+			c, f := a.Authenticate(r)
+			if f != nil {
+				return nil, f
+			}
+			return c, nil
+		}
+	}
 }

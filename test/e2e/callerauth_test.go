@@ -283,3 +283,50 @@ tasks:
 		}
 	}
 }
+
+// TestAdminTokenIssuer: approvers use the approvals API with their own access tokens
+// (server.admin_auth.token_issuer): the subject names the approver exactly, the token's groups
+// admit it to a workflow listing group:finance; a look-alike subject and a token for another
+// audience decide nothing.
+func TestAdminTokenIssuer(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	is := testkit.StartIssuer(t)
+	cfg := `server:
+  admin_auth:
+    token_issuer: {issuer: ` + is.URL + `, audience: tollgate-admin}
+governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "delete_*", action: approve, approval: payments}
+approval:
+  payments: {approvers: ["group:finance"]}
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN, subjects: [sso-alice]}
+  - {name: bob, token_env: BOB_TOKEN, subjects: [sso-bob]}
+approver_groups:
+  finance: [bob]
+`
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, cfg), approverEnv, nil)
+	g.WaitReady(t)
+	tid := g.NewClient(t).CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	approve := func(tok string) (int, map[string]any) {
+		return g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", tok, `{}`)
+	}
+	if st, body := approve(is.Token(t, "tollgate-admin", map[string]any{"sub": "sso-alice"})); st != http.StatusForbidden || body["error"] != "not_authorized" {
+		t.Errorf("alice (not in finance) by token: %d %v, want 403 not_authorized", st, body)
+	}
+	if st, body := approve(is.Token(t, "tollgate-admin", map[string]any{"sub": "SSO-alice", "groups": []string{"finance"}})); st != http.StatusForbidden || body["error"] != "unknown_approver" {
+		t.Errorf("a look-alike subject: %d %v, want 403 unknown_approver", st, body)
+	}
+	if st, _ := approve(is.Token(t, g.MCP, map[string]any{"sub": "sso-alice", "groups": []string{"finance"}})); st != http.StatusUnauthorized {
+		t.Errorf("a token for another audience: %d, want 401", st)
+	}
+	if n := d.Calls("delete_user"); n != 0 {
+		t.Fatalf("ran %d times before an authorised approval", n)
+	}
+	// alice's token carries the IdP's group finance: admitted as the proxy's groups are.
+	if st, body := approve(is.Token(t, "tollgate-admin", map[string]any{"sub": "sso-alice", "groups": []string{"finance"}})); st != http.StatusOK {
+		t.Fatalf("alice with group finance by token: %d %v", st, body)
+	}
+	waitFor(t, "the approved call to run", func() bool { return d.Calls("delete_user") == 1 })
+}
