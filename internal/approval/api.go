@@ -89,6 +89,18 @@ type View struct {
 	// call needs now (approval.<name>.min_approvals): "k of N".
 	Approvals         []VoteView `json:"approvals,omitempty"`
 	RequiredApprovals int        `json:"requiredApprovals,omitempty"`
+	// PreviousRejection: the same call (same requester, tool and arguments) was rejected
+	// before, and the requester was told; this is its request again (docs/contract.md §3).
+	PreviousRejection *PreviousRejectionView `json:"previousRejection,omitempty"`
+}
+
+// PreviousRejectionView names the earlier rejection of the same call: its task, who rejected
+// it ("system:on_timeout" for a workflow timeout), why and when.
+type PreviousRejectionView struct {
+	TaskID string    `json:"taskId"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // VoteView is one approver's approval of a call that needs several.
@@ -472,6 +484,9 @@ func (h *handler) view(t *tasks.Task) View {
 	}
 	for _, a := range t.Approvals {
 		v.Approvals = append(v.Approvals, VoteView{By: a.By, Reason: a.Reason, At: a.At.UTC()})
+	}
+	if p := t.PreviousRejection; p != nil {
+		v.PreviousRejection = &PreviousRejectionView{TaskID: p.TaskID, By: p.By, Reason: p.Reason, At: p.At.UTC()}
 	}
 	return v
 }

@@ -452,6 +452,12 @@ func printView(w io.Writer, v View) {
 	if f := v.Failure; f != nil {
 		row("Failure", fmt.Sprintf("%s (%d)", f.Name, f.Code))
 	}
+	if p := v.PreviousRejection; p != nil {
+		row("Rejected before", fmt.Sprintf("task %s by %s at %s", p.TaskID, p.By, p.At.Format(time.RFC3339)))
+		if p.Reason != "" {
+			row("Earlier reason", p.Reason)
+		}
+	}
 	_ = tw.Flush()
 	var args bytes.Buffer
 	if err := json.Indent(&args, v.Arguments, "  ", "  "); err != nil {

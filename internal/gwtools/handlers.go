@@ -217,6 +217,9 @@ func (g *Tools) getTaskResult(ctx context.Context, c Caller, a args) result {
 		return g.internalError(ToolGetTaskResult, id, err)
 	}
 
+	if c.Delivered != nil {
+		c.Delivered(id) // the outcome goes to its owner in this answer
+	}
 	meta := map[string]any{tasks.RelatedTaskKey: map[string]string{"taskId": id}}
 	if rpcErr != nil {
 		// The governed call failed (rejected, timed out, expired, cancelled, upstream error):

@@ -42,7 +42,12 @@ const (
 
 // Caller identifies who calls a tool: the task owner (docs/contract.md §3) and the MCP session the
 // call arrived on (the event queue key).
-type Caller struct{ Owner, SessionID string }
+type Caller struct {
+	Owner, SessionID string
+	// Delivered, if set, is told the id of a task whose outcome the answer carries
+	// (tollgate_get_task_result), so the task can record it once the answer is written.
+	Delivered func(taskID string)
+}
 
 // eventKey is the hub session events for this caller are queued under.
 func (c Caller) eventKey() string {

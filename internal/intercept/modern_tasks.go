@@ -209,6 +209,9 @@ func (g *Gateway) modernTasksGet(ctx context.Context, x *Exchange) Result {
 	if err != nil {
 		return g.modernTaskError(x, id, err)
 	}
+	if t.State.Terminal() && t.IdemKey != "" && t.DeliveredAt.IsZero() {
+		g.deliversOutcome(x, id) // the DetailedTask inlines the result or error
+	}
 	return ReplyResult(x, t.DetailedJSON(g.inputRequests(t)))
 }
 

@@ -35,7 +35,15 @@ type Exchange struct {
 	Modern *era.Request
 	// Owner owns the tasks of a modern request (set with Subject; see modernOwner).
 	Owner string
+
+	// written runs once the answer to this exchange has been written (Result.After): it
+	// records a task outcome as delivered only when it went out (onWritten).
+	written []func()
 }
+
+// onWritten has fn run once the answer to x (its Reply, or what its Wait returns) has been
+// written to the client. Called by a handler or its Wait, on the exchange's goroutine.
+func (x *Exchange) onWritten(fn func()) { x.written = append(x.written, fn) }
 
 // Result says how the proxy answers an exchange. Exactly one of Reply, Wait or Forward is set.
 type Result struct {
@@ -57,8 +65,10 @@ type Result struct {
 	Accepted bool
 	// Forward sends the request upstream.
 	Forward *Forward
-	// After, if set, runs once the Reply has been written (e.g. start a task only after the
-	// client has its id, so status notifications never precede the CreateTaskResult).
+	// After, if set, runs once the Reply, or the message Wait returned, has been written (e.g.
+	// start a task only after the client has its id, so status notifications never precede
+	// the CreateTaskResult; record a task outcome as delivered). Not run when a Wait returned
+	// nothing or its client was gone.
 	After func()
 }
 
@@ -206,6 +216,18 @@ func (r *Router) Route(ctx context.Context, x *Exchange) Result {
 	res := r.route(ctx, x)
 	if res.Forward != nil {
 		res.Forward = transport(x, res.Forward)
+	}
+	// A Wait registers its hooks while it runs, a Reply's handler before it returned.
+	if res.Wait != nil || (res.Reply != nil && len(x.written) > 0) {
+		after := res.After
+		res.After = func() {
+			if after != nil {
+				after()
+			}
+			for _, fn := range x.written {
+				fn()
+			}
+		}
 	}
 	return res
 }

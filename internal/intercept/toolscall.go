@@ -352,6 +352,7 @@ func (g *Gateway) outcomeReply(x *Exchange, id string, res json.RawMessage, rpcE
 	case err != nil:
 		return jsonrpc.ErrorResponse(x.Msg.ID, g.taskError(x, id, err).WithCorrelation(x.CorrID))
 	case rpcErr != nil:
+		g.deliversOutcome(x, id)
 		e := rpcErr.WithCorrelation(x.CorrID)
 		if e.RawData == nil { // data that is not an object is relayed as the upstream sent it
 			if e.Data == nil {
@@ -361,8 +362,32 @@ func (g *Gateway) outcomeReply(x *Exchange, id string, res json.RawMessage, rpcE
 		}
 		return jsonrpc.ErrorResponse(x.Msg.ID, e)
 	}
+	if res != nil {
+		g.deliversOutcome(x, id)
+	}
 	return jsonrpc.ResultResponse(x.Msg.ID, withRelatedTask(res, id))
 }
+
+// deliversOutcome records, once the answer to x has been written, that it carried the outcome
+// of the caller's task id (tasks.Manager.Delivered): a plain call's replay ends there, the
+// same call made again is a new call (docs/contract.md §3). Every delivery point calls it:
+// a held or blocked call's answer, a retry's, tasks/result, a 2026-07-28 tasks/get with the
+// outcome inlined, tollgate_get_task_result.
+func (g *Gateway) deliversOutcome(x *Exchange, id string) {
+	own := owner(x)
+	x.onWritten(func() {
+		// The answer is out; its request may be ending: a short context of its own.
+		ctx, cancel := context.WithTimeout(context.Background(), deliveredTimeout)
+		defer cancel()
+		if err := g.d.Tasks.Delivered(ctx, own, id); err != nil && !errors.Is(err, tasks.ErrNotFound) {
+			// Not recorded: the next identical call still attaches and gets this outcome again.
+			g.log.Warn("task: recording the delivered outcome failed", "task_id", id, "correlation_id", x.CorrID, "error", err.Error())
+		}
+	})
+}
+
+// deliveredTimeout bounds the store write that records a delivered outcome.
+const deliveredTimeout = 5 * time.Second
 
 // heldTTL is the TTL of a held plain call's task: long enough that the outcome is still there
 // tasks.replay_window after the approval timeout, so a retry of the call can collect it.
@@ -376,7 +401,7 @@ func heldTTL(s *governance.Snapshot, workflow string) time.Duration {
 
 // ownTool serves a tollgate_* tool in-process; they may block (await_activity).
 func (g *Gateway) ownTool(x *Exchange, p callParams) Result {
-	c := gwtools.Caller{Owner: owner(x)}
+	c := gwtools.Caller{Owner: owner(x), Delivered: func(id string) { g.deliversOutcome(x, id) }}
 	if x.Session != nil {
 		c.SessionID = x.Session.ID
 	}

@@ -312,7 +312,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		}
 		outcome = "local"
 	case res.Wait != nil:
-		h.wait(w, r, res.Wait)
+		if h.wait(w, r, res.Wait) && res.After != nil {
+			res.After()
+		}
 		outcome = "local"
 	case res.Accepted:
 		w.WriteHeader(http.StatusAccepted)
@@ -373,9 +375,10 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(w, resp.Body)
 }
 
-func writeJSON(w http.ResponseWriter, status int, b []byte) {
+func writeJSON(w http.ResponseWriter, status int, b []byte) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, err := w.Write(b)
+	return err
 }

@@ -126,10 +126,12 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, sess *session.Sess
 
 // wait answers a locally held request: SSE with keep-alive comments when the client accepts a
 // stream, otherwise one JSON body at the end.
-func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.Context, func([]byte) bool) []byte) {
+//
+// It reports whether the message fn returned was written (Result.After runs then).
+func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.Context, func([]byte) bool) []byte) bool {
 	if !acceptsSSE(r) {
-		writeJSON(w, http.StatusOK, fn(r.Context(), func([]byte) bool { return false }))
-		return
+		msg := fn(r.Context(), func([]byte) bool { return false })
+		return writeJSON(w, http.StatusOK, msg) == nil && msg != nil && r.Context().Err() == nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -163,8 +165,9 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.C
 	keep.Stop()
 	mu.Unlock()
 	if msg != nil && h.closed.Err() == nil && ctx.Err() == nil {
-		sw.write(sse.Message(msg))
+		return sw.write(sse.Message(msg)) == nil
 	}
+	return false
 }
 
 func acceptsSSE(r *http.Request) bool {

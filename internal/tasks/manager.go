@@ -249,9 +249,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Task, error) 
 
 // CreateOrAttach is Create for a plain call a client may send again (tasks.sync_approval): when
 // the same owner already made the same call (same tool, same canonical arguments) and that
-// task is still pending or within its TTL, it returns that task with attached=true instead of
-// creating a second approval. The lookup and the insert are atomic in the store, also across
-// replicas, so parallel retries yield one task. An attached task may be finished already.
+// task is still pending or within its TTL, and its outcome has not been delivered to the owner
+// yet (Delivered), it returns that task with attached=true instead of creating a second
+// approval. The lookup and the insert are atomic in the store, also across replicas, so
+// parallel retries yield one task. An attached task may be finished already. A call made after
+// the outcome was delivered is a new call; when the earlier one was rejected, the new task
+// names that rejection (Task.PreviousRejection) for its approvers.
 func (m *Manager) CreateOrAttach(ctx context.Context, req CreateRequest) (t *Task, attached bool, err error) {
 	return m.create(ctx, req, true)
 }
@@ -285,6 +288,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 	t.Owner = ownerOf(req.Owner, t.ID)
 	if keyed && req.Owner != Anonymous { // an anonymous call has no one to retry as
 		t.IdemKey = IdempotencyKey(t.Owner, t.ArgsHash)
+		t.PreviousRejection = m.previousRejection(ctx, t)
 	}
 	if req.Accelerated {
 		t.State = Approved
@@ -353,6 +357,45 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		m.launch(t.ID)
 	}
 	return t.Clone(), false, nil
+}
+
+// previousRejection is the rejection of the call t repeats, read from the task its key names
+// now: shown to t's approvers if t is created (when the store attaches instead, t is dropped).
+// Best effort: a store that cannot answer leaves it out.
+func (m *Manager) previousRejection(ctx context.Context, t *Task) *PreviousRejection {
+	rec, err := m.st.Keyed(ctx, t.IdemKey)
+	if err != nil {
+		return nil
+	}
+	prev, err := decodeTask(rec)
+	if err != nil || prev.Owner != t.Owner || prev.ArgsHash != t.ArgsHash || prev.Decision == nil || prev.Decision.Approved ||
+		(prev.State != Rejected && prev.State != TimedOut) {
+		return nil
+	}
+	return &PreviousRejection{TaskID: prev.ID, By: prev.Decision.By, Reason: prev.Decision.Reason, At: prev.Decision.At}
+}
+
+// Delivered records that the outcome of the owner's task id has been written to the owner (a
+// held call's answer, a retry's, tasks/result, a 2026-07-28 tasks/get with the result inlined,
+// tollgate_get_task_result). Replay exists only so a call that settled before its decision
+// can collect its one outcome: from now on the same call is a new call, governed afresh
+// (docs/contract.md §3). Only a terminal task with an IdemKey is written (no other task can be
+// attached to); the first delivery counts, later ones change nothing.
+func (m *Manager) Delivered(ctx context.Context, owner, id string) error {
+	_, err := m.write(ctx, id, func(t *Task) error {
+		if !MayAccess(owner, t.Owner) {
+			return ErrNotFound
+		}
+		if t.IdemKey == "" || !t.State.Terminal() || !t.DeliveredAt.IsZero() {
+			return errNoop
+		}
+		t.DeliveredAt = m.now()
+		return nil
+	}, true)
+	if errors.Is(err, errNoop) {
+		return nil
+	}
+	return err
 }
 
 // Start executes an accelerated task created with DeferStart (no-op for any other state).
@@ -709,7 +752,7 @@ func (m *Manager) write(ctx context.Context, id string, mutate func(t *Task) err
 		if err := mutate(t); err != nil {
 			return before, err
 		}
-		if !CanTransition(from, t.State) {
+		if (!quiet || from != t.State) && !CanTransition(from, t.State) {
 			return before, fmt.Errorf("task %s: %w: %s → %s", id, ErrInvalidTransition, from, t.State)
 		}
 		if !quiet {

@@ -114,6 +114,22 @@ type Task struct {
 	// Messages are where approval channels posted about the task (messages.go), so whichever
 	// replica sees the wait end updates them, after a restart too.
 	Messages []MessageRef `json:"messages,omitempty"`
+	// DeliveredAt is when Tollgate wrote the outcome of a terminal task with an IdemKey to its
+	// owner (Manager.Delivered); from then on the same call is a new call, not a replay
+	// (docs/contract.md §3). Zero until then, and for tasks no call can attach to.
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	// PreviousRejection is the rejection of the same call (same owner, tool and canonical
+	// arguments) before this task was created, for its approvers; nil when there was none.
+	PreviousRejection *PreviousRejection `json:"previous_rejection,omitempty"`
+}
+
+// PreviousRejection names the earlier task of the same call that was rejected (by a person or
+// by its workflow's on_timeout), and who rejected it, why and when.
+type PreviousRejection struct {
+	TaskID string    `json:"task_id"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).
@@ -130,6 +146,10 @@ func (t *Task) Clone() *Task {
 	c.Approvals = slices.Clone(t.Approvals)
 	c.Messages = slices.Clone(t.Messages)
 	c.Question = t.Question.clone()
+	if t.PreviousRejection != nil {
+		p := *t.PreviousRejection
+		c.PreviousRejection = &p
+	}
 	if t.Decision != nil {
 		d := *t.Decision
 		c.Decision = &d
@@ -239,7 +259,7 @@ func encodeTask(t *Task) (store.Record, error) {
 	return store.Record{
 		ID: t.ID, Owner: t.Owner, Source: t.Source, State: string(t.State), Pending: !t.State.Terminal(),
 		CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt(), ArgBytes: int64(len(t.Arguments)),
-		Version: t.Version, Data: b, Key: t.IdemKey,
+		Version: t.Version, Data: b, Key: t.IdemKey, Delivered: !t.DeliveredAt.IsZero(),
 	}, nil
 }
 

@@ -48,6 +48,7 @@ type fileRecord struct {
 	Version   uint64    `json:"version"`
 	Data      []byte    `json:"data"` // base64, so the bytes come back exactly
 	Key       string    `json:"key,omitempty"`
+	Delivered bool      `json:"delivered,omitempty"`
 }
 
 // ErrCorrupt is returned by OpenFile when the store file fails bbolt's consistency check or
@@ -244,6 +245,19 @@ func (f *File) CreateOrAttach(_ context.Context, rec Record, lim Limits, now tim
 	f.ix.put(indexed(rec))
 	f.ix.claim(rec)
 	return rec, false, nil
+}
+
+func (f *File) Keyed(_ context.Context, key string) (Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return Record{}, ErrClosed
+	}
+	r, ok := f.ix.keyed(key)
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return f.withData(r)
 }
 
 func (f *File) Get(_ context.Context, id string) (Record, error) {

@@ -37,19 +37,19 @@ type entry struct {
 	created, expires     int64
 	argBytes             int64
 	version              uint64
-	pending              bool
+	pending, delivered   bool
 }
 
 func toEntry(r Record) *entry {
 	return &entry{owner: unique.Make(r.Owner), source: unique.Make(r.Source), state: unique.Make(r.State), key: r.Key,
 		created: unixNano(r.CreatedAt), expires: unixNano(r.ExpiresAt), argBytes: r.ArgBytes,
-		version: r.Version, pending: r.Pending}
+		version: r.Version, pending: r.Pending, delivered: r.Delivered}
 }
 
 func (e *entry) record(id string, data []byte) Record {
 	return Record{ID: id, Owner: e.owner.Value(), Source: e.source.Value(), State: e.state.Value(),
 		Pending: e.pending, CreatedAt: fromUnixNano(e.created), ExpiresAt: fromUnixNano(e.expires),
-		ArgBytes: e.argBytes, Version: e.version, Data: data, Key: e.key}
+		ArgBytes: e.argBytes, Version: e.version, Data: data, Key: e.key, Delivered: e.delivered}
 }
 
 // zeroTime stands for the zero time.Time, which has no Unix nanoseconds.
@@ -93,6 +93,14 @@ func (ix *index) attached(key string, now time.Time) (Record, bool) {
 		return Record{}, false
 	}
 	return r, true
+}
+
+// keyed returns the record key points to, whatever its state.
+func (ix *index) keyed(key string) (Record, bool) {
+	if key == "" {
+		return Record{}, false
+	}
+	return ix.get(ix.keys[key])
 }
 
 // claim makes rec the record of its key: the newest one wins (loading a file in any order).

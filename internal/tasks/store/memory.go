@@ -45,6 +45,19 @@ func (m *Memory) CreateOrAttach(_ context.Context, rec Record, lim Limits, now t
 	return r, false, nil
 }
 
+func (m *Memory) Keyed(_ context.Context, key string) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Record{}, ErrClosed
+	}
+	r, ok := m.ix.keyed(key)
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return r, nil
+}
+
 func (m *Memory) Get(_ context.Context, id string) (Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -189,7 +189,7 @@ end
 // Create ARGV: 2 id, 3 owner, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
 // 8-11 limits (per owner, total, arg bytes, stored bytes), 12 state, 13 created, 14 expires,
 // 15 data, 16 idempotency key ("" = none), 17 the caller's now in ms (for the key's record),
-// 18 source ("" = none), 19 limit per source, 20 stored bytes per source.
+// 18 source ("" = none), 19 limit per source, 20 stored bytes per source, 21 delivered.
 var redisCreate = redis.NewScript(luaCommon + `
 local now = nowms()
 prune(now)
@@ -197,8 +197,8 @@ local id, owner, ikey, source = ARGV[2], ARGV[3], ARGV[16], ARGV[18]
 if ikey ~= '' then
   local cur = redis.call('GET', P .. 'k:' .. ikey)
   if cur then
-    local f = redis.call('HMGET', P .. 't:' .. cur, 'pending', 'expires_ms')
-    if f[1] == '1' or (f[2] and tonumber(f[2]) > tonumber(ARGV[17])) then return {'attached', cur} end
+    local f = redis.call('HMGET', P .. 't:' .. cur, 'pending', 'expires_ms', 'delivered')
+    if f[3] ~= '1' and (f[1] == '1' or (f[2] and tonumber(f[2]) > tonumber(ARGV[17]))) then return {'attached', cur} end
   end
 end
 local key = P .. 't:' .. id
@@ -221,14 +221,15 @@ if pending then
   end
 end
 redis.call('HSET', key, 'owner', owner, 'source', source, 'state', ARGV[12], 'pending', ARGV[4], 'created_at', ARGV[13],
-  'expires_at', ARGV[14], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'version', '1', 'data', ARGV[15], 'key', ikey)
+  'expires_at', ARGV[14], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'version', '1', 'data', ARGV[15], 'key', ikey,
+  'delivered', ARGV[21])
 if ikey ~= '' then redis.call('SET', P .. 'k:' .. ikey, id) end
 index(id, owner, source, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), ikey)
 return {'ok'}
 `)
 
 // Update ARGV: 2 id, 3 expected version, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
-// 8 state, 9 expires, 10 data.
+// 8 state, 9 expires, 10 data, 11 delivered.
 var redisUpdate = redis.NewScript(luaCommon + `
 local now = nowms()
 local id = ARGV[2]
@@ -238,7 +239,8 @@ if not cur[1] then return {'notfound'} end
 if cur[1] ~= ARGV[3] then return {'conflict'} end
 local owner = cur[2]
 unpend(id, owner)
-redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'data', ARGV[10])
+redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'data', ARGV[10],
+  'delivered', ARGV[11])
 local v = redis.call('HINCRBY', key, 'version', 1)
 index(id, owner, cur[5], ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), cur[4])
 redis.call('PUBLISH', P .. 'changed', id)
@@ -332,7 +334,8 @@ func (r *Redis) create(ctx context.Context, rec Record, lim Limits, now time.Tim
 	res, err := redisCreate.Run(ctx, r.client, nil,
 		r.prefix, rec.ID, rec.Owner, redisFlag(rec.Pending), rec.ArgBytes, unixMs(rec.ExpiresAt), r.margin.Milliseconds(),
 		lim.MaxPendingPerOwner, lim.MaxPendingTotal, lim.MaxArgBytes, lim.MaxStoredBytes,
-		rec.State, created, expires, rec.Data, rec.Key, unixMs(now), rec.Source, lim.MaxPendingPerSource, lim.MaxStoredBytesPerSource).Slice()
+		rec.State, created, expires, rec.Data, rec.Key, unixMs(now), rec.Source, lim.MaxPendingPerSource, lim.MaxStoredBytesPerSource,
+		redisFlag(rec.Delivered)).Slice()
 	if err != nil {
 		return Record{}, "", r.wrap("create", rec.ID, err)
 	}
@@ -377,6 +380,23 @@ func (r *Redis) Get(ctx context.Context, id string) (Record, error) {
 	return decodeRedis(id, m)
 }
 
+func (r *Redis) Keyed(ctx context.Context, key string) (Record, error) {
+	if r.closed.Load() {
+		return Record{}, ErrClosed
+	}
+	if key == "" {
+		return Record{}, ErrNotFound
+	}
+	id, err := r.client.Get(ctx, r.prefix+"k:"+key).Result()
+	if errors.Is(err, redis.Nil) {
+		return Record{}, ErrNotFound
+	}
+	if err != nil {
+		return Record{}, r.wrap("keyed lookup", "", err)
+	}
+	return r.Get(ctx, id)
+}
+
 func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, error) {
 	if r.closed.Load() {
 		return Record{}, ErrClosed
@@ -387,7 +407,7 @@ func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, 
 	}
 	res, err := redisUpdate.Run(ctx, r.client, nil,
 		r.prefix, rec.ID, strconv.FormatUint(expect, 10), redisFlag(rec.Pending), rec.ArgBytes,
-		unixMs(rec.ExpiresAt), r.margin.Milliseconds(), rec.State, expires, rec.Data).Slice()
+		unixMs(rec.ExpiresAt), r.margin.Milliseconds(), rec.State, expires, rec.Data, redisFlag(rec.Delivered)).Slice()
 	if err != nil {
 		return Record{}, r.wrap("update", rec.ID, err)
 	}
@@ -533,7 +553,8 @@ func (r *Redis) Close() error {
 }
 
 func decodeRedis(id string, m map[string]string) (Record, error) {
-	rec := Record{ID: id, Owner: m["owner"], Source: m["source"], State: m["state"], Pending: m["pending"] == "1", Data: []byte(m["data"]), Key: m["key"]}
+	rec := Record{ID: id, Owner: m["owner"], Source: m["source"], State: m["state"], Pending: m["pending"] == "1", Data: []byte(m["data"]), Key: m["key"],
+		Delivered: m["delivered"] == "1"}
 	var err error
 	if rec.ArgBytes, err = strconv.ParseInt(m["arg_bytes"], 10, 64); err != nil {
 		return Record{}, fmt.Errorf("redis task store: task %s: arg_bytes: %w", id, err)

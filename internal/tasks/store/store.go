@@ -38,6 +38,9 @@ type Record struct {
 	// Key is an idempotency key ("" = none), set on creation and kept by Update: see
 	// CreateOrAttach.
 	Key string
+	// Delivered: the task's outcome has reached its owner, so its key's next call is a new
+	// call (CreateOrAttach never attaches to it). Set by Update, never cleared by Tollgate.
+	Delivered bool
 }
 
 // Limits are checked atomically with the insert in Create; a zero field means unlimited.
@@ -84,11 +87,15 @@ type Store interface {
 	// new and, when rec.Pending, no limit in lim is exceeded; the check and the insert are atomic.
 	Create(ctx context.Context, rec Record, lim Limits) (Record, error)
 	// CreateOrAttach is Create for a record with an idempotency key. When the record created
-	// last with rec.Key still exists and is pending or not yet expired at now (ExpiresAt after
-	// now), that record is returned with attached=true and nothing is stored or counted against
-	// lim. Otherwise rec is created as by Create and becomes rec.Key's record. The lookup and
-	// the insert are atomic, also across replicas sharing the store. rec.Key "" is Create.
+	// last with rec.Key still exists, is not Delivered, and is pending or not yet expired at
+	// now (ExpiresAt after now), that record is returned with attached=true and nothing is
+	// stored or counted against lim. Otherwise rec is created as by Create and becomes
+	// rec.Key's record. The lookup and the insert are atomic, also across replicas sharing the
+	// store. rec.Key "" is Create.
 	CreateOrAttach(ctx context.Context, rec Record, lim Limits, now time.Time) (stored Record, attached bool, err error)
+	// Keyed returns the record created last with the idempotency key, whatever its state,
+	// or ErrNotFound (also for key ""). It reads only; CreateOrAttach decides.
+	Keyed(ctx context.Context, key string) (Record, error)
 	// Get returns the record or ErrNotFound.
 	Get(ctx context.Context, id string) (Record, error)
 	// Update replaces the record with rec.ID if its version is still expectVersion and returns
@@ -108,7 +115,7 @@ type Store interface {
 // attachable reports whether a record found under an idempotency key is still the one to
 // attach to at now (every backend applies the same rule).
 func attachable(r Record, now time.Time) bool {
-	return r.Pending || now.Before(r.ExpiresAt)
+	return !r.Delivered && (r.Pending || now.Before(r.ExpiresAt))
 }
 
 // Shared is implemented by backends several Tollgate replicas use at once (Redis). A replica

@@ -51,6 +51,13 @@ func (f *Failing) CreateOrAttach(ctx context.Context, rec store.Record, lim stor
 	return f.Store.CreateOrAttach(ctx, rec, lim, now)
 }
 
+func (f *Failing) Keyed(ctx context.Context, key string) (store.Record, error) {
+	if err := f.err(); err != nil {
+		return store.Record{}, err
+	}
+	return f.Store.Keyed(ctx, key)
+}
+
 func (f *Failing) Get(ctx context.Context, id string) (store.Record, error) {
 	if err := f.err(); err != nil {
 		return store.Record{}, err

@@ -418,6 +418,63 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 	})
 
+	// A record whose outcome reached its owner is never attached to: the key's next call is a
+	// new call (docs/contract.md §3 "replayed only until delivered"). Retries before delivery
+	// still attach, so an undelivered call keeps running exactly once.
+	t.Run("DeliveredNotAttached", func(t *testing.T) {
+		st := newStore(t)
+		now := t0.Add(time.Minute) // well before ExpiresAt
+		keyed := func(id string, n int) store.Record {
+			r := rec(id, "alice", n, true, 10)
+			r.Key = "k1"
+			return r
+		}
+		if _, err := st.Keyed(ctx, "k1"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Keyed of an unused key: err = %v, want ErrNotFound", err)
+		}
+		if _, err := st.Keyed(ctx, ""); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Keyed(\"\"): err = %v, want ErrNotFound", err)
+		}
+		a, _, err := st.CreateOrAttach(ctx, keyed("a", 1), store.Limits{}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Finished, not yet delivered: a retry attaches.
+		a.Pending, a.State = false, "completed"
+		a, err = st.Update(ctx, a, a.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, attached, err := st.CreateOrAttach(ctx, keyed("b", 2), store.Limits{}, now); err != nil || !attached || r.ID != "a" || r.Delivered {
+			t.Fatalf("finished, undelivered: %+v, %v, %v; want attached to a", r, attached, err)
+		}
+		// Delivered: kept through Get and Keyed, and the next call creates.
+		a.Delivered = true
+		if a, err = st.Update(ctx, a, a.Version); err != nil || !a.Delivered {
+			t.Fatalf("Update delivered = %+v, %v", a, err)
+		}
+		if g, err := st.Get(ctx, "a"); err != nil || !g.Delivered || g.Key != "k1" {
+			t.Errorf("Get after delivery = %+v, %v; want Delivered and the key kept", g, err)
+		}
+		if k, err := st.Keyed(ctx, "k1"); err != nil || k.ID != "a" || !k.Delivered || string(k.Data) != string(a.Data) {
+			t.Errorf("Keyed before the next call = %+v, %v; want a", k, err)
+		}
+		c, attached, err := st.CreateOrAttach(ctx, keyed("c", 3), store.Limits{}, now)
+		if err != nil || attached || c.ID != "c" {
+			t.Fatalf("after delivery: %+v, %v, %v; want c created", c, attached, err)
+		}
+		if k, err := st.Keyed(ctx, "k1"); err != nil || k.ID != "c" {
+			t.Errorf("Keyed after the new call = %+v, %v; want c", k, err)
+		}
+		// The new record is the key's: its retries attach to it.
+		if r, attached, err := st.CreateOrAttach(ctx, keyed("d", 4), store.Limits{}, now); err != nil || !attached || r.ID != "c" {
+			t.Errorf("retry of the new call: %+v, %v, %v; want attached to c", r, attached, err)
+		}
+		if g, err := st.Get(ctx, "a"); err != nil || !g.Delivered {
+			t.Errorf("the delivered record is kept as it was: %+v, %v", g, err)
+		}
+	})
+
 	t.Run("ConcurrentAttach", func(t *testing.T) {
 		st := newStore(t)
 		now := t0.Add(time.Minute)
