@@ -82,7 +82,22 @@ type Source struct {
 	// server.caller_auth): only for an upstream that is the same OAuth resource and validates
 	// the same audience. Default false: the upstream never sees callers' tokens.
 	ForwardAuthorization bool `yaml:"forward_authorization"`
+	// Credential is Tollgate's own credential for the upstream, sent on every request to it
+	// (forwarded calls, approved calls run later, Tollgate's own sessions): the caller's
+	// token is never it (no token passthrough).
+	Credential Credential `yaml:"credential"`
 }
+
+// Credential is a static header Tollgate sends the upstream, its value read at start from an
+// environment variable or a file (never written in the configuration).
+type Credential struct {
+	Header    string `yaml:"header"`     // default Authorization
+	ValueEnv  string `yaml:"value_env"`  // variable holding the whole header value, e.g. "Bearer …"
+	ValueFile string `yaml:"value_file"` // or a file holding it
+}
+
+// Set reports whether a credential is configured.
+func (c Credential) Set() bool { return c.ValueEnv != "" || c.ValueFile != "" }
 
 // RunAs is the numeric user and group a stdio server's processes run as (supplementary
 // groups are dropped). Zero is root and never a choice: both zero means not set.

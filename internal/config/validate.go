@@ -106,6 +106,7 @@ func (v *validator) sources() {
 	}
 	for i, s := range src {
 		p := idx("sources", i)
+		v.credential(p, s)
 		if s.ID == "" {
 			v.add(p+".id", "must not be empty")
 		}
@@ -870,6 +871,35 @@ func (v *validator) slackDestination(p string, d Destination) {
 		}
 	default:
 		v.httpURL(p+".url", d.URL)
+	}
+}
+
+// credential checks sources[].credential.
+func (v *validator) credential(p string, src Source) {
+	c := src.Credential
+	if !c.Set() && c.Header == "" {
+		return
+	}
+	p += ".credential"
+	if c.ValueEnv != "" && c.ValueFile != "" || !c.Set() {
+		v.add(p, "needs exactly one of value_env and value_file")
+	}
+	if c.ValueEnv != "" && !envName.MatchString(c.ValueEnv) {
+		v.add(p+".value_env", "must be an environment variable name, got %q", c.ValueEnv)
+	}
+	h := c.Header
+	if h == "" {
+		h = "Authorization"
+	}
+	if !isToken(h) || strings.EqualFold(h, "Host") || strings.EqualFold(h, "Cookie") || strings.EqualFold(h, "Content-Length") ||
+		strings.EqualFold(h, "Mcp-Session-Id") || strings.EqualFold(h, "MCP-Protocol-Version") {
+		v.add(p+".header", "must be a header name Tollgate does not set itself, got %q", h)
+	}
+	if src.Stdio() {
+		v.add(p, "is for an HTTP upstream (url); a stdio server gets its secrets through env")
+	}
+	if src.ForwardAuthorization && strings.EqualFold(h, "Authorization") {
+		v.add(p+".header", "is Authorization, which forward_authorization passes from the caller: choose one")
 	}
 }
 

@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/tollgate-mcp/tollgate/internal/demo"
 
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
@@ -329,4 +333,46 @@ approver_groups:
 		t.Fatalf("alice with group finance by token: %d %v", st, body)
 	}
 	waitFor(t, "the approved call to run", func() bool { return d.Calls("delete_user") == 1 })
+}
+
+// TestUpstreamCredential: with caller auth, the upstream gets Tollgate's own credential
+// (sources[0].credential, read from a file) on every request — the handshake, a forwarded call
+// and an approved call run later — and never the caller's token.
+func TestUpstreamCredential(t *testing.T) {
+	d := demo.New()
+	var mu sync.Mutex
+	var seen []string
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Authorization"))
+		mu.Unlock()
+		d.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(rec.Close)
+	is := testkit.StartIssuer(t)
+	cfg := "schema: 1\nsources:\n  - id: upstream\n    kind: mcp\n    url: " + rec.URL + "/mcp\n    credential: {value_file: upstream.cred}\n" +
+		callerAuthConfig(is.URL)
+	g := testkit.StartGateway(t, cfg, approverEnv, map[string]string{"upstream.cred": "Bearer tollgate-own-upstream-credential\n"})
+	g.WaitReady(t)
+	tok := is.Token(t, g.MCP, map[string]any{"sub": "agent-carol"})
+	c := withBearer(&testkit.RPC{T: t, URL: g.MCP}, tok)
+	c.Initialize()
+	if m := c.Call(1, "read_file", map[string]any{"path": "/etc/motd"}, 0); m["error"] != nil {
+		t.Fatalf("forwarded call: %v", m)
+	}
+	tid := c.CallTask(2, "delete_user", `{"user_id":"u-002"}`)
+	if st, body := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "bob-secret-token", `{}`); st != http.StatusOK {
+		t.Fatalf("approve: %d %v", st, body)
+	}
+	waitFor(t, "the approved call to run", func() bool { return d.Calls("delete_user") == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 3 {
+		t.Fatalf("the upstream saw %d requests", len(seen))
+	}
+	for i, v := range seen {
+		if v != "Bearer tollgate-own-upstream-credential" {
+			t.Errorf("upstream request %d carried Authorization %q, want Tollgate's own credential", i, v)
+		}
+	}
 }

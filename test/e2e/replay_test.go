@@ -140,17 +140,6 @@ func errorName(m map[string]any) string {
 	return string(b)
 }
 
-// waitRan waits (bounded) until the admin API shows the task ran: completed, or failed with
-// the tool's error result (the demo's delete_user of an unknown user).
-func waitRan(t *testing.T, g *testkit.Gateway, id string) {
-	t.Helper()
-	waitFor(t, "task "+id+" to run", func() bool {
-		_, v := g.AdminRequest(t, "GET", "/api/v1/approvals/"+id, "alice-secret-token", "")
-		s := testkit.Dig(v, "state")
-		return s == "completed" || s == "failed"
-	})
-}
-
 // approvalsCLI runs the tollgate CLI against g's admin API as alice.
 func approvalsCLI(t *testing.T, g *testkit.Gateway, args ...string) string {
 	t.Helper()
