@@ -93,6 +93,8 @@ type Server struct {
 
 	// storeWarning is set when tasks fell back to memory without being asked to (/readyz).
 	storeWarning string
+	// storeHealth probes the task store for /readyz (nil for the memory store).
+	storeHealth *storeHealth
 }
 
 // New builds a server from cfg and binds its listeners (so the addresses are known at once).
@@ -171,6 +173,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.store, s.storeWarning = opened.Store, opened.warning
+	s.storeHealth = newStoreHealth(s.store, s.log)
 	undo = append(undo, func() { _ = s.store.Close() })
 	resolved := *cfg // the hash key lives beside the store actually opened
 	resolved.Tasks.Store = opened.cfg
@@ -421,7 +424,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// One run group: the listeners and the background workers. The first error of any of them
 	// (a listener failing, a worker that cannot run) ends the group and is Run's result.
 	var wg sync.WaitGroup
-	const members = 8
+	const members = 10
 	errc := make(chan error, members)
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -459,6 +462,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	run("approval channel check", worker(s.checkChannels))
+	run("task store probe", worker(s.storeHealth.run))
 	run("notifier", worker(s.notifier.Run))
 	run("slack", worker(s.slack.Run))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
@@ -637,6 +641,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.storeWarning != "" {
 		// Ready all the same (the gateway works), but say it where operators look.
 		fmt.Fprintln(w, "degraded: "+s.storeWarning)
+	}
+	// A store that does not answer stops approvals, not forwarded calls: degraded, not 503.
+	for _, p := range s.storeHealth.degraded() {
+		fmt.Fprintln(w, "degraded: "+p)
 	}
 }
 
