@@ -312,7 +312,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		}
 		outcome = "local"
 	case res.Wait != nil:
-		h.wait(w, r, res.Wait)
+		h.wait(w, r, res.Wait, res.Settles)
 		outcome = "local"
 	case res.Accepted:
 		w.WriteHeader(http.StatusAccepted)

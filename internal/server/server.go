@@ -447,7 +447,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return func(ctx context.Context) error { f(ctx); return nil }
 	}
 	// Stored tasks are recovered before anything is served (the subscribers are attached).
-	run("task manager", s.tasks.Run)
+	// The manager outlives ctx: at shutdown its executing calls get the grace (Drain below)
+	// and Close ends it.
+	run("task manager", func(ctx context.Context) error { return s.tasks.Run(context.WithoutCancel(ctx)) })
 	select {
 	case <-s.tasks.Loaded():
 		s.resumeNotices(ctx)
@@ -480,16 +482,18 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("shutting down", "drain_timeout", cfg.Server.ShutdownTimeout.D().String())
 	sctx, scancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.D())
 	defer scancel()
-	// Long-lived streams and held requests would hold Shutdown for its whole bound: end them
-	// first; plain in-flight requests drain within the bound.
+	// Long-lived streams would hold Shutdown for its whole bound: end them first; held calls
+	// get their "call again" answer (intercept.ErrShuttingDown), plain in-flight requests and
+	// executing approved calls drain within the bound; then what remains is cut off.
 	s.mcp.Close()
 	s.gw.Close()
 	_ = s.mcpSrv.Shutdown(sctx)
 	_ = s.adminSrv.Shutdown(sctx)
+	s.tasks.Drain(sctx)
 	_ = s.mcpSrv.Close()
 	_ = s.adminSrv.Close()
-	wg.Wait()
 	_ = s.tasks.Close()
+	wg.Wait()
 	if s.stdio != nil {
 		_ = s.stdio.Close() // after the gateway ended its sessions and the executions stopped
 	}
