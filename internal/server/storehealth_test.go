@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
 )
@@ -56,5 +57,22 @@ func TestStoreHealth(t *testing.T) {
 
 	if newStoreHealth(store.NewMemory(), log).degraded() != nil {
 		t.Error("the memory store has nothing to probe")
+	}
+}
+
+// TestRedisWithoutPersistenceWarns: opening a Redis store that keeps nothing across a restart
+// logs a WARN at start saying so and what to set.
+func TestRedisWithoutPersistenceWarns(t *testing.T) {
+	rs := storetest.StartRedis(t) // --save "" --appendonly no
+	cfg := &config.Config{Sources: []config.Source{{URL: "http://127.0.0.1:3000/mcp"}}}
+	cfg.Tasks.Store = config.Store{Type: config.StoreRedis, URL: rs.URL() + "?key_prefix=warn:"}
+	var logs bytes.Buffer
+	st, err := openStore(cfg, func(string) (string, bool) { return "", false }, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"task store: Redis is not set up to keep tasks: no persistence`) {
+		t.Errorf("no start-up WARN for a Redis without persistence:\n%s", logs.String())
 	}
 }

@@ -3,8 +3,11 @@ package store_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
@@ -74,5 +77,36 @@ func TestFileCheck(t *testing.T) {
 	_ = f.Close()
 	if _, err := check(t, f); err == nil {
 		t.Fatal("check passed on a closed store")
+	}
+}
+
+// TestRedisPersistenceProblems: what CONFIG GET says about a redis-server run without
+// persistence, then with AOF; and an error (not a guess) when CONFIG is denied.
+func TestRedisPersistenceProblems(t *testing.T) {
+	rs := storetest.StartRedis(t) // --save "" --appendonly no
+	st := openRedis(t, rs.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := st.PersistenceProblems(ctx)
+	if err != nil || len(p) != 1 || !strings.Contains(p[0], "no persistence") {
+		t.Fatalf("without persistence: %q, %v", p, err)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(rs.URL(), "redis://"), "/0")})
+	defer admin.Close()
+	for _, kv := range [][2]string{{"appendonly", "yes"}, {"maxmemory-policy", "allkeys-lru"}} {
+		if err := admin.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err = st.PersistenceProblems(ctx)
+	if err != nil || len(p) != 1 || !strings.Contains(p[0], "allkeys-lru") {
+		t.Fatalf("AOF on, evicting: %q, %v", p, err)
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">app-password-0123", "~*", "&*", "+@all", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := openRedis(t, strings.Replace(rs.URL(), "redis://", "redis://app:app-password-0123@", 1))
+	if p, err := limited.PersistenceProblems(ctx); err == nil {
+		t.Fatalf("CONFIG denied: %q without an error", p)
 	}
 }

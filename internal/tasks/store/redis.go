@@ -531,6 +531,36 @@ func (r *Redis) Watch(ctx context.Context, fn func(id string)) error {
 }
 
 // Close closes the client; the tasks stay in Redis for the other replicas.
+// PersistenceProblems says what in Redis's configuration loses tasks (CONFIG GET appendonly,
+// save and maxmemory-policy): no persistence at all (a restart empties it) or an evicting
+// policy (keys dropped under memory pressure). An error when CONFIG is refused (renamed or
+// disabled, as managed Redis services do, or denied by an ACL): the caller cannot tell then.
+func (r *Redis) PersistenceProblems(ctx context.Context) ([]string, error) {
+	get := func(name string) (string, error) {
+		m, err := r.client.ConfigGet(ctx, name).Result()
+		if err != nil {
+			return "", err
+		}
+		return m[name], nil
+	}
+	aof, err := get("appendonly")
+	if err != nil {
+		return nil, fmt.Errorf("redis task store: CONFIG GET: %w", err)
+	}
+	save, err := get("save")
+	if err != nil {
+		return nil, fmt.Errorf("redis task store: CONFIG GET: %w", err)
+	}
+	var out []string
+	if aof != "yes" && save == "" {
+		out = append(out, "no persistence (appendonly no, save \"\"): a Redis restart loses every task")
+	}
+	if policy, err := get("maxmemory-policy"); err == nil && policy != "" && policy != "noeviction" {
+		out = append(out, "maxmemory-policy "+policy+": Redis may evict tasks under memory pressure")
+	}
+	return out, nil
+}
+
 // redisCheck reads the epoch marker, writing it when missing (KEYS[1], ARGV[1] the new
 // value). It writes the marker back when present too: a Redis that refuses writes (MISCONF
 // after a failed save on a full disk, OOM under maxmemory) fails the check, not only one that
