@@ -3,6 +3,7 @@ package intercept
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,6 +22,13 @@ const holdProgressEvery = 10 * time.Second
 // maxProgressTokenLen bounds the progressToken echoed back to the client.
 const maxProgressTokenLen = 256
 
+// ErrShuttingDown is the cause the proxy cancels a Wait's context with when Tollgate shuts
+// down (Result.Settles).
+var ErrShuttingDown = errors.New("tollgate is shutting down")
+
+// settleTimeout bounds the store read that settles a held call at shutdown.
+const settleTimeout = 2 * time.Second
+
 // approvalMetaKey names Tollgate's own _meta member on a settled held call.
 const approvalMetaKey = "io.tollgate/approval"
 
@@ -35,7 +43,7 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 	// The wait keeps what it needs of t and p, not them: a held call is an open connection,
 	// and the task (arguments, headers) is in the store.
 	tool, wf, status := p.Name, t.Workflow, t.StatusMessage
-	return Result{Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
+	return Result{Settles: true, Wait: func(ctx context.Context, emit func([]byte) bool) []byte {
 		outcome := holdAnswered
 		defer func(end func(string)) { end(outcome) }(g.m.holdStarted(attached))
 		hctx, cancel := context.WithTimeout(ctx, budget)
@@ -50,6 +58,14 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		switch {
 		case answer != nil:
 			return answer
+		case errors.Is(context.Cause(ctx), ErrShuttingDown):
+			// Tollgate stops: settle now as if the budget ran out, so the client has the
+			// documented "call again" answer instead of a cut connection. The task lives on
+			// in the store; the retry attaches to it (on this replica once restarted, or
+			// another one sharing the store).
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+			defer cancel()
 		case ctx.Err() != nil || hctx.Err() == nil:
 			outcome = holdClientGone
 			return nil // the client went away; the task goes on and a retry attaches to it

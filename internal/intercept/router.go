@@ -61,6 +61,10 @@ type Result struct {
 	// request such as elicitation/create); it reports false when the client did not accept a
 	// stream or has gone.
 	Wait func(ctx context.Context, emit func(msg []byte) bool) []byte
+	// Settles says Wait answers when Tollgate shuts down: its ctx then ends with the cause
+	// ErrShuttingDown and the message it returns is sent (a held call's "call again" result).
+	// Other waits end without an answer then.
+	Settles bool
 	// Accepted answers 202 with no body: a client's response to a request Tollgate sent.
 	Accepted bool
 	// Forward sends the request upstream.

@@ -312,7 +312,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		}
 		outcome = "local"
 	case res.Wait != nil:
-		if h.wait(w, r, res.Wait) && res.After != nil {
+		if h.wait(w, r, res.Wait, res.Settles) && res.After != nil {
 			res.After()
 		}
 		outcome = "local"

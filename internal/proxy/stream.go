@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/source"
@@ -125,20 +126,27 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, sess *session.Sess
 }
 
 // wait answers a locally held request: SSE with keep-alive comments when the client accepts a
-// stream, otherwise one JSON body at the end.
+// stream, otherwise one JSON body at the end. At shutdown (Close) the wait's ctx ends with the
+// cause intercept.ErrShuttingDown; a wait that settles (a held call) returns its answer then
+// and it is sent, others end without one.
 //
 // It reports whether the message fn returned was written (Result.After runs then).
-func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.Context, func([]byte) bool) []byte) bool {
+func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.Context, func([]byte) bool) []byte, settles bool) bool {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	shutdown := func() { cancel(intercept.ErrShuttingDown) }
 	if !acceptsSSE(r) {
-		msg := fn(r.Context(), func([]byte) bool { return false })
+		if settles {
+			// Part of the drain: answered at shutdown, not reset when the grace ends.
+			defer context.AfterFunc(h.closed, shutdown)()
+		}
+		msg := fn(ctx, func([]byte) bool { return false })
 		return writeJSON(w, http.StatusOK, msg) == nil && msg != nil && r.Context().Err() == nil
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	// fn runs on this goroutine and the keep-alives come from a timer: a held call is an open
 	// connection, thousands may wait at once, and each used to cost a second goroutine and a
 	// ticker (docs/PERFORMANCE.md "Held plain calls"). Shutdown cancels the wait the same way.
-	defer context.AfterFunc(h.closed, cancel)()
+	defer context.AfterFunc(h.closed, shutdown)()
 	sw := newSSEWriter(w)
 	sw.start(http.StatusOK)
 	defer sw.close()
@@ -149,7 +157,7 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.C
 	mu.Lock()
 	keep = time.AfterFunc(h.o.KeepAlive, func() {
 		if sw.write(sse.Comment("keep-alive")) != nil {
-			cancel() // the client is gone: end the wait
+			cancel(nil) // the client is gone: end the wait
 			return
 		}
 		mu.Lock()
@@ -164,7 +172,8 @@ func (h *Handler) wait(w http.ResponseWriter, r *http.Request, fn func(context.C
 	done = true
 	keep.Stop()
 	mu.Unlock()
-	if msg != nil && h.closed.Err() == nil && ctx.Err() == nil {
+	answer := ctx.Err() == nil || (settles && errors.Is(context.Cause(ctx), intercept.ErrShuttingDown))
+	if msg != nil && answer {
 		return sw.write(sse.Message(msg)) == nil
 	}
 	return false

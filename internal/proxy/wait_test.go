@@ -46,7 +46,7 @@ func TestWaitKeepAlivesThenAnswer(t *testing.T) {
 				stack = string(buf[:runtime.Stack(buf, false)])
 				<-release
 				return []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`)
-			})
+			}, false)
 		}()
 		time.Sleep(35 * time.Second)
 		synctest.Wait()
@@ -81,7 +81,7 @@ func TestWaitEndsOnClose(t *testing.T) {
 			h.wait(rec, heldRequest(t.Context()), func(ctx context.Context, _ func([]byte) bool) []byte {
 				<-ctx.Done()
 				return []byte(`{"jsonrpc":"2.0","id":1,"result":{"late":true}}`)
-			})
+			}, false)
 		}()
 		time.Sleep(time.Second)
 		h.Close()
@@ -103,7 +103,7 @@ func TestWaitEndsWhenClientLeaves(t *testing.T) {
 				<-ctx.Done()
 				done <- ctx.Err()
 				return nil
-			})
+			}, false)
 		}()
 		time.Sleep(time.Second)
 		leave()

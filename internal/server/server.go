@@ -97,6 +97,8 @@ type Server struct {
 
 	// storeWarning is set when tasks fell back to memory without being asked to (/readyz).
 	storeWarning string
+	// storeHealth probes the task store for /readyz (nil for the memory store).
+	storeHealth *storeHealth
 }
 
 // New builds a server from cfg and binds its listeners (so the addresses are known at once).
@@ -192,6 +194,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.store, s.storeWarning = opened.Store, opened.warning
+	s.storeHealth = newStoreHealth(s.store, s.log)
 	undo = append(undo, func() { _ = s.store.Close() })
 	resolved := *cfg // the hash key lives beside the store actually opened
 	resolved.Tasks.Store = opened.cfg
@@ -456,7 +459,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// One run group: the listeners and the background workers. The first error of any of them
 	// (a listener failing, a worker that cannot run) ends the group and is Run's result.
 	var wg sync.WaitGroup
-	const members = 8
+	const members = 10
 	errc := make(chan error, members)
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -479,7 +482,9 @@ func (s *Server) Run(ctx context.Context) error {
 		return func(ctx context.Context) error { f(ctx); return nil }
 	}
 	// Stored tasks are recovered before anything is served (the subscribers are attached).
-	run("task manager", s.tasks.Run)
+	// The manager outlives ctx: at shutdown its executing calls get the grace (Drain below)
+	// and Close ends it.
+	run("task manager", func(ctx context.Context) error { return s.tasks.Run(context.WithoutCancel(ctx)) })
 	select {
 	case <-s.tasks.Loaded():
 		s.resumeNotices(ctx)
@@ -494,6 +499,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 
 	run("approval channel check", worker(s.checkChannels))
+	run("task store probe", worker(s.storeHealth.run))
 	run("notifier", worker(s.notifier.Run))
 	run("slack", worker(s.slack.Run))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
@@ -511,16 +517,18 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Info("shutting down", "drain_timeout", cfg.Server.ShutdownTimeout.D().String())
 	sctx, scancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.D())
 	defer scancel()
-	// Long-lived streams and held requests would hold Shutdown for its whole bound: end them
-	// first; plain in-flight requests drain within the bound.
+	// Long-lived streams would hold Shutdown for its whole bound: end them first; held calls
+	// get their "call again" answer (intercept.ErrShuttingDown), plain in-flight requests and
+	// executing approved calls drain within the bound; then what remains is cut off.
 	s.mcp.Close()
 	s.gw.Close()
 	_ = s.mcpSrv.Shutdown(sctx)
 	_ = s.adminSrv.Shutdown(sctx)
+	s.tasks.Drain(sctx)
 	_ = s.mcpSrv.Close()
 	_ = s.adminSrv.Close()
-	wg.Wait()
 	_ = s.tasks.Close()
+	wg.Wait()
 	if s.stdio != nil {
 		_ = s.stdio.Close() // after the gateway ended its sessions and the executions stopped
 	}
@@ -673,6 +681,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		// Ready all the same (the gateway works), but say it where operators look.
 		fmt.Fprintln(w, "degraded: "+s.storeWarning)
 	}
+	// A store that does not answer stops approvals, not forwarded calls: degraded, not 503.
+	for _, p := range s.storeHealth.degraded() {
+		fmt.Fprintln(w, "degraded: "+p)
+	}
 	if snap := s.snaps.Load(); snap != nil {
 		if m := snap.AuditMode(); m != "" {
 			fmt.Fprintln(w, m) // never silent: calls it would deny or hold are forwarded
@@ -684,7 +696,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 // creation time, with the annotations the upstream lists now.
 func (s *Server) explainTask(ctx context.Context, t *tasks.Task) approval.ExplainResponse {
 	snap := s.snaps.Load()
-	x := snap.Explain(ctx, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID},
+	x := snap.Explain(ctx, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID, Verified: t.Requester},
 		t.Tool, s.ann.Hints(t.Tool), t.Arguments, t.CreatedAt)
 	return approval.ExplainResponse{TaskID: t.ID, Tool: t.Tool, State: string(t.State),
 		Revision: snap.Revision, EvaluatedAt: t.CreatedAt.UTC(), Explanation: x}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -45,6 +46,9 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 		}
 		logSkipped(log, st)
 		log.Info("task store", "type", c.Type, "path", c.Path, "why", "tasks.store.type: "+c.Type)
+		if r, ok := st.(*store.Redis); ok {
+			warnPersistence(r, log)
+		}
 		return &openedStore{Store: st, cfg: c}, nil
 	}
 
@@ -252,4 +256,19 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// warnPersistence logs a WARN at start for each thing in the Redis's configuration that loses
+// tasks (docs/operations.md "Redis persistence"); an INFO when Redis refuses CONFIG GET.
+func warnPersistence(r *store.Redis, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	problems, err := r.PersistenceProblems(ctx)
+	if err != nil {
+		log.Info("task store: cannot read the Redis persistence settings; make sure they keep tasks (docs/operations.md, Redis persistence)", "error", err.Error())
+		return
+	}
+	for _, p := range problems {
+		log.Warn("task store: Redis is not set up to keep tasks: "+p, "fix", "appendonly yes, maxmemory-policy noeviction (docs/operations.md, Redis persistence)")
+	}
 }

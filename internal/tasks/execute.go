@@ -18,14 +18,16 @@ const commitTimeout = 10 * time.Second
 // launch starts executing an Approved task on a goroutine owned by the Manager.
 func (m *Manager) launch(id string) {
 	m.mu.Lock()
-	if m.closed {
+	if m.closed || m.draining {
 		m.mu.Unlock()
-		return // stays Approved; the next start runs it
+		return // stays Approved; the next start (or, sharing the store, another replica) runs it
 	}
 	m.wg.Add(1)
+	m.execs.Add(1)
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
+		defer m.execs.Done()
 		m.execute(m.ctx, id)
 	}()
 }

@@ -128,13 +128,17 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	closed  bool
-	waiters map[string]*waiter
-	running map[string]context.CancelFunc // in-flight executions, to stop them on cancel/expiry
-	subs    map[int]func(Transition)
-	loaded  chan struct{} // closed when Run has loaded the stored tasks
-	nextSub int
+	// execs counts running executions (launch), for Drain.
+	execs sync.WaitGroup
+
+	mu       sync.Mutex
+	closed   bool
+	draining bool // Drain began: no new execution starts
+	waiters  map[string]*waiter
+	running  map[string]context.CancelFunc // in-flight executions, to stop them on cancel/expiry
+	subs     map[int]func(Transition)
+	loaded   chan struct{} // closed when Run has loaded the stored tasks
+	nextSub  int
 
 	sweep   sweeper
 	relays  relays        // streams of this process relaying a task's questions now (Follow)
@@ -629,6 +633,22 @@ func (m *Manager) Subscribe(fn func(Transition)) (unsubscribe func()) {
 
 // Close stops the sweeper and running executions (their tasks fail: at most once) and waits
 // for them. It does not close the store.
+// Drain is the first step of a graceful stop: no execution starts any more (an approved task
+// stays approved: its start lease lets another replica run it, or the next start does), and
+// the running ones are given until ctx ends to finish and store their results. Close then
+// cuts off what still runs. docs/operations.md "Shutdown".
+func (m *Manager) Drain(ctx context.Context) {
+	m.mu.Lock()
+	m.draining = true
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.execs.Wait(); close(done) }() // ends at the latest when Close stops them
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true

@@ -25,6 +25,7 @@ var bucketTasks = []byte("tasks")
 // approval costs its index entry in the process, not its whole task (docs/PERFORMANCE.md).
 type File struct {
 	mu      sync.Mutex
+	path    string
 	db      *bolt.DB
 	ix      *index
 	closed  bool
@@ -33,7 +34,16 @@ type File struct {
 	sessions knownSet // sessions_file.go
 }
 
-var _ Store = (*File)(nil)
+var (
+	_ Store   = (*File)(nil)
+	_ Checker = (*File)(nil)
+)
+
+var bucketMeta = []byte("meta")
+
+// minFreeBytes is the free space below which Check reports the disk full: bbolt grows the
+// file in steps, and a task write that needs a step fails.
+const minFreeBytes = 1 << 20
 
 // fileRecord is a Record as stored on disk.
 type fileRecord struct {
@@ -78,7 +88,7 @@ func OpenFile(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("file task store %s: %w", path, err)
 	}
-	f := &File{db: db, ix: newIndex()}
+	f := &File{path: path, db: db, ix: newIndex()}
 	err = guard(func() error {
 		return db.Update(func(tx *bolt.Tx) error {
 			b, err := tx.CreateBucketIfNotExists(bucketTasks)
@@ -325,6 +335,33 @@ func (f *File) Usage(_ context.Context, owner string) (Usage, error) {
 		return Usage{}, ErrClosed
 	}
 	return f.ix.usage(owner), nil
+}
+
+// Check reports a full or nearly full filesystem under the store file, and otherwise commits
+// one small write (bucket meta, outside the tasks), which fails on a read-only or failing
+// disk. A file store never loses its data while open: lost is always false.
+func (f *File) Check(context.Context) (lost bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false, ErrClosed
+	}
+	if free, ok := freeBytes(filepath.Dir(f.path)); ok && free < minFreeBytes {
+		return false, fmt.Errorf("file task store: no space left on the disk holding %s (%d bytes free)", f.path, free)
+	}
+	err = guard(func() error {
+		return f.db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			return b.Put([]byte("checked"), []byte(time.Now().UTC().Format(time.RFC3339)))
+		})
+	})
+	if err != nil {
+		return false, fmt.Errorf("file task store %s: %w", f.path, err)
+	}
+	return false, nil
 }
 
 func (f *File) Close() error {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -39,6 +41,8 @@ const (
 //	P k:<key>       string: id of the record created last with that idempotency key
 //	P changed       pub/sub channel: Update publishes the id it changed (Watch)
 //	P ut:<id>       string: owner an upstream task id is bound to (upstream_tasks_redis.go)
+//	P epoch         string: random marker written once, never expiring (Check): when it is
+//	                gone, Redis lost its data (restarted without persistence, flushed)
 //
 // A record is a hash rather than a JSON blob so the Lua scripts read and bump the version and
 // read the owner with HGET/HINCRBY instead of decoding JSON (Redis's Lua numbers are doubles,
@@ -54,12 +58,14 @@ type Redis struct {
 	prefix  string
 	margin  time.Duration
 	closed  atomic.Bool
-	upTasks upstreamTaskLimits // LimitUpstreamTasks
+	upTasks upstreamTaskLimits     // LimitUpstreamTasks
+	epoch   atomic.Pointer[string] // the marker the last Check found (nil before the first)
 }
 
 var (
-	_ Store  = (*Redis)(nil)
-	_ Shared = (*Redis)(nil)
+	_ Store   = (*Redis)(nil)
+	_ Shared  = (*Redis)(nil)
+	_ Checker = (*Redis)(nil)
 )
 
 // CheckRedisURL reports whether OpenRedis could parse rawURL, without connecting (tollgate
@@ -545,6 +551,64 @@ func (r *Redis) Watch(ctx context.Context, fn func(id string)) error {
 }
 
 // Close closes the client; the tasks stay in Redis for the other replicas.
+// PersistenceProblems says what in Redis's configuration loses tasks (CONFIG GET appendonly,
+// save and maxmemory-policy): no persistence at all (a restart empties it) or an evicting
+// policy (keys dropped under memory pressure). An error when CONFIG is refused (renamed or
+// disabled, as managed Redis services do, or denied by an ACL): the caller cannot tell then.
+func (r *Redis) PersistenceProblems(ctx context.Context) ([]string, error) {
+	get := func(name string) (string, error) {
+		m, err := r.client.ConfigGet(ctx, name).Result()
+		if err != nil {
+			return "", err
+		}
+		return m[name], nil
+	}
+	aof, err := get("appendonly")
+	if err != nil {
+		return nil, fmt.Errorf("redis task store: CONFIG GET: %w", err)
+	}
+	save, err := get("save")
+	if err != nil {
+		return nil, fmt.Errorf("redis task store: CONFIG GET: %w", err)
+	}
+	var out []string
+	if aof != "yes" && save == "" {
+		out = append(out, "no persistence (appendonly no, save \"\"): a Redis restart loses every task")
+	}
+	if policy, err := get("maxmemory-policy"); err == nil && policy != "" && policy != "noeviction" {
+		out = append(out, "maxmemory-policy "+policy+": Redis may evict tasks under memory pressure")
+	}
+	return out, nil
+}
+
+// redisCheck reads the epoch marker, writing it when missing (KEYS[1], ARGV[1] the new
+// value). It writes the marker back when present too: a Redis that refuses writes (MISCONF
+// after a failed save on a full disk, OOM under maxmemory) fails the check, not only one that
+// does not answer. Returns the marker.
+var redisCheck = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then v = ARGV[1] end
+redis.call('SET', KEYS[1], v)
+return v
+`)
+
+// Check probes Redis with one small script (the caller bounds it with ctx) and reports, with
+// lost, when the epoch marker changed since the previous Check: Redis came back without the
+// data it had. Every replica sharing the prefix sees the same marker, so each one notices.
+func (r *Redis) Check(ctx context.Context) (lost bool, err error) {
+	if r.closed.Load() {
+		return false, ErrClosed
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	v, err := redisCheck.Run(ctx, r.client, []string{r.prefix + "epoch"}, hex.EncodeToString(b[:])).Text()
+	if err != nil {
+		return false, fmt.Errorf("redis task store: %w", err)
+	}
+	prev := r.epoch.Swap(&v)
+	return prev != nil && *prev != v, nil
+}
+
 func (r *Redis) Close() error {
 	if r.closed.Swap(true) {
 		return nil

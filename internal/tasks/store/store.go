@@ -138,3 +138,14 @@ func IsShared(st Store) bool {
 type Watcher interface {
 	Watch(ctx context.Context, fn func(id string)) error
 }
+
+// Checker is implemented by backends whose health can change while Tollgate runs (Redis, the
+// file store). The server probes it in the background, bounded in time, for /readyz
+// (docs/operations.md "Health"); it is never called per request.
+type Checker interface {
+	// Check returns an error when the store cannot take a write now (unreachable, stalled,
+	// refusing writes, disk full). lost reports that the store answers but no longer holds
+	// what it held at the previous Check (Redis restarted without persistence, or flushed):
+	// the tasks stored before are gone.
+	Check(ctx context.Context) (lost bool, err error)
+}

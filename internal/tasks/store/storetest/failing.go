@@ -92,3 +92,14 @@ func (f *Failing) Usage(ctx context.Context, owner string) (store.Usage, error) 
 	}
 	return f.Store.Usage(ctx, owner)
 }
+
+// Check fails while down; otherwise it is the wrapped store's Check (nil when it has none).
+func (f *Failing) Check(ctx context.Context) (bool, error) {
+	if err := f.err(); err != nil {
+		return false, err
+	}
+	if c, ok := f.Store.(store.Checker); ok {
+		return c.Check(ctx)
+	}
+	return false, nil
+}
