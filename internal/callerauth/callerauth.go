@@ -51,10 +51,36 @@ func invalid(reason, format string, args ...any) *Failure {
 	return &Failure{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: reason, Description: fmt.Sprintf(format, args...)}
 }
 
+// Metrics are the caller-auth counters, registered whether caller auth is on or not (so
+// dashboards and alerts find them): build them once per registry with NewMetrics.
+type Metrics struct {
+	failures *prometheus.CounterVec
+	verified prometheus.Counter
+}
+
+// NewMetrics registers the caller-auth metrics on reg (nil = unregistered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_caller_auth_failures_total",
+			Help: "Requests to /mcp refused by caller authentication, by reason."}, []string{"reason"}),
+		verified: prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_caller_auth_verified_total",
+			Help: "Requests to /mcp whose bearer token was verified."}),
+	}
+	for _, r := range Reasons {
+		m.failures.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(m.failures, m.verified)
+	}
+	return m
+}
+
 // Options configure an Authenticator.
 type Options struct {
+	// Metrics count verifications (nil = counted nowhere).
+	Metrics    *Metrics
 	Client     *http.Client // transport for issuer endpoints (tests); nil = http.DefaultTransport
-	Registerer prometheus.Registerer
+	Registerer prometheus.Registerer // used when Metrics is nil
 	Logger     *slog.Logger
 	Now        func() time.Time
 	// Secret reads a client secret (client_secret_file / client_secret_env); nil = os files
@@ -73,8 +99,7 @@ type Authenticator struct {
 	introspec []*issuer
 	now       func() time.Time
 	log       *slog.Logger
-	failures  *prometheus.CounterVec
-	verified  prometheus.Counter
+	met       *Metrics
 	intro     *introCache
 	// verifiedJWTs remembers tokens already verified, by SHA-256 of the token, until their
 	// exp and while the key that verified them is current: a client sends the same token on
@@ -145,15 +170,9 @@ func New(s config.Server, o Options) (*Authenticator, error) {
 		}
 		a.issuers = append(a.issuers, is)
 	}
-	a.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_caller_auth_failures_total",
-		Help: "Requests to /mcp refused by caller authentication, by reason."}, []string{"reason"})
-	a.verified = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_caller_auth_verified_total",
-		Help: "Requests to /mcp whose bearer token was verified."})
-	for _, r := range Reasons {
-		a.failures.WithLabelValues(r)
-	}
-	if o.Registerer != nil {
-		o.Registerer.MustRegister(a.failures, a.verified)
+	a.met = o.Metrics
+	if a.met == nil {
+		a.met = NewMetrics(o.Registerer)
 	}
 	return a, nil
 }
@@ -206,10 +225,10 @@ func (a *Authenticator) Degraded() string {
 func (a *Authenticator) Authenticate(r *http.Request) (*identity.Caller, *Failure) {
 	c, f := a.authenticate(r)
 	if f != nil {
-		a.failures.WithLabelValues(f.Reason).Inc()
+		a.met.failures.WithLabelValues(f.Reason).Inc()
 		return nil, f
 	}
-	a.verified.Inc()
+	a.met.verified.Inc()
 	return c, nil
 }
 

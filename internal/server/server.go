@@ -237,7 +237,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	if srv.PublicURL == "" {
 		srv.PublicURL = "http://" + s.mcpLn.Addr().String() // the bound address (listen may say :0)
 	}
-	if s.callers, err = callerauth.New(srv, callerauth.Options{Registerer: s.reg, Logger: s.log}); err != nil {
+	if s.callers, err = callerauth.New(srv, callerauth.Options{Metrics: callerauth.NewMetrics(s.reg), Logger: s.log}); err != nil {
 		return nil, err
 	}
 	s.adminLn = limits.NewListener(s.adminLn, adminMax, "admin", func() { s.metrics.Limited("connections_admin") })
