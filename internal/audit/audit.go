@@ -34,6 +34,11 @@ const (
 	KindFailed    Kind = "failed"
 	KindCancelled Kind = "cancelled"
 	KindExpired   Kind = "expired"
+	// Pinned tool definitions (package pins): a tool quarantined because its definition
+	// changed, and an approver's accept or reject of the new definition (TaskID empty).
+	KindPinQuarantined Kind = "pin_quarantined"
+	KindPinAccepted    Kind = "pin_accepted"
+	KindPinRejected    Kind = "pin_rejected"
 )
 
 // Event is one audit record. Owner must already be an OwnerHash; Error is a stable error name
@@ -53,6 +58,8 @@ type Event struct {
 	// (approval.<name>.min_approvals > 1), on its votes and its decision.
 	Approvals         int `json:"approvals,omitempty"`
 	RequiredApprovals int `json:"required_approvals,omitempty"`
+	// Digest is the pinned definition digest of a pin_* event.
+	Digest string `json:"digest,omitempty"`
 }
 
 // seenLimit bounds how many finished tasks are remembered to drop late or repeated callbacks.

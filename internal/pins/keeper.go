@@ -94,6 +94,26 @@ type Keeper struct {
 
 	gen      atomic.Uint64
 	onChange atomic.Pointer[func()]
+	onEvent  atomic.Pointer[func(Event)]
+}
+
+// Event is a quarantine, accept or reject, for the audit log and notifications.
+type Event struct {
+	Kind   string // quarantined | accepted | rejected
+	Tool   string
+	Digest string // the new definition's
+	Reason string // changed | new | too_large (quarantined)
+	By     string // the approver (accepted, rejected)
+}
+
+// OnEvent sets fn, called (without locks held) for each quarantine, accept and reject this
+// process makes.
+func (k *Keeper) OnEvent(fn func(Event)) { k.onEvent.Store(&fn) }
+
+func (k *Keeper) event(e Event) {
+	if fn := k.onEvent.Load(); fn != nil {
+		(*fn)(e)
+	}
 }
 
 // New returns a Keeper over st; Load must run before use.
@@ -388,6 +408,7 @@ func (k *Keeper) record(ctx context.Context, s Seen, boot bool) (blocked, change
 		if !accept {
 			k.log.Warn("tool quarantined: its definition is not the accepted one", "tool", s.Name,
 				"reason", p.Pending.Reason, "digest", s.Digest, "accepted_digest", p.Digest, "changes", p.Pending.Changes)
+			k.event(Event{Kind: StatusQuarantined, Tool: s.Name, Digest: s.Digest, Reason: p.Pending.Reason})
 		}
 		k.mu.Lock()
 		k.pins[s.Name] = ne
@@ -483,7 +504,7 @@ func (k *Keeper) Reviews(ctx context.Context) ([]Review, error) {
 
 // Accept makes tool's awaiting definition (digest, as shown to the approver) the accepted one.
 func (k *Keeper) Accept(ctx context.Context, tool, digest, by string) (Pin, error) {
-	return k.decide(ctx, tool, digest, func(p *Pin) error {
+	return k.decide(ctx, tool, digest, Event{Kind: "accepted", Tool: tool, Digest: digest, By: by}, func(p *Pin) error {
 		c := p.Pending
 		if c.Definition == nil {
 			return ErrUnaccepable
@@ -496,13 +517,13 @@ func (k *Keeper) Accept(ctx context.Context, tool, digest, by string) (Pin, erro
 // Reject keeps tool's accepted definition: the rejected one stays refused while the upstream
 // serves it; the tool is back when the upstream returns to the accepted definition.
 func (k *Keeper) Reject(ctx context.Context, tool, digest, by string) (Pin, error) {
-	return k.decide(ctx, tool, digest, func(p *Pin) error {
+	return k.decide(ctx, tool, digest, Event{Kind: StatusRejected, Tool: tool, Digest: digest, By: by}, func(p *Pin) error {
 		p.Pending.Status, p.Pending.RejectedBy = StatusRejected, by
 		return nil
 	})
 }
 
-func (k *Keeper) decide(ctx context.Context, tool, digest string, f func(*Pin) error) (Pin, error) {
+func (k *Keeper) decide(ctx context.Context, tool, digest string, ev Event, f func(*Pin) error) (Pin, error) {
 	for range 5 {
 		r, err := k.st.GetPin(ctx, tool)
 		if errors.Is(err, store.ErrNotFound) {
@@ -535,6 +556,8 @@ func (k *Keeper) decide(ctx context.Context, tool, digest string, f func(*Pin) e
 		k.pins[tool] = e
 		delete(k.over, tool)
 		k.mu.Unlock()
+		k.log.Info("tool definition "+ev.Kind, "tool", tool, "digest", digest, "by", ev.By)
+		k.event(ev)
 		k.changed()
 		return p, nil
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/slack"
 	"github.com/tollgate-mcp/tollgate/internal/stdio"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
+	"github.com/tollgate-mcp/tollgate/internal/pins"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 	"github.com/tollgate-mcp/tollgate/internal/telemetry"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
@@ -74,6 +75,7 @@ type Server struct {
 	hub       *events.Hub
 	tools     *gwtools.Tools
 	gw        *intercept.Gateway
+	pins      *pins.Keeper // nil = governance.pins.mode off
 	ann       *intercept.Annotations
 	audit     *audit.Logger
 	mcpLn     net.Listener
@@ -246,6 +248,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL, UpstreamTasks: upTasks,
 		ParkSlots: mcpLimited, // a parked MRTR call holds descriptors like a connection
 	})
+	if s.pins, err = s.setupPins(context.Background(), cfg); err != nil {
+		return nil, err
+	}
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
 	s.tasks.Subscribe(s.gw.OnTaskQuestion)
@@ -306,6 +311,14 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	adminMux.Handle("/api/v1/approvals", api)
 	adminMux.Handle("/api/v1/approvals/", api)
+	pinsAPI := approval.Throttle(approval.RequireApprover(&s.approvers, s.log, s.pinsAPI(s.pins)),
+		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
+	pinsAPI = approval.ProxySignIn(pinsAPI, approval.ProxyOptions{
+		SignIn:      approval.SignInFrom(func() *config.Config { return s.snaps.Load().Config }),
+		OnUntrusted: func() { s.metrics.Limited("admin_proxy_header") }, OnRefused: s.metrics.SignInRefused, Logger: s.log,
+	})
+	adminMux.Handle("/api/v1/pins", pinsAPI)
+	adminMux.Handle("/api/v1/pins/", pinsAPI)
 	// Authenticated by Slack's request signature, not a bearer token (docs/slack.md).
 	adminMux.Handle("POST "+slack.InteractionsPath, s.slack.Interactions())
 	adminMux.Handle(console.Path, console.Handler())
@@ -421,7 +434,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// One run group: the listeners and the background workers. The first error of any of them
 	// (a listener failing, a worker that cannot run) ends the group and is Run's result.
 	var wg sync.WaitGroup
-	const members = 8
+	const members = 10
 	errc := make(chan error, members)
 	run := func(name string, f func(context.Context) error) {
 		wg.Add(1)
@@ -463,6 +476,9 @@ func (s *Server) Run(ctx context.Context) error {
 	run("slack", worker(s.slack.Run))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
 	run("reloader", worker(s.reloader.Run))
+	if s.pins != nil {
+		run("pins", worker(func(ctx context.Context) { s.pins.Run(ctx, pinSync) })) // other replicas' decisions
+	}
 	if s.callers != nil {
 		run("caller auth keys", s.callers.Run)
 	}
@@ -642,9 +658,14 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // notifyListChanged tells every session with an open stream that the tool list changed.
 func (s *Server) notifyListChanged() {
+	s.notifyLegacyList()
+	s.gw.NotifyToolsChanged() // 2026-07-28 clients listen on subscriptions/listen
+}
+
+// notifyLegacyList sends notifications/tools/list_changed on every legacy session's stream.
+func (s *Server) notifyLegacyList() {
 	msg := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 	s.sessions.Each(func(ss *session.Session) { ss.Push(msg) })
-	s.gw.NotifyToolsChanged() // 2026-07-28 clients listen on subscriptions/listen
 }
 
 // approverTokens is the approvals API's Authenticator; a configuration reload swaps the token

@@ -114,6 +114,10 @@ type Task struct {
 	// Messages are where approval channels posted about the task (messages.go), so whichever
 	// replica sees the wait end updates them, after a restart too.
 	Messages []MessageRef `json:"messages,omitempty"`
+	// ToolDigest is the pinned digest of the tool's accepted definition when the task was
+	// created (package pins; "" without pins): the re-check before execution fails the task
+	// when the tool changed since.
+	ToolDigest string `json:"tool_digest,omitempty"`
 }
 
 // ExpiresAt is when the task's TTL ends (spec: ttl counts from creation).
