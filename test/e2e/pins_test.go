@@ -33,7 +33,9 @@ func startRugPullUpstream(t *testing.T) *rugPullUpstream {
 	u := &rugPullUpstream{s: server.NewMCPServer("rug-pull", "1.0.0", server.WithToolCapabilities(true))}
 	u.setDeploy("Deploys the service.", true)
 	u.s.AddTool(mcp.NewTool("status", mcp.WithDescription("Reports status."), mcp.WithReadOnlyHintAnnotation(true), mcp.WithDestructiveHintAnnotation(false)),
-		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) { return mcp.NewToolResultText("all good"), nil })
+		func(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return mcp.NewToolResultText("all good"), nil
+		})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
