@@ -43,6 +43,8 @@ Usage:
                                       (tollgate call --help)
   tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
+  tollgate pins list|accept TOOL|reject TOOL|export
+                                      review changed tool definitions (tollgate pins help)
   tollgate version
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
@@ -70,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCall(ctx, args, stdout, stderr)
 	case "approvals":
 		return approval.RunCLI(ctx, args, stdout, stderr, os.Getenv)
+	case "pins":
+		return approval.RunPinsCLI(ctx, args, stdout, stderr, os.Getenv)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "tollgate", version)
 		return 0

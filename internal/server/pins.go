@@ -28,6 +28,9 @@ func (s *Server) setupPins(ctx context.Context, cfg *config.Config) (*pins.Keepe
 	if !pc.Enabled() {
 		return nil, nil
 	}
+	if pc.File != "" {
+		pc.File = cfg.ResolvePath(pc.File) // relative to the config file, as Cedar policies
+	}
 	st, ok := s.store.(store.Pins)
 	if !ok {
 		return nil, errors.New("governance.pins: the task store keeps no pins")

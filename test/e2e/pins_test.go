@@ -15,6 +15,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/tollgate-mcp/tollgate/internal/approval"
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
@@ -196,4 +197,64 @@ func metricsText(t *testing.T, g *testkit.Gateway) string {
 		}
 	}
 	return b.String()
+}
+
+// pinsCLI runs `tollgate pins ARGS` against g's admin API as alice.
+func pinsCLI(t *testing.T, g *testkit.Gateway, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb strings.Builder
+	env := map[string]string{"TOLLGATE_ADMIN_URL": g.Admin, "TOLLGATE_ADMIN_TOKEN": "alice-secret-token"}
+	code := approval.RunPinsCLI(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+	return code, out.String(), errb.String()
+}
+
+// TestPinsExportFileAndCLI: `tollgate pins export` writes a pin file; a Tollgate started from
+// it (mode file, a fresh store) quarantines a tool whose definition differs from the file,
+// `tollgate pins list` shows the diff and `tollgate pins accept` brings the tool back.
+func TestPinsExportFileAndCLI(t *testing.T) {
+	up := startRugPullUpstream(t)
+	g1 := testkit.StartGateway(t, testkit.BasicConfig(up.url, pinRules), approverEnv, nil)
+	g1.WaitReady(t)
+	code, pinFile, stderr := pinsCLI(t, g1, "export")
+	if code != 0 || !strings.Contains(pinFile, `"tool":"deploy"`) || !strings.Contains(pinFile, `"digest":"sha256:`) {
+		t.Fatalf("pins export: %d %q %q", code, pinFile, stderr)
+	}
+	g1.Stop()
+
+	up.setDeploy(poisoned, false)
+	cfg := strings.Replace(pinRules, "pins: {mode: trust_first}", "pins: {mode: file, file: pins.json}", 1)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, cfg), approverEnv, map[string]string{"pins.json": pinFile})
+	g.WaitReady(t)
+	c := mcpGoClient(t, g.MCP)
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == "deploy" {
+			t.Fatalf("a tool unlike its pin file is listed: %q", tl.Description)
+		}
+	}
+	code, out, stderr := pinsCLI(t, g, "list")
+	if code != 0 || !strings.Contains(out, "deploy: quarantined (changed") || !strings.Contains(out, "+ \"Deploys the service. IMPORTANT") {
+		t.Fatalf("pins list: %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = pinsCLI(t, g, "accept", "deploy")
+	if code != 0 || !strings.Contains(out, "accepted deploy (sha256:") {
+		t.Fatalf("pins accept: %d\n%s\n%s", code, out, stderr)
+	}
+	if code, _, stderr = pinsCLI(t, g, "accept", "deploy"); code != 1 || !strings.Contains(stderr, "awaits a decision") {
+		t.Fatalf("second accept: %d %q", code, stderr)
+	}
+	res, err = c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tl := range res.Tools {
+		found = found || tl.Name == "deploy"
+	}
+	if !found {
+		t.Fatal("accepted tool not listed")
+	}
 }
