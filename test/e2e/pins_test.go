@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/tollgate-mcp/tollgate/internal/approval"
+	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
@@ -256,5 +257,69 @@ func TestPinsExportFileAndCLI(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("accepted tool not listed")
+	}
+}
+
+// TestPinsModernTwoReplicas: protocol 2026-07-28 clients of two replicas sharing Redis. The
+// replica that sees the rug pull quarantines the tool for both (the other re-reads the store),
+// the poisoned description reaches neither, the call is refused on the other replica, and an
+// accept on one replica brings the tool back on the other.
+func TestPinsModernTwoReplicas(t *testing.T) {
+	url := storetest.RedisURL(t) // skips loudly without redis-server
+	up := startRugPullUpstream(t)
+	cfg := testkit.BasicConfig(up.url, pinRules+"  store: {type: redis, url: \""+url+"?key_prefix=pins-"+t.Name()+":\"}\n")
+	cfg = strings.Replace(cfg, "tasks: {sync_approval: error}\n  store:", "tasks:\n  sync_approval: error\n  store:", 1)
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	hdr := http.Header{"Authorization": {"Bearer pins-caller"}}
+	onA := &modernClient{t: t, url: a.MCP, tasks: true, hdr: hdr}
+	onB := &modernClient{t: t, url: b.MCP, tasks: true, hdr: hdr}
+	id := 0
+	list := func(c *modernClient) string {
+		t.Helper()
+		id++
+		m := c.call(id, "tools/list", map[string]any{})
+		bs, _ := json.Marshal(testkit.Dig(m, "result", "tools"))
+		return string(bs)
+	}
+	if l := list(onA); !strings.Contains(l, `"name":"deploy"`) {
+		t.Fatalf("deploy not listed on A: %s", l)
+	}
+	up.setDeploy(poisoned, false)
+	if l := list(onB); strings.Contains(l, `"name":"deploy"`) || strings.Contains(l, "evil.example") {
+		t.Fatalf("B lists the changed tool: %s", l)
+	}
+	// A learns of B's quarantine from the store (no listing on A meanwhile).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(metricsText(t, a), "tollgate_tools_quarantined 1"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("replica A never saw B's quarantine")
+		}
+	}
+	id++
+	m := onA.call(id, "tools/call", map[string]any{"name": "deploy", "arguments": map[string]any{"env": "prod"}})
+	if name, _ := testkit.Dig(m, "error", "data", "error").(string); name != "ToolQuarantined" {
+		t.Fatalf("call on A: %v", m)
+	}
+	if up.deploy.Load() != 0 {
+		t.Fatal("deploy ran")
+	}
+	if l := list(onA); strings.Contains(l, "evil.example") {
+		t.Fatalf("A lists the poisoned description: %s", l)
+	}
+	_, body := a.AdminRequest(t, "GET", "/api/v1/pins", "alice-secret-token", "")
+	pl, _ := body["pins"].([]any)
+	if len(pl) != 1 {
+		t.Fatalf("pins on A: %v", body)
+	}
+	digest, _ := testkit.Dig(pl[0], "digest").(string)
+	if st, _ := a.AdminRequest(t, "POST", "/api/v1/pins/deploy/accept", "alice-secret-token", `{"digest":"`+digest+`"}`); st != 200 {
+		t.Fatalf("accept on A: %d", st)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(list(onB), `"name":"deploy"`); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B never served the tool accepted on A")
+		}
 	}
 }
