@@ -2,6 +2,7 @@ package pins
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,6 +93,9 @@ type Keeper struct {
 	over      map[string]bool   // quarantined but not stored (max_tools reached, store down)
 	bootstrap bool              // trust_first on an empty store: the first listing is accepted
 
+	seenMu sync.Mutex
+	seen   map[[32]byte]Seen // SHA-256 of a listed tool's bytes → its Seen (See)
+
 	gen      atomic.Uint64
 	onChange atomic.Pointer[func()]
 	onEvent  atomic.Pointer[func(Event)]
@@ -121,7 +125,8 @@ func New(st store.Pins, cfg config.Pins, log *slog.Logger) *Keeper {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Keeper{st: st, cfg: cfg, log: log, pins: map[string]*entry{}, cur: map[string]string{}, over: map[string]bool{}}
+	return &Keeper{st: st, cfg: cfg, log: log, pins: map[string]*entry{}, cur: map[string]string{}, over: map[string]bool{},
+		seen: map[[32]byte]Seen{}}
 }
 
 // OnChange sets fn, called (without locks held) whenever which tools are blocked changes:
@@ -282,16 +287,32 @@ type Seen struct {
 	Size   int
 }
 
-// See computes a listed tool's pin identity (its canonical definition and digest).
+// See computes a listed tool's pin identity (its canonical definition and digest). Tools
+// listed with the same bytes as before are looked up by the SHA-256 of those bytes (a
+// collision-resistant key: an upstream cannot make a changed definition look like a seen one),
+// which keeps a new page of unchanged tools cheap.
 func (k *Keeper) See(tool []byte) (Seen, error) {
+	key := sha256.Sum256(tool)
+	k.seenMu.Lock()
+	s, ok := k.seen[key]
+	k.seenMu.Unlock()
+	if ok {
+		return s, nil
+	}
 	name, canon, err := Canonical(tool)
 	if err != nil {
 		return Seen{}, err
 	}
-	s := Seen{Name: name, Digest: Digest(canon), Size: len(canon)}
+	s = Seen{Name: name, Digest: Digest(canon), Size: len(canon)}
 	if len(canon) <= k.cfg.MaxDefinitionBytes {
 		s.Canon = canon
 	}
+	k.seenMu.Lock()
+	if len(k.seen) >= 2*k.cfg.MaxTools {
+		clear(k.seen) // bounded; the next listing refills it
+	}
+	k.seen[key] = s
+	k.seenMu.Unlock()
 	return s, nil
 }
 
