@@ -126,3 +126,23 @@ func (s *Server) pinsAPI(k *pins.Keeper) http.Handler {
 	mux.HandleFunc("POST /api/v1/pins/{tool}/reject", decide(false))
 	return mux
 }
+
+// recheckPins re-reads the upstream's tools (Annotations.Refresh, which checks them against
+// their pins) after the upstream said its tools changed: at most one at a time, bounded by
+// server.tools_fetch_timeout.
+func (s *Server) recheckPins() {
+	if s.pins == nil || !s.pinRefresh.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.pinRefresh.Store(false)
+		c := s.snaps.Load().Config
+		if err := s.ann.Refresh(context.Background(), c.Server.ToolsMaxPages, c.Server.ToolsFetchTimeout.D()); err != nil {
+			s.log.Warn("tools not re-checked against their pins after list_changed", "error", err.Error())
+			return
+		}
+		if changed := s.gw.Recompute(s.snaps.Load()); len(changed) > 0 {
+			s.notifyListChanged()
+		}
+	}()
+}

@@ -62,34 +62,35 @@ type Options struct {
 
 // Server is one Tollgate instance.
 type Server struct {
-	opts      Options
-	log       *slog.Logger
-	snaps     governance.Holder
-	reg       *prometheus.Registry
-	metrics   *metrics.Metrics
-	up        *upstream.Client
-	stdio     *stdio.Transport // the processes of a command source (nil for a url)
-	sessions  *session.Registry
-	store     store.Store
-	tasks     *tasks.Manager
-	hub       *events.Hub
-	tools     *gwtools.Tools
-	gw        *intercept.Gateway
-	pins      *pins.Keeper // nil = governance.pins.mode off
-	ann       *intercept.Annotations
-	audit     *audit.Logger
-	mcpLn     net.Listener
-	adminLn   net.Listener
-	mcpSrv    *http.Server
-	mcp       *proxy.Handler
-	adminSrv  *http.Server
-	reloader  *Reloader
-	traceStop func(context.Context) error
-	approvers approverTokens // reloaded with the configuration
-	notifier  *notify.Notifier
-	slack     *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
-	cacheOnce sync.Once
-	cacheOK   chan struct{}
+	opts       Options
+	log        *slog.Logger
+	snaps      governance.Holder
+	reg        *prometheus.Registry
+	metrics    *metrics.Metrics
+	up         *upstream.Client
+	stdio      *stdio.Transport // the processes of a command source (nil for a url)
+	sessions   *session.Registry
+	store      store.Store
+	tasks      *tasks.Manager
+	hub        *events.Hub
+	tools      *gwtools.Tools
+	gw         *intercept.Gateway
+	pins       *pins.Keeper // nil = governance.pins.mode off
+	pinRefresh atomic.Bool  // a recheckPins is running
+	ann        *intercept.Annotations
+	audit      *audit.Logger
+	mcpLn      net.Listener
+	adminLn    net.Listener
+	mcpSrv     *http.Server
+	mcp        *proxy.Handler
+	adminSrv   *http.Server
+	reloader   *Reloader
+	traceStop  func(context.Context) error
+	approvers  approverTokens // reloaded with the configuration
+	notifier   *notify.Notifier
+	slack      *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
+	cacheOnce  sync.Once
+	cacheOK    chan struct{}
 	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
 	callers *callerauth.Authenticator
 
@@ -284,6 +285,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			// Only the method: params may carry tool output or log text.
 			s.hub.Publish(ss.ID, events.TypeNotification, "", map[string]string{"method": m.Method})
 			s.gw.UpstreamNotification(m.Method) // tools/list_changed: list afresh
+			if m.Method == "notifications/tools/list_changed" {
+				s.recheckPins() // a changed definition is quarantined before anyone lists
+			}
 		},
 	})
 	mcpMux := http.NewServeMux()

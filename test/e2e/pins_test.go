@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -82,8 +84,30 @@ func TestPinsRugPull(t *testing.T) {
 	up := startRugPullUpstream(t)
 	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, pinRules), approverEnv, nil)
 	g.WaitReady(t)
-	c := mcpGoClient(t, g.MCP)
+	// A client listening on its GET stream: the upstream's list_changed reaches Tollgate there.
+	c, err := client.NewStreamableHttpClient(g.MCP, transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
+	changed := make(chan struct{}, 16)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/tools/list_changed" {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ProtocolVersion: "2025-11-25", ClientInfo: mcp.Implementation{Name: "e2e-pins", Version: "1"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	listed := func() map[string]mcp.Tool {
 		t.Helper()
 		res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
@@ -107,6 +131,17 @@ func TestPinsRugPull(t *testing.T) {
 	tid := taskIDOf(t, res)
 
 	up.setDeploy(poisoned, false) // the rug pull
+	// Tollgate re-checks on the upstream's list_changed: quarantined before anyone lists.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(metricsText(t, g), "tollgate_tools_quarantined 1"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not quarantined after the upstream's list_changed")
+		}
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client was not told the tool list changed")
+	}
 	var tools map[string]mcp.Tool
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		tools = listed()
