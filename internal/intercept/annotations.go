@@ -204,6 +204,9 @@ func (a *Annotations) pinRecheck(t *tasks.Task) *jsonrpc.Error {
 		return nil
 	}
 	digest, _, ok := a.pins.Accepted(t.Tool)
+	if t.ToolDigest != "" && t.ToolDigest == a.pins.Awaiting(t.Tool) {
+		return nil // held under on_change: hold, approved for the definition that still awaits
+	}
 	if a.pins.Blocked(t.Tool) || (t.ToolDigest != "" && (!ok || digest != t.ToolDigest)) {
 		return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "ToolChanged",
 			fmt.Sprintf("Tool changed since approval: the definition of tool %q is not the one the call was approved under", t.Tool),

@@ -272,6 +272,9 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 	}
 	if k := g.ann.pins; k != nil {
 		req.ToolDigest, _, _ = k.Accepted(p.Name) // the approval binds the accepted definition
+		if d := k.Awaiting(p.Name); d != "" && k.Blocked(p.Name) {
+			req.ToolDigest = d // on_change: hold: the approver approves the call of the new definition
+		}
 	}
 	if x.Modern != nil {
 		// No session: executed as a 2026-07-28 request with the caller's _meta.

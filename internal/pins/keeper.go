@@ -476,6 +476,16 @@ func (k *Keeper) Accepted(tool string) (digest string, hints rules.Hints, ok boo
 	return e.pin.Digest, e.hints, true
 }
 
+// Awaiting returns the digest of tool's definition awaiting a decision ("" = none).
+func (k *Keeper) Awaiting(tool string) string {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if e := k.pins[tool]; e != nil && e.pin.Pending != nil && e.pin.Pending.Status == StatusQuarantined {
+		return e.pin.Pending.Digest
+	}
+	return ""
+}
+
 // Quarantined counts the tools awaiting a decision (tollgate_tools_quarantined).
 func (k *Keeper) Quarantined() int {
 	k.mu.RLock()

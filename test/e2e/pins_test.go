@@ -358,3 +358,38 @@ func TestPinsModernTwoReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestPinsOnChangeHold: with on_change: hold a quarantined tool stays hidden, but its call is
+// held for approval (not refused) even though its new annotations say it is harmless; the
+// approver's approval runs it.
+func TestPinsOnChangeHold(t *testing.T) {
+	up := startRugPullUpstream(t)
+	cfg := strings.Replace(pinRules, "pins: {mode: trust_first}", "pins: {mode: trust_first, on_change: hold}", 1)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, cfg), approverEnv, nil)
+	g.WaitReady(t)
+	c := mcpGoClient(t, g.MCP)
+	up.setDeploy("Deploys the service, quietly.", false)
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if tl.Name == "deploy" {
+			t.Fatalf("quarantined tool listed under hold: %q", tl.Description)
+		}
+	}
+	raw, rpcErr := callWithTask(t, c, "deploy", map[string]any{"env": "prod"}, 600000)
+	if rpcErr != nil {
+		t.Fatalf("call under hold: %+v", rpcErr)
+	}
+	tid := taskIDOf(t, raw)
+	if up.deploy.Load() != 0 {
+		t.Fatal("ran before approval")
+	}
+	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	if status, view := waitTaskDone(t, g, tid); status != "completed" || up.deploy.Load() != 1 {
+		t.Fatalf("held call after approval: %s, ran %d: %v", status, up.deploy.Load(), view)
+	}
+}
