@@ -50,6 +50,8 @@ Usage:
                                       test rules and Cedar policies against expected
                                       decisions, explain a decision, check policies
                                       against the upstream's tools (tollgate policy help)
+  tollgate pins list|accept TOOL|reject TOOL|export
+                                      review changed tool definitions (tollgate pins help)
 
 Config lookup: --config, $TOLLGATE_CONFIG, ./tollgate.yaml, /etc/tollgate/config.yaml.
 `
@@ -80,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdBackup(ctx, args, stdout, stderr)
 	case "policy":
 		return cmdPolicy(args, stdout, stderr)
+	case "pins":
+		return approval.RunPinsCLI(ctx, args, stdout, stderr, os.Getenv)
 	case "version", "--version":
 		printVersion(stdout)
 		return 0

@@ -37,6 +37,11 @@ const (
 	KindExpired   Kind = "expired"
 	// KindDecision is governance deciding one tools/call (Logger.Decision); no task yet.
 	KindDecision Kind = "decision"
+	// Pinned tool definitions (package pins): a tool quarantined because its definition
+	// changed, and an approver's accept or reject of the new definition (TaskID empty).
+	KindPinQuarantined Kind = "pin_quarantined"
+	KindPinAccepted    Kind = "pin_accepted"
+	KindPinRejected    Kind = "pin_rejected"
 )
 
 // Event is one audit record. Owner must already be an OwnerHash; Error is a stable error name
@@ -67,6 +72,8 @@ type Event struct {
 	// SkippedForwards counts forward decisions left out since the last forward line
 	// (audit.forward: sampled).
 	SkippedForwards int64 `json:"skipped_forwards,omitempty"`
+	// Digest is the pinned definition digest of a pin_* event.
+	Digest string `json:"digest,omitempty"`
 }
 
 // seenLimit bounds how many finished tasks are remembered to drop late or repeated callbacks.

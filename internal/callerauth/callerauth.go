@@ -79,7 +79,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 type Options struct {
 	// Metrics count verifications (nil = counted nowhere).
 	Metrics    *Metrics
-	Client     *http.Client // transport for issuer endpoints (tests); nil = http.DefaultTransport
+	Client     *http.Client          // transport for issuer endpoints (tests); nil = http.DefaultTransport
 	Registerer prometheus.Registerer // used when Metrics is nil
 	Logger     *slog.Logger
 	Now        func() time.Time

@@ -158,6 +158,11 @@ func (c *Config) applyDefaults(present map[string]int) {
 	str(&g.Defaults.Approval, "governance.defaults.approval", DefaultWorkflow)
 	str(&c.Audit.Forward, "audit.forward", AuditForwardAll)
 	str(&g.Mode, "governance.mode", ModeEnforce)
+	str(&g.Pins.Mode, "governance.pins.mode", PinsOff)
+	str(&g.Pins.NewTools, "governance.pins.new_tools", PinsAccept)
+	str(&g.Pins.OnChange, "governance.pins.on_change", PinsQuarantine)
+	num(&g.Pins.MaxDefinitionBytes, "governance.pins.max_definition_bytes", DefaultPinMaxDefinitionBytes)
+	num(&g.Pins.MaxTools, "governance.pins.max_tools", DefaultPinMaxTools)
 	for i := range g.Rules {
 		r := &g.Rules[i]
 		if r.Action == ActionApprove || r.Action == ActionPolicy {

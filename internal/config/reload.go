@@ -45,6 +45,8 @@ func RestartRequired(old, new *Config) []string {
 	case len(old.Sources) != len(new.Sources):
 		out = append(out, "sources[0].url")
 	}
+	// Pins are loaded (and a pin file read) once at start.
+	out = diffFields(out, "governance.pins", reflect.ValueOf(old.Governance.Pins), reflect.ValueOf(new.Governance.Pins))
 	out = diffFields(out, "audit", reflect.ValueOf(old.Audit), reflect.ValueOf(new.Audit))
 	out = diffFields(out, "telemetry", reflect.ValueOf(old.Telemetry), reflect.ValueOf(new.Telemetry))
 	return out

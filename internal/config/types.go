@@ -144,6 +144,7 @@ type Governance struct {
 	Mode     string   `yaml:"mode"`
 	Defaults Defaults `yaml:"defaults"`
 	Rules    []Rule   `yaml:"rules"`
+	Pins     Pins     `yaml:"pins"`
 }
 
 // Values of governance.mode and governance.rules[].mode.
@@ -151,6 +152,36 @@ const (
 	ModeEnforce = "enforce"
 	ModeAudit   = "audit"
 )
+
+// Pins configures pinned tool definitions (package pins, docs/contract.md "Pinned tool
+// definitions"): each upstream tool's definition is kept as a digest; a changed one is
+// quarantined until an approver accepts it.
+type Pins struct {
+	Mode     string `yaml:"mode"`      // off | trust_first | file
+	File     string `yaml:"file"`      // pin file (mode file), as `tollgate pins export` writes it
+	NewTools string `yaml:"new_tools"` // accept | quarantine: a tool first seen after the first listing
+	OnChange string `yaml:"on_change"` // quarantine (hidden, calls refused) | hold (hidden, calls held for approval)
+	// MaxDefinitionBytes bounds one tool's canonical definition; a larger one is quarantined.
+	MaxDefinitionBytes int `yaml:"max_definition_bytes"`
+	// MaxTools bounds the pins kept (one per tool); a tool beyond it is quarantined.
+	MaxTools int `yaml:"max_tools"`
+}
+
+// Pin modes and reactions (governance.pins).
+const (
+	PinsOff        = "off"
+	PinsTrustFirst = "trust_first"
+	PinsFile       = "file"
+	PinsAccept     = "accept"
+	PinsQuarantine = "quarantine"
+	PinsHold       = "hold"
+
+	DefaultPinMaxDefinitionBytes = 64 << 10
+	DefaultPinMaxTools           = 10000
+)
+
+// Enabled reports whether tool definitions are pinned.
+func (p Pins) Enabled() bool { return p.Mode != "" && p.Mode != PinsOff }
 
 // Defaults apply when no rule matches.
 type Defaults struct {

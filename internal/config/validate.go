@@ -199,6 +199,7 @@ func (v *validator) governance() {
 	if g.Mode != ModeEnforce && g.Mode != ModeAudit {
 		v.add("governance.mode", "must be enforce or audit, got %q", g.Mode)
 	}
+	v.pins(g.Pins)
 	if !validAction(g.Defaults.Action) {
 		v.add("governance.defaults.action", "must be %s, got %q", actionList, g.Defaults.Action)
 	} else if g.Defaults.Action == ActionApprove || g.Defaults.Action == ActionPolicy {
@@ -1015,5 +1016,30 @@ func (v *validator) issuerURL(path, raw string) {
 		}
 	default:
 		v.add(path, "must be an https URL, got %q", raw)
+	}
+}
+
+// pins checks governance.pins (the pin file itself is read and checked by package pins).
+func (v *validator) pins(p Pins) {
+	switch p.Mode {
+	case PinsOff, PinsTrustFirst: // file is read only with mode file
+	case PinsFile:
+		if p.File == "" {
+			v.add("governance.pins.file", "required with governance.pins.mode: file")
+		}
+	default:
+		v.add("governance.pins.mode", "must be off, trust_first or file, got %q", p.Mode)
+	}
+	if p.NewTools != PinsAccept && p.NewTools != PinsQuarantine {
+		v.add("governance.pins.new_tools", "must be accept or quarantine, got %q", p.NewTools)
+	}
+	if p.OnChange != PinsQuarantine && p.OnChange != PinsHold {
+		v.add("governance.pins.on_change", "must be quarantine or hold, got %q", p.OnChange)
+	}
+	if p.MaxDefinitionBytes < 1024 || p.MaxDefinitionBytes > 4<<20 {
+		v.add("governance.pins.max_definition_bytes", "must be between 1024 and 4194304, got %d", p.MaxDefinitionBytes)
+	}
+	if p.MaxTools < 1 || p.MaxTools > 1000000 {
+		v.add("governance.pins.max_tools", "must be between 1 and 1000000, got %d", p.MaxTools)
 	}
 }

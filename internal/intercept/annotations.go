@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/pins"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
@@ -35,7 +36,25 @@ type Annotations struct {
 
 	mu    sync.RWMutex
 	tools map[string]toolInfo // upstream tool → what its tools/list entry says
+
+	// pins are the pinned tool definitions (nil = governance.pins.mode off): rules and Cedar
+	// read the accepted definition's annotations, never a newer unaccepted one.
+	pins *pins.Keeper
 }
+
+// pinnedHints are the hints rules read for a listed tool: the accepted definition's with pins
+// on (a listed tool that is not blocked has the accepted definition anyway), else listed.
+func (a *Annotations) pinnedHints(name string, listed rules.Hints) rules.Hints {
+	if a.pins != nil {
+		if _, h, ok := a.pins.Accepted(name); ok {
+			return h
+		}
+	}
+	return listed
+}
+
+// SetPins makes a the reader of k's accepted definitions; call before serving.
+func (a *Annotations) SetPins(k *pins.Keeper) { a.pins = k }
 
 // NewAnnotations returns an empty cache; snaps is read at the moment of a re-check, up and br
 // are used by Refresh.
@@ -94,8 +113,16 @@ func (a *Annotations) setUpstreamTasks(supports bool) (changed bool) {
 // tool returns what the annotation cache knows about tool (zero when it was never listed).
 func (a *Annotations) tool(name string) toolInfo {
 	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.tools[name]
+	ti := a.tools[name]
+	a.mu.RUnlock()
+	if a.pins != nil {
+		if _, h, ok := a.pins.Accepted(name); ok {
+			ti.hints = h // the accepted definition's, whatever the upstream lists now
+		} else if a.pins.Blocked(name) {
+			ti.hints = rules.ParseHints(nil) // nothing accepted yet: the spec's cautious defaults
+		}
+	}
+	return ti
 }
 
 // Hints are the MCP annotation hints the upstream lists for tool (zero when unknown), as
@@ -107,6 +134,9 @@ func (a *Annotations) Hints(tool string) rules.Hints { return a.tool(tool).hints
 func (a *Annotations) Recheck(ctx context.Context, t *tasks.Task) *jsonrpc.Error {
 	if t.Accelerated {
 		return nil
+	}
+	if e := a.pinRecheck(t); e != nil {
+		return e
 	}
 	return a.snaps.Load().Recheck(ctx, a.log, governance.Caller{Subject: t.RequestedBy, SessionID: t.SessionID, Verified: t.Requester},
 		t.Tool, a.tool(t.Tool).hints, t.Arguments, t.ID)
@@ -140,6 +170,7 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 	}
 
 	all := map[string]toolInfo{}
+	var seen []pins.Seen
 	truncated, err := a.up.Pages(ctx, hdr, "tools/list", "tollgate-tools-", maxPages, meta, func(result json.RawMessage) error {
 		elems, err := jsonrpc.Elements(jsonrpc.Member(result, "tools"))
 		if err != nil {
@@ -148,6 +179,11 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 		for _, t := range elems {
 			if name, info, err := toolNameAndInfo(t); err == nil {
 				all[name] = info
+				if a.pins != nil {
+					if s, err := a.pins.See(t); err == nil {
+						seen = append(seen, s)
+					}
+				}
 			}
 		}
 		return nil
@@ -158,6 +194,27 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 	if truncated {
 		a.log.Warn("tools/list pagination stopped at TOLLGATE_TOOLS_MAX_PAGES", "pages", maxPages)
 	}
+	if a.pins != nil {
+		a.pins.Observe(ctx, seen) // the whole listing at once (trust_first pins it at start)
+	}
 	a.learn(all, true)
+	return nil
+}
+
+// pinRecheck fails an approved task whose tool's definition is no longer the one accepted
+// when the call was approved (docs/contract.md "Pinned tool definitions").
+func (a *Annotations) pinRecheck(t *tasks.Task) *jsonrpc.Error {
+	if a.pins == nil {
+		return nil
+	}
+	digest, _, ok := a.pins.Accepted(t.Tool)
+	if t.ToolDigest != "" && t.ToolDigest == a.pins.Awaiting(t.Tool) {
+		return nil // held under on_change: hold, approved for the definition that still awaits
+	}
+	if a.pins.Blocked(t.Tool) || (t.ToolDigest != "" && (!ok || digest != t.ToolDigest)) {
+		return jsonrpc.NewError(jsonrpc.CodePolicyChanged, "ToolChanged",
+			fmt.Sprintf("Tool changed since approval: the definition of tool %q is not the one the call was approved under", t.Tool),
+			"taskId", t.ID, "tool", t.Tool)
+	}
 	return nil
 }

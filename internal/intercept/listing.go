@@ -16,6 +16,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/governance"
 	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
+	"github.com/tollgate-mcp/tollgate/internal/pins"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 )
 
@@ -111,7 +112,34 @@ func (g *Gateway) toolsList(_ context.Context, x *Exchange) Result {
 // listing depends on the caller's rules.View too, which the tag carries: one memo per distinct
 // view, not per caller or request.
 func (g *Gateway) listSlot(tag string) *MemoSlot {
+	if k := g.ann.pins; k != nil {
+		tag += fmt.Sprintf(" pins=%d", k.Gen()) // a quarantine or an accept changes the list
+	}
 	return &MemoSlot{Memo: &g.listMemo, Gen: g.listMemo.Gen(), Tag: tag}
+}
+
+// PinsChanged is called when which tools are quarantined changed (pins.Keeper.OnChange): the
+// remembered listings go, and 2026-07-28 listen streams are told (the server tells legacy
+// sessions).
+func (g *Gateway) PinsChanged() {
+	g.forgetLists()
+	g.NotifyToolsChanged()
+}
+
+// pinBlocked observes one listing page's tools (pins) and returns those to leave out: a tool
+// whose definition is not the accepted one never reaches the model.
+func (g *Gateway) pinBlocked(tools [][]byte) map[string]bool {
+	k := g.ann.pins
+	if k == nil {
+		return nil
+	}
+	seen := make([]pins.Seen, 0, len(tools))
+	for _, t := range tools {
+		if s, err := k.See(t); err == nil {
+			seen = append(seen, s)
+		}
+	}
+	return k.Observe(context.Background(), seen)
 }
 
 // UpstreamNotification sees the method of each notification the upstream sends on a
@@ -135,6 +163,9 @@ func (g *Gateway) forgetLists() {
 func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]byte, error) {
 	s := g.d.Snapshots.Load()
 	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.ann.upstreamTasks.Load(), own: appendOwn, view: lv}
+	if g.ann.pins != nil {
+		key.pins = g.ann.pins.Gen()
+	}
 	if out, ok := g.lists.get(key); ok {
 		return out, nil
 	}
@@ -145,6 +176,10 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]by
 	elems, err := jsonrpc.Elements(toolsRaw)
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
+	}
+	blocked := g.pinBlocked(elems)
+	if g.ann.pins != nil {
+		key.pins = g.ann.pins.Gen() // after Observe: a quarantine it made is in this page
 	}
 	arr := make([]byte, 0, len(toolsRaw)+len(elems)*48+1024)
 	arr = append(arr, '[')
@@ -170,7 +205,10 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]by
 			continue
 		}
 		learned[tl.name] = tl.info
-		d := s.Rules.DecideFor(tl.name, tl.info.hints, lv.view)
+		if blocked[tl.name] {
+			continue // quarantined: its new definition awaits an approver (pins)
+		}
+		d := s.Rules.DecideFor(tl.name, g.ann.pinnedHints(tl.name, tl.info.hints), lv.view)
 		if lv.hides(d) {
 			continue // this caller can never call it (a call would still be refused)
 		}
@@ -308,6 +346,7 @@ type listKey struct {
 	tasks bool
 	own   bool
 	view  listView
+	pins  uint64 // pins.Keeper.Gen
 }
 
 // listView is what of the caller a listing depends on: with per-caller tool views
@@ -401,7 +440,7 @@ func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 	debug := g.log.Enabled(context.Background(), slog.LevelDebug)
 	for _, name := range names {
 		ti := known[name]
-		d := s.Rules.DecideHints(name, ti.hints)
+		d := s.Rules.DecideHints(name, g.ann.pinnedHints(name, ti.hints))
 		ann := rules.Annotation(d, g.ann.upstreamTasks.Load(), ti.own, s.Config.Tasks.SyncApproval)
 		next[name] = ann
 		counts[ann]++

@@ -340,6 +340,7 @@ func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
 	s := g.d.Snapshots.Load()
+	blocked := g.pinBlocked(elems)
 	kept := elems[:0]
 	learned := make(map[string]toolInfo, len(elems))
 	for _, t := range elems {
@@ -351,7 +352,10 @@ func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 		}
 		if err == nil {
 			learned[name] = info // annotations feed rules (match_annotations) and Cedar
-			if lv.hides(s.Rules.DecideFor(name, info.hints, lv.view)) {
+			if blocked[name] {
+				continue // quarantined: its new definition awaits an approver (pins)
+			}
+			if lv.hides(s.Rules.DecideFor(name, g.ann.pinnedHints(name, info.hints), lv.view)) {
 				continue // this caller can never call it (a call would still be refused)
 			}
 		}

@@ -43,7 +43,11 @@ func (g *Gateway) modernToolsCall(ctx context.Context, x *Exchange) Result {
 		return modernError(x, e)
 	}
 	g.computeOnDemand(s, p.Name)
-	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments)
+	hold, qe := g.pinCheck(s, p.Name)
+	if qe != nil {
+		return modernError(x, qe)
+	}
+	eff := holdQuarantined(s, s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments), hold)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
 	g.audited(x, s, p.Name, eff)

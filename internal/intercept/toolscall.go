@@ -136,6 +136,10 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 		return ReplyError(x, e)
 	}
 	g.computeOnDemand(s, p.Name)
+	hold, qe := g.pinCheck(s, p.Name)
+	if qe != nil {
+		return ReplyError(x, qe)
+	}
 	d, ann := g.annotation(s, p.Name, s.Rules.ViewOf(caller(x).Who()))
 	ttl, hasTask, terr := g.taskTTL(s, p.Task, p.Name)
 	if terr != nil {
@@ -163,7 +167,7 @@ func (g *Gateway) toolsCall(ctx context.Context, x *Exchange) Result {
 			"hint", `Call again with params.task, e.g. {"task":{"ttl":600000}}, then poll tasks/get and fetch tasks/result`))
 	}
 
-	eff := s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments)
+	eff := holdQuarantined(s, s.Evaluate(ctx, g.log, caller(x), p.Name, g.ann.tool(p.Name).hints, p.Arguments), hold)
 	g.m.decision(string(eff.Action))
 	g.m.toolCall(p.Name, string(eff.Action))
 	g.audited(x, s, p.Name, eff)
@@ -268,6 +272,12 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 		Owner: owner(x), Source: source.Of(x.HTTP, x.Subject), RequestedBy: x.Subject, Caller: x.Caller, Tool: p.Name, Arguments: p.Arguments,
 		Headers: execution.CaptureHeaders(x.HTTP.Header), TTL: ttl, Workflow: workflow,
 		Accelerated: accelerated, DeferStart: accelerated, AskRequester: ask,
+	}
+	if k := g.ann.pins; k != nil {
+		req.ToolDigest, _, _ = k.Accepted(p.Name) // the approval binds the accepted definition
+		if d := k.Awaiting(p.Name); d != "" && k.Blocked(p.Name) {
+			req.ToolDigest = d // on_change: hold: the approver approves the call of the new definition
+		}
 	}
 	if x.Modern != nil {
 		// No session: executed as a 2026-07-28 request with the caller's _meta.
@@ -412,4 +422,34 @@ func (g *Gateway) ownTool(x *Exchange, p callParams) Result {
 		}
 		return jsonrpc.ResultResponse(x.Msg.ID, res)
 	}}
+}
+
+// pinCheck answers a call of a quarantined tool (pins): refused with -32003 ToolQuarantined,
+// or with governance.pins.on_change: hold, held for approval (hold=true).
+func (g *Gateway) pinCheck(s *governance.Snapshot, tool string) (hold bool, e *jsonrpc.Error) {
+	k := g.ann.pins
+	if k == nil || !k.Blocked(tool) {
+		return false, nil
+	}
+	if s.Config.Governance.Pins.OnChange == config.PinsHold {
+		return true, nil
+	}
+	g.m.decision("deny")
+	g.m.toolCall(tool, "deny")
+	return false, jsonrpc.NewError(jsonrpc.CodePolicyDenied, "ToolQuarantined", fmt.Sprintf(
+		"ToolQuarantined: tool %q changed its definition (description, schema or annotations) and is quarantined until an approver accepts the new one", tool),
+		"tool", tool)
+}
+
+// holdQuarantined makes a quarantined tool's call (on_change: hold) await approval unless it
+// is denied anyway.
+func holdQuarantined(s *governance.Snapshot, eff governance.Effective, hold bool) governance.Effective {
+	if !hold || eff.Action == config.ActionDeny {
+		return eff
+	}
+	eff.Action = config.ActionApprove
+	if eff.Decision.Workflow == "" {
+		eff.Decision.Workflow = s.Config.Governance.Defaults.Approval
+	}
+	return eff
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/metrics"
 	"github.com/tollgate-mcp/tollgate/internal/notify"
 	"github.com/tollgate-mcp/tollgate/internal/origin"
+	"github.com/tollgate-mcp/tollgate/internal/pins"
 	"github.com/tollgate-mcp/tollgate/internal/proxy"
 	"github.com/tollgate-mcp/tollgate/internal/session"
 	"github.com/tollgate-mcp/tollgate/internal/slack"
@@ -63,33 +64,35 @@ type Options struct {
 
 // Server is one Tollgate instance.
 type Server struct {
-	opts      Options
-	log       *slog.Logger
-	snaps     governance.Holder
-	reg       *prometheus.Registry
-	metrics   *metrics.Metrics
-	up        *upstream.Client
-	stdio     *stdio.Transport // the processes of a command source (nil for a url)
-	sessions  *session.Registry
-	store     store.Store
-	tasks     *tasks.Manager
-	hub       *events.Hub
-	tools     *gwtools.Tools
-	gw        *intercept.Gateway
-	ann       *intercept.Annotations
-	audit     *audit.Logger
-	mcpLn     net.Listener
-	adminLn   net.Listener
-	mcpSrv    *http.Server
-	mcp       *proxy.Handler
-	adminSrv  *http.Server
-	reloader  *Reloader
-	traceStop func(context.Context) error
-	approvers approverTokens // reloaded with the configuration
-	notifier  *notify.Notifier
-	slack     *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
-	cacheOnce sync.Once
-	cacheOK   chan struct{}
+	opts       Options
+	log        *slog.Logger
+	snaps      governance.Holder
+	reg        *prometheus.Registry
+	metrics    *metrics.Metrics
+	up         *upstream.Client
+	stdio      *stdio.Transport // the processes of a command source (nil for a url)
+	sessions   *session.Registry
+	store      store.Store
+	tasks      *tasks.Manager
+	hub        *events.Hub
+	tools      *gwtools.Tools
+	gw         *intercept.Gateway
+	pins       *pins.Keeper // nil = governance.pins.mode off
+	pinRefresh atomic.Bool  // a recheckPins is running
+	ann        *intercept.Annotations
+	audit      *audit.Logger
+	mcpLn      net.Listener
+	adminLn    net.Listener
+	mcpSrv     *http.Server
+	mcp        *proxy.Handler
+	adminSrv   *http.Server
+	reloader   *Reloader
+	traceStop  func(context.Context) error
+	approvers  approverTokens // reloaded with the configuration
+	notifier   *notify.Notifier
+	slack      *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
+	cacheOnce  sync.Once
+	cacheOK    chan struct{}
 	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
 	callers *callerauth.Authenticator
 	// adminTokens verifies approvers' access tokens (server.admin_auth.token_issuer).
@@ -271,6 +274,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		ParkSlots: mcpLimited, // a parked MRTR call holds descriptors like a connection
 		Audit:     s.audit,
 	})
+	if s.pins, err = s.setupPins(context.Background(), cfg); err != nil {
+		return nil, err
+	}
 	s.tasks.Subscribe(s.pushTaskStatus)
 	s.tasks.Subscribe(s.gw.OnModernTaskChange)
 	s.tasks.Subscribe(s.gw.OnTaskQuestion)
@@ -304,6 +310,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			// Only the method: params may carry tool output or log text.
 			s.hub.Publish(ss.ID, events.TypeNotification, "", map[string]string{"method": m.Method})
 			s.gw.UpstreamNotification(m.Method) // tools/list_changed: list afresh
+			if m.Method == "notifications/tools/list_changed" {
+				s.recheckPins() // a changed definition is quarantined before anyone lists
+			}
 		},
 	})
 	mcpMux := http.NewServeMux()
@@ -344,6 +353,14 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	adminMux.Handle("GET "+BackupPath, approval.Throttle(http.HandlerFunc(s.backup),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }}))
 	adminMux.Handle("/api/v1/decisions", api)
+	pinsAPI := approval.Throttle(approval.RequireApprover(&s.approvers, s.log, s.pinsAPI(s.pins)),
+		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
+	pinsAPI = approval.ProxySignIn(pinsAPI, approval.ProxyOptions{
+		SignIn:      approval.SignInFrom(func() *config.Config { return s.snaps.Load().Config }),
+		OnUntrusted: func() { s.metrics.Limited("admin_proxy_header") }, OnRefused: s.metrics.SignInRefused, Logger: s.log,
+	})
+	adminMux.Handle("/api/v1/pins", pinsAPI)
+	adminMux.Handle("/api/v1/pins/", pinsAPI)
 	// Authenticated by Slack's request signature, not a bearer token (docs/slack.md).
 	adminMux.Handle("POST "+slack.InteractionsPath, s.slack.Interactions())
 	adminMux.Handle(console.Path, console.Handler())
@@ -504,6 +521,9 @@ func (s *Server) Run(ctx context.Context) error {
 	run("slack", worker(s.slack.Run))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
 	run("reloader", worker(s.reloader.Run))
+	if s.pins != nil {
+		run("pins", worker(func(ctx context.Context) { s.pins.Run(ctx, pinSync) })) // other replicas' decisions
+	}
 	if s.callers != nil {
 		run("caller auth keys", s.callers.Run)
 	}
@@ -711,9 +731,14 @@ func (s *Server) logAuditMode(snap *governance.Snapshot) {
 
 // notifyListChanged tells every session with an open stream that the tool list changed.
 func (s *Server) notifyListChanged() {
+	s.notifyLegacyList()
+	s.gw.NotifyToolsChanged() // 2026-07-28 clients listen on subscriptions/listen
+}
+
+// notifyLegacyList sends notifications/tools/list_changed on every legacy session's stream.
+func (s *Server) notifyLegacyList() {
 	msg := []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
 	s.sessions.Each(func(ss *session.Session) { ss.Push(msg) })
-	s.gw.NotifyToolsChanged() // 2026-07-28 clients listen on subscriptions/listen
 }
 
 // approverTokens is the approvals API's Authenticator; a configuration reload swaps the token

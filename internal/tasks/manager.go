@@ -101,6 +101,8 @@ type CreateRequest struct {
 	// Era and Meta: see Task.
 	Era  string
 	Meta json.RawMessage
+	// ToolDigest: see Task.ToolDigest.
+	ToolDigest string
 }
 
 // Filter selects tasks for List and ListAll. Without States only pending (non-terminal) tasks
@@ -287,7 +289,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated, Promoted: req.Promoted,
 		AskRequester: req.AskRequester && !req.Accelerated,
 		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
-		Replica: m.opts.Replica, Era: req.Era, Meta: req.Meta,
+		Replica: m.opts.Replica, Era: req.Era, Meta: req.Meta, ToolDigest: req.ToolDigest,
 	}
 	t.Owner = ownerOf(req.Owner, t.ID)
 	if keyed && req.Owner != Anonymous { // an anonymous call has no one to retry as

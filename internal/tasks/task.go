@@ -114,6 +114,10 @@ type Task struct {
 	// Messages are where approval channels posted about the task (messages.go), so whichever
 	// replica sees the wait end updates them, after a restart too.
 	Messages []MessageRef `json:"messages,omitempty"`
+	// ToolDigest is the pinned digest of the tool's accepted definition when the task was
+	// created (package pins; "" without pins): the re-check before execution fails the task
+	// when the tool changed since.
+	ToolDigest string `json:"tool_digest,omitempty"`
 	// DeliveredAt is when Tollgate wrote the outcome of a terminal task with an IdemKey to its
 	// owner (Manager.Delivered); from then on the same call is a new call, not a replay
 	// (docs/contract.md §3). Zero until then, and for tasks no call can attach to.

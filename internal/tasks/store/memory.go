@@ -12,7 +12,8 @@ type Memory struct {
 	ix     *index
 	closed bool
 
-	sessions knownSet // sessions_memory.go
+	sessions knownSet             // sessions_memory.go
+	pins     map[string]PinRecord // pins_memory.go
 }
 
 var _ Store = (*Memory)(nil)
