@@ -206,7 +206,7 @@ func TestPinsRugPull(t *testing.T) {
 		t.Fatalf("deploy after accept: %q", text)
 	}
 	audit, _ := os.ReadFile(filepath.Join(g.Dir, "audit.log"))
-	for _, want := range []string{`"kind":"pin_quarantined","task_id":"","tool":"deploy"`, `"kind":"pin_accepted","task_id":"","tool":"deploy","actor":"alice"`} {
+	for _, want := range []string{`"kind":"pin_quarantined","tool":"deploy"`, `"kind":"pin_accepted","tool":"deploy","actor":"alice"`} {
 		if !strings.Contains(string(audit), want) {
 			t.Errorf("audit log lacks %s:\n%s", want, audit)
 		}
