@@ -6,6 +6,8 @@ package approval
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/disclose"
@@ -62,29 +65,49 @@ const (
 	// ?cursor= reaches the rest.
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
+	// MaxListArgumentsBytes bounds the arguments one row of GET /api/v1/approvals carries: a
+	// task whose redacted arguments exceed it as JSON, or twice it as indented text, is
+	// summarised in the list (argumentsTruncated, argumentsBytes, argumentsSha256,
+	// argumentsPreview) and shown in full only by GET /api/v1/approvals/{taskId}.
+	MaxListArgumentsBytes = 4 << 10
+	// ArgumentsPreviewBytes bounds argumentsPreview of a summarised row.
+	ArgumentsPreviewBytes = 1 << 10
+	// MaxListPageBytes bounds the encoded approvals of one page of GET /api/v1/approvals: the
+	// page ends early (with nextCursor) rather than exceed it. A page holds at least one
+	// approval, so the cursor always moves on.
+	MaxListPageBytes = 2 << 20
 )
 
 // View is the JSON form of an approval request. It never carries the owner id (an MCP session
 // id is capability-like), only its short hash, and arguments are redacted per workflow.
 type View struct {
-	TaskID           string          `json:"taskId"`
-	Tool             string          `json:"tool"`
-	Arguments        json.RawMessage `json:"arguments"`
-	ArgumentsText    string          `json:"argumentsText"` // the same, indented, numbers as written (disclose.Pretty)
-	ArgsHash         string          `json:"argsHash"`
-	Workflow         string          `json:"workflow,omitempty"`
-	Accelerated      bool            `json:"accelerated,omitempty"`
-	State            string          `json:"state"`
-	Status           string          `json:"status"`
-	StatusMessage    string          `json:"statusMessage,omitempty"`
-	RequestedBy      string          `json:"requestedBy,omitempty"`
-	Owner            string          `json:"owner,omitempty"`
-	CreatedAt        time.Time       `json:"createdAt"`
-	UpdatedAt        time.Time       `json:"updatedAt"`
-	ApprovalDeadline *time.Time      `json:"approvalDeadline,omitempty"`
-	ExpiresAt        *time.Time      `json:"expiresAt,omitempty"`
-	Decision         *DecisionView   `json:"decision,omitempty"`
-	Failure          *FailureView    `json:"failure,omitempty"`
+	TaskID        string          `json:"taskId"`
+	Tool          string          `json:"tool"`
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsText string          `json:"argumentsText,omitempty"` // the same, indented, numbers as written (disclose.Pretty)
+	// ArgumentsTruncated: this list row leaves Arguments and ArgumentsText out because they
+	// exceed MaxListArgumentsBytes; ArgumentsBytes and ArgumentsSha256 are the length and
+	// SHA-256 (hex) of the redacted arguments as JSON, ArgumentsPreview their first bytes
+	// (at most ArgumentsPreviewBytes, whole UTF-8 characters). The detail view
+	// (GET /api/v1/approvals/{taskId}) always carries them in full.
+	ArgumentsTruncated bool          `json:"argumentsTruncated,omitempty"`
+	ArgumentsBytes     int           `json:"argumentsBytes,omitempty"`
+	ArgumentsSha256    string        `json:"argumentsSha256,omitempty"`
+	ArgumentsPreview   string        `json:"argumentsPreview,omitempty"`
+	ArgsHash           string        `json:"argsHash"`
+	Workflow           string        `json:"workflow,omitempty"`
+	Accelerated        bool          `json:"accelerated,omitempty"`
+	State              string        `json:"state"`
+	Status             string        `json:"status"`
+	StatusMessage      string        `json:"statusMessage,omitempty"`
+	RequestedBy        string        `json:"requestedBy,omitempty"`
+	Owner              string        `json:"owner,omitempty"`
+	CreatedAt          time.Time     `json:"createdAt"`
+	UpdatedAt          time.Time     `json:"updatedAt"`
+	ApprovalDeadline   *time.Time    `json:"approvalDeadline,omitempty"`
+	ExpiresAt          *time.Time    `json:"expiresAt,omitempty"`
+	Decision           *DecisionView `json:"decision,omitempty"`
+	Failure            *FailureView  `json:"failure,omitempty"`
 	// Approvals are the votes given so far and RequiredApprovals how many distinct ones the
 	// call needs now (approval.<name>.min_approvals): "k of N".
 	Approvals         []VoteView `json:"approvals,omitempty"`
@@ -324,17 +347,39 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		ts = ts[i:]
 	}
-	resp := ListResponse{Approvals: make([]View, 0, min(len(ts), lq.limit))}
-	if len(ts) > lq.limit {
-		ts = ts[:lq.limit]
-		last := ts[len(ts)-1]
+	// The page ends at ?limit= rows or before its encoded rows exceed MaxListPageBytes,
+	// whichever comes first; rows with large arguments are summarised (listView). Each row is
+	// encoded once, as it is added, so serving a page never holds more than the page.
+	resp := encodedPage{Approvals: make([]json.RawMessage, 0, min(len(ts), lq.limit))}
+	size := 0
+	for i, t := range ts {
+		if i == lq.limit {
+			break
+		}
+		b, err := json.Marshal(h.listView(t))
+		if err != nil {
+			h.internalError(w, "encode approval "+t.ID, err)
+			return
+		}
+		if i > 0 && size+len(b) > MaxListPageBytes {
+			break
+		}
+		size += len(b)
+		resp.Approvals = append(resp.Approvals, b)
+	}
+	if n := len(resp.Approvals); n < len(ts) {
+		last := ts[n-1]
 		resp.Truncated = true
 		resp.NextCursor = cursor{Sort: lq.sort, Key: keys[last], ID: last.ID}.encode()
 	}
-	for _, t := range ts {
-		resp.Approvals = append(resp.Approvals, h.view(t))
-	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// encodedPage is ListResponse with each row already encoded (list).
+type encodedPage struct {
+	Approvals  []json.RawMessage `json:"approvals"`
+	Truncated  bool              `json:"truncated,omitempty"`
+	NextCursor string            `json:"nextCursor,omitempty"`
 }
 
 func (h *handler) show(w http.ResponseWriter, r *http.Request) {
@@ -448,11 +493,17 @@ func (h *handler) internalError(w http.ResponseWriter, op string, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", "internal error; see the gateway log", nil)
 }
 
-func (h *handler) view(t *tasks.Task) View {
+// view is the full view of a task: its redacted arguments whole.
+func (h *handler) view(t *tasks.Task) View { return h.viewOf(t, false) }
+
+// listView is a task's row in GET /api/v1/approvals: arguments larger than
+// MaxListArgumentsBytes (as JSON, or twice that as indented text) are summarised.
+func (h *handler) listView(t *tasks.Task) View { return h.viewOf(t, true) }
+
+func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 	v := View{
 		TaskID:        t.ID,
 		Tool:          t.Tool,
-		Arguments:     h.redact(t),
 		ArgsHash:      t.ArgsHash,
 		Workflow:      t.Workflow,
 		Accelerated:   t.Accelerated,
@@ -464,7 +515,14 @@ func (h *handler) view(t *tasks.Task) View {
 		CreatedAt:     t.CreatedAt.UTC(),
 		UpdatedAt:     t.UpdatedAt.UTC(),
 	}
-	v.ArgumentsText = disclose.Pretty(v.Arguments)
+	args := h.redact(t)
+	if summarise && len(args) > MaxListArgumentsBytes {
+		summariseArguments(&v, args) // not indented: the text would only be thrown away
+	} else if text := disclose.Pretty(args); summarise && len(text) > 2*MaxListArgumentsBytes {
+		summariseArguments(&v, args)
+	} else {
+		v.Arguments, v.ArgumentsText = args, text
+	}
 	if !t.ApprovalDeadline.IsZero() {
 		d := t.ApprovalDeadline.UTC()
 		v.ApprovalDeadline = &d
@@ -489,6 +547,26 @@ func (h *handler) view(t *tasks.Task) View {
 		v.PreviousRejection = &PreviousRejectionView{TaskID: p.TaskID, By: p.By, Reason: p.Reason, At: p.At.UTC()}
 	}
 	return v
+}
+
+// summariseArguments puts the summary of redacted arguments into a list row in their place.
+func summariseArguments(v *View, args json.RawMessage) {
+	sum := sha256.Sum256(args)
+	v.ArgumentsTruncated = true
+	v.ArgumentsBytes = len(args)
+	v.ArgumentsSha256 = hex.EncodeToString(sum[:])
+	v.ArgumentsPreview = utf8Prefix(args, ArgumentsPreviewBytes)
+}
+
+// utf8Prefix is at most n bytes of b, cut before a UTF-8 character that would not fit whole.
+func utf8Prefix(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return string(b[:n])
 }
 
 // redact is what approvers see of the arguments (disclose.Arguments: fails closed).

@@ -242,6 +242,8 @@
     state.items.forEach(function (v) { if (v.taskId === id) { state.selected = v; } });
     renderList();
     renderDetail();
+    // A row with large arguments carries only their summary: the detail view has them whole.
+    if (state.selected && state.selected.argumentsTruncated) { loadSelected(state.generation, id); }
   }
 
   // ---- detail ------------------------------------------------------------------------------
@@ -276,7 +278,9 @@
     // argumentsText is the call as the upstream gets it; JSON.stringify of the parsed
     // arguments would show numbers rounded through float64 (9007199254740993 as …992).
     var args = v.argumentsText;
-    if (typeof args !== 'string') {
+    if (v.argumentsTruncated) {
+      args = v.argumentsPreview + '…\n(loading all ' + v.argumentsBytes + ' bytes of the arguments)';
+    } else if (typeof args !== 'string') {
       try { args = JSON.stringify(v.arguments === undefined ? null : v.arguments, null, 2); } catch (e) { args = '(unreadable)'; }
     }
     $('args').textContent = args;
@@ -291,7 +295,7 @@
     $('d-decision').hidden = !dt;
     $('d-decision-text').textContent = dt;
 
-    var open = isPending(v) && !state.deciding;
+    var open = isPending(v) && !state.deciding && !v.argumentsTruncated; // decide on what was read
     $('approve').disabled = !open;
     $('reject').disabled = !open;
     $('reason').disabled = !isPending(v);
@@ -464,11 +468,20 @@
       state.next = typeof r.body.nextCursor === 'string' ? r.body.nextCursor : '';
       var fresh = null;
       state.items.forEach(function (v) { if (v.taskId === state.selectedId) { fresh = v; } });
+      if (fresh && fresh.argumentsTruncated && state.selected && state.selected.taskId === fresh.taskId &&
+          !state.selected.argumentsTruncated) {
+        // keep the whole arguments the detail view gave (a task's arguments never change)
+        fresh.arguments = state.selected.arguments;
+        fresh.argumentsText = state.selected.argumentsText;
+        fresh.argumentsTruncated = false;
+      }
       if (fresh) { state.selected = fresh; }
       renderList();
       renderDetail();
       renderPager();
-      if (!fresh && state.selected && !isFinal(state.selected)) { loadSelected(gen, state.selectedId); }
+      if ((!fresh && state.selected && !isFinal(state.selected)) || (fresh && fresh.argumentsTruncated)) {
+        loadSelected(gen, state.selectedId);
+      }
       $('refresh').textContent = 'Updated ' + new Date().toLocaleTimeString() + ' · ' + state.items.length +
         ' shown on page ' + (state.page + 1) + (state.next ? ' (more on the next page)' : '') + ' · refreshes every 2 s';
       return loadSummary(gen);
