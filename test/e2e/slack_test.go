@@ -165,9 +165,9 @@ func TestSlackApproval(t *testing.T) {
 	if got := slacktest.Text(upd); !strings.Contains(got, "Rejected by bob") || !strings.Contains(got, "not today") {
 		t.Errorf("chat.update after the API decision:\n%s", got)
 	}
-	// The stand-in numbers each chat.postMessage and chat.update it answers: tid's message is
-	// ts …001 (its update took …002), tid2's is …003.
-	const tid2TS = "1700000000.000003"
+	// The stand-in numbers each message it is asked to post: tid's is ts …001, tid2's …002
+	// (updates keep their message's ts, whenever they come).
+	const tid2TS = "1700000000.000002"
 	// A click carrying tid2 from a message Tollgate did not post for it (tid's): refused,
 	// nothing decided or updated.
 	foreign := slacktest.Click("U0BOB", slack.ActionApprove, tid2, slacktest.ChannelID, "1700000000.000001", respURL)

@@ -123,9 +123,11 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch method {
 	case "chat.postMessage", "chat.update":
-		ts := fmt.Sprintf("1700000000.%06d", r.seq.Add(1))
-		if u, _ := m["ts"].(string); u != "" {
-			ts = u
+		// Only a new message takes the next ts: an update keeps its message's, so the ts of
+		// the n-th message posted is …00n whatever updates happened in between.
+		ts, _ := m["ts"].(string)
+		if ts == "" {
+			ts = fmt.Sprintf("1700000000.%06d", r.seq.Add(1))
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": ChannelID, "ts": ts})
 	case "response_url":
