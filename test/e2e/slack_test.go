@@ -102,6 +102,7 @@ func TestSlackApproval(t *testing.T) {
 
 	tid := c.CallTask(1, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-secret","amount":9007199254740993,"currency":"USD"}`)
 	post := recv.Wait(t, "chat.postMessage", 1)[0].Body
+	waitPosted(t, g, 1) // clicks are matched against the place Tollgate keeps once Slack answered
 	if got := buttonValue(t, post); got != tid {
 		t.Fatalf("button value %q, want the task id %q", got, tid)
 	}
@@ -158,6 +159,7 @@ func TestSlackApproval(t *testing.T) {
 	// Decided elsewhere (the approvals API): the Slack message is updated all the same.
 	tid2 := c.CallTask(3, "transfer_funds", `{"from_account":"acc-2","to_account":"acc-3","amount":5,"currency":"USD"}`)
 	recv.Wait(t, "chat.postMessage", 2)
+	waitPosted(t, g, 2)
 	if st, _ := g.AdminRequest(t, "POST", "/api/v1/approvals/"+tid2+"/reject", "bob-secret-token", `{"reason":"not today"}`); st != 200 {
 		t.Fatalf("reject in the API: %d", st)
 	}
@@ -257,6 +259,7 @@ func TestSlackClickOutsideApprovers(t *testing.T) {
 	c := g.NewClient(t)
 	tid := c.CallTask(1, "transfer_funds", `{"from_account":"acc-1","to_account":"acc-2","amount":5,"currency":"USD"}`)
 	recv.Wait(t, "chat.postMessage", 1)
+	waitPosted(t, g, 1) // clicks are matched against the place Tollgate keeps once Slack answered
 	respURL := recv.ResponseURL("T0/1/abc")
 
 	bob := slacktest.Click("U0BOB", slack.ActionApprove, tid, slacktest.ChannelID, "1700000000.000001", respURL)
@@ -336,4 +339,14 @@ func TestSlackMessageKeptAcrossRestart(t *testing.T) {
 	if n := len(recv.Calls("chat.postMessage")); n != 5 {
 		t.Errorf("%d posts in all, want 5 (one, three refused attempts, the resumed one)", n)
 	}
+}
+
+// waitPosted waits until Tollgate has had n chat.postMessage answers from Slack: the stand-in
+// records a request when it arrives, but Tollgate keeps the message's channel and ts (which
+// a click must match) only once the answer is back.
+func waitPosted(t *testing.T, g *testkit.Gateway, n int) {
+	t.Helper()
+	waitFor(t, "the Slack message to be posted", func() bool {
+		return strings.Count(g.Logs.String(), `"msg":"slack request sent","method":"chat.postMessage"`) >= n
+	})
 }
