@@ -68,6 +68,10 @@ type Gateway struct {
 
 	mu     sync.Mutex
 	listed map[string]rules.TaskSupport // last computed annotation per tool (for list_changed)
+	// viewRules are the rules of the last Recompute when listings depended on the caller
+	// (rules' callers, per-caller tool views), nil otherwise: listed holds view 0 only, so any
+	// other change of such rules tells clients to list again.
+	viewRules *rules.Engine
 
 	lists    listCache         // rewritten tools/list pages
 	listMemo jsonrpc.ReplyMemo // whole tools/list replies as sent (Forward.Memo)

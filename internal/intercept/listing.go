@@ -457,6 +457,18 @@ func (g *Gateway) Recompute(s *governance.Snapshot) []string {
 			changed = append(changed, name)
 		}
 	}
+	ca := s.Config.Server.CallerAuth
+	perCaller := s.Rules.UsesCallers() || ca.Enabled() && ca.ToolView == config.ToolViewCaller
+	if len(changed) == 0 && (perCaller || g.viewRules != nil) && g.viewRules != s.Rules {
+		// A caller's listing may have changed with the rules although view 0's did not
+		// (a rule narrowed to callers, a deny for some): every tool counts as changed, so
+		// list_changed goes out and clients list again.
+		changed = names
+	}
+	g.viewRules = nil
+	if perCaller {
+		g.viewRules = s.Rules
+	}
 	if len(changed) > 0 {
 		g.log.Info("Tool annotations", "tools", len(next), "changed", len(changed),
 			string(rules.Required), counts[rules.Required], string(rules.Optional), counts[rules.Optional],
