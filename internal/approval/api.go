@@ -115,6 +115,9 @@ type View struct {
 	// PreviousRejection: the same call (same requester, tool and arguments) was rejected
 	// before, and the requester was told; this is its request again (docs/contract.md §3).
 	PreviousRejection *PreviousRejectionView `json:"previousRejection,omitempty"`
+	// DeliveredAt is when the finished call's outcome was written to its requester; from then
+	// on the same call is a new call (docs/contract.md §3, replay only until delivered).
+	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
 }
 
 // PreviousRejectionView names the earlier rejection of the same call: its task, who rejected
@@ -545,6 +548,10 @@ func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 	}
 	if p := t.PreviousRejection; p != nil {
 		v.PreviousRejection = &PreviousRejectionView{TaskID: p.TaskID, By: p.By, Reason: p.Reason, At: p.At.UTC()}
+	}
+	if !t.DeliveredAt.IsZero() {
+		at := t.DeliveredAt.UTC()
+		v.DeliveredAt = &at
 	}
 	return v
 }

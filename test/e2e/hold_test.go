@@ -130,7 +130,9 @@ func TestHoldMode(t *testing.T) {
 			t.Errorf("executions = %d, want 1", n)
 		}
 		// The result was delivered: the same call again is a new call (issue 29), held for
-		// a new approval, not answered from the old one.
+		// a new approval, not answered from the old one. Tollgate records the delivery once
+		// the answer is written; a call sent in the instant before that still gets the replay.
+		waitDelivered(t, g, tid)
 		r, err = callTool(c, "delete_user", args)
 		if err != nil || taskIDRe.FindString(resultText(r)) == "" || taskIDRe.FindString(resultText(r)) == tid {
 			t.Fatalf("call after delivery: %v %v; want a new held task", r, err)
@@ -217,5 +219,16 @@ func TestHoldMode(t *testing.T) {
 		if n := d.Calls("delete_user") - before; n != 1 {
 			t.Errorf("executions = %d, want 1", n)
 		}
+	})
+}
+
+// waitDelivered waits until Tollgate has recorded that task id's outcome reached its
+// requester (deliveredAt): it does so right after writing the answer, so a client may act on
+// the answer a moment before.
+func waitDelivered(t *testing.T, g *testkit.Gateway, id string) {
+	t.Helper()
+	waitFor(t, "the delivery of "+id+" to be recorded", func() bool {
+		_, v := g.AdminRequest(t, "GET", "/api/v1/approvals/"+id, testkit.AdminToken, "")
+		return v["deliveredAt"] != nil
 	})
 }

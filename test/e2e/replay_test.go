@@ -73,6 +73,7 @@ func TestReplayOnlyUntilDelivered(t *testing.T) {
 				t.Fatalf("upstream ran %d times after the retry, want 1 (replayed)", got)
 			}
 			// Delivered: the same call again is a new call, governed afresh.
+			waitDelivered(t, g, first)
 			third := settledTask(t, call(args))
 			if third == first {
 				t.Fatalf("the call after delivery replayed task %s", first)
