@@ -48,7 +48,9 @@ type Options struct {
 	// forwards, newest first (only audit mode's would-be ones with would); nil = the
 	// decisions view answers an empty list. AuditMode says what audit mode covers ("" = off),
 	// shown by the summary (and so the console).
-	Decisions func(would bool, limit int) any
+	// visible reports whether the asking approver may see a decision of a workflow ("" = a
+	// decision that holds nothing: every approver).
+	Decisions func(would bool, limit int, visible func(workflow string) bool) any
 	AuditMode func() string
 	// Explain explains how the configuration loaded now decides a task's call (rule, Cedar
 	// policies, outcome, what would change it; no argument values), for

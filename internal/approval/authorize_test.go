@@ -275,3 +275,45 @@ func BenchmarkAuthorizeList(b *testing.B) {
 		}
 	})
 }
+
+// TestDecisionsOnlyOfDecidableWorkflows: GET /api/v1/decisions shows a hold only to approvers
+// who may decide its workflow, as the approvals list does; decisions of no workflow (denials,
+// forwards) are shown to every approver. Fails on the first version of the endpoint, which
+// showed every hold to every approver.
+func TestDecisionsOnlyOfDecidableWorkflows(t *testing.T) {
+	cfg := whoConfig("alice")
+	decisions := []map[string]string{{"tool": "transfer_x", "workflow": "payments"}, {"tool": "drop_x"}, {"tool": "delete_x", "workflow": "default"}}
+	h := NewHandler(newFake(), testAuth(), Options{Config: func() *config.Config { return cfg },
+		Decisions: func(_ bool, _ int, visible func(string) bool) any {
+			var out []map[string]string
+			for _, d := range decisions {
+				if visible(d["workflow"]) {
+					out = append(out, d)
+				}
+			}
+			return out
+		}})
+	tools := func(token string) string {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/decisions", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var resp struct {
+			Decisions []map[string]string `json:"decisions"`
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		var names []string
+		for _, d := range resp.Decisions {
+			names = append(names, d["tool"])
+		}
+		return strings.Join(names, ",")
+	}
+	if got := tools(aliceToken); got != "transfer_x,drop_x,delete_x" {
+		t.Errorf("alice (finance) sees %q", got)
+	}
+	if got := tools(bobToken); got != "drop_x,delete_x" {
+		t.Errorf("bob (outside payments) sees %q, want no payments hold", got)
+	}
+}

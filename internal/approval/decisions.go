@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
 // Bounds of GET /api/v1/decisions (?limit=N).
@@ -45,7 +47,12 @@ func (h *handler) decisions(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := DecisionsResponse{Decisions: []any{}}
 	if h.opts.Decisions != nil {
-		resp.Decisions = h.opts.Decisions(would, limit)
+		// A hold names its workflow: shown only to approvers who may decide that workflow's
+		// calls, as the approvals list is (Policy.For).
+		may := h.authz.of(r).Policy().For(approverOf(r))
+		resp.Decisions = h.opts.Decisions(would, limit, func(workflow string) bool {
+			return workflow == "" || may(&tasks.Task{Workflow: workflow})
+		})
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -93,7 +93,10 @@ func (r *recentDecisions) add(e Event) {
 // Recent returns up to limit of the last decisions this process made that were not plain
 // forwards (denials, holds, audit mode's would-be decisions), newest first; would keeps only
 // the would-be ones. They are this replica's, kept in memory: the audit log has them all.
-func (l *Logger) Recent(would bool, limit int) []Event {
+//
+// keep, if not nil, selects the entries the asker may see (the approvals API keeps those of
+// workflows the approver may decide).
+func (l *Logger) Recent(would bool, limit int, keep func(Event) bool) []Event {
 	if l == nil {
 		return nil
 	}
@@ -107,7 +110,7 @@ func (l *Logger) Recent(would bool, limit int) []Event {
 		}
 		// Newest first: the slot before next, walking back.
 		e := l.recent.buf[((l.recent.next-1-i)%n+n)%n]
-		if would && e.Mode != config.ModeAudit {
+		if would && e.Mode != config.ModeAudit || keep != nil && !keep(e) {
 			continue
 		}
 		out = append(out, e)

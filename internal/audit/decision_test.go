@@ -72,7 +72,7 @@ func TestRecent(t *testing.T) {
 		}
 		l.Decision(e, config.AuditForwardAll)
 	}
-	all := l.Recent(false, 1000)
+	all := l.Recent(false, 1000, nil)
 	if len(all) != RecentDecisions {
 		t.Fatalf("kept %d, want %d", len(all), RecentDecisions)
 	}
@@ -80,7 +80,7 @@ func TestRecent(t *testing.T) {
 	if all[0].Actor != string(rune('a'+last%26)) || all[0].Outcome != OutcomeDeny {
 		t.Errorf("newest = %+v", all[0])
 	}
-	would := l.Recent(true, 5)
+	would := l.Recent(true, 5, nil)
 	if len(would) != 5 || would[0].Actor != string(rune('a'+(last-1)%26)) {
 		t.Errorf("would = %+v", would)
 	}

@@ -101,6 +101,9 @@ type Authenticator struct {
 	log       *slog.Logger
 	met       *Metrics
 	intro     *introCache
+	// introRefused holds introspection refusals apart from intro: anyone can send made-up
+	// opaque tokens, and their refusals must never push verified callers' answers out.
+	introRefused *introCache
 	// verifiedJWTs remembers tokens already verified, by SHA-256 of the token, until their
 	// exp and while the key that verified them is current: a client sends the same token on
 	// every request, and a signature check costs ~100 µs (BenchmarkVerify).
@@ -125,7 +128,8 @@ func New(s config.Server, o Options) (*Authenticator, error) {
 	}
 	a := &Authenticator{
 		resource: s.Resource(), skew: ca.ClockSkew.D(), now: o.Now, log: o.Logger,
-		byIssuer: map[string]*issuer{}, intro: newIntroCache(10000), verifiedJWTs: newIntroCache(10000),
+		byIssuer: map[string]*issuer{}, intro: newIntroCache(10000), introRefused: newIntroCache(10000),
+		verifiedJWTs: newIntroCache(10000),
 	}
 	a.metadata = metadataURL(a.resource)
 	if a.now == nil {

@@ -30,6 +30,9 @@ func (a *Authenticator) introspect(ctx context.Context, tok string) (*identity.C
 	if e, ok := a.intro.get(key, now); ok {
 		return e.caller.Clone(), e.failure
 	}
+	if e, ok := a.introRefused.get(key, now); ok {
+		return nil, e.failure
+	}
 	var last *Failure
 	for _, is := range a.introspec {
 		c, f, ttl := a.introspectOne(ctx, is, tok, now)
@@ -37,8 +40,12 @@ func (a *Authenticator) introspect(ctx context.Context, tok string) (*identity.C
 			last = f
 			continue // not cached: the next request asks again
 		}
-		a.intro.put(key, introEntry{caller: c, failure: f, until: now.Add(ttl)})
-		return c.Clone(), f
+		if f != nil {
+			a.introRefused.put(key, introEntry{failure: f, until: now.Add(ttl)})
+			return nil, f
+		}
+		a.intro.put(key, introEntry{caller: c, until: now.Add(ttl)})
+		return c.Clone(), nil
 	}
 	return nil, last
 }

@@ -331,8 +331,10 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	adminMux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.approvers.set(tokens)
 	api := approval.Throttle(approval.NewHandler(s.tasks, &s.approvers, approval.Options{Workflow: s.snaps.Workflow, Logger: s.log,
-		Config:    func() *config.Config { return s.snaps.Load().Config },
-		Decisions: func(would bool, limit int) any { return s.audit.Recent(would, limit) },
+		Config: func() *config.Config { return s.snaps.Load().Config },
+		Decisions: func(would bool, limit int, visible func(string) bool) any {
+			return s.audit.Recent(would, limit, func(e audit.Event) bool { return visible(e.Workflow) })
+		},
 		AuditMode: func() string { return s.snaps.Load().AuditMode() },
 		Explain:   s.explainTask}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
