@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/approval"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 )
 
@@ -20,7 +21,7 @@ Copies the running gateway's file task store, consistently and without stopping 
 (a new file, mode 0600), through GET /api/v1/backup on the admin listener, then checks the copy
 (bbolt's consistency check, every record decoded).
   --url   the admin listener (default $TOLLGATE_ADMIN_URL, else http://127.0.0.1:7469)
-The token is $TOLLGATE_ADMIN_TOKEN (approver "admin"). Restore: docs/operations.md
+The token is $TOLLGATE_ADMIN_TOKEN, or the file $TOLLGATE_ADMIN_TOKEN_FILE names (approver "admin"). Restore: docs/operations.md
 "Backup and restore" — and keep <store path>.key with the copy.
 `
 
@@ -43,7 +44,12 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if base == "" {
 		base = "http://127.0.0.1:7469"
 	}
-	sum, n, err := takeBackup(ctx, strings.TrimRight(base, "/"), strings.TrimSpace(os.Getenv("TOLLGATE_ADMIN_TOKEN")), *out)
+	token, err := approval.AdminToken(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate backup:", err)
+		return 1
+	}
+	sum, n, err := takeBackup(ctx, strings.TrimRight(base, "/"), token, *out)
 	if err != nil {
 		fmt.Fprintf(stderr, "tollgate backup: %v\n", err)
 		return 1
@@ -64,7 +70,7 @@ func skippedNote(n int) string {
 func takeBackup(ctx context.Context, base, token, out string) (store.BackupSummary, int64, error) {
 	var sum store.BackupSummary
 	if token == "" {
-		return sum, 0, errors.New("$TOLLGATE_ADMIN_TOKEN is not set (the backup needs approver admin's token)")
+		return sum, 0, errors.New("neither $TOLLGATE_ADMIN_TOKEN nor $TOLLGATE_ADMIN_TOKEN_FILE is set (the backup needs approver admin's token)")
 	}
 	if _, err := os.Stat(out); err == nil {
 		return sum, 0, fmt.Errorf("%s exists; choose a new file", out)

@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"github.com/tollgate-mcp/tollgate/internal/config"
 )
 
 // DefaultAdminURL is where the CLI finds the admin API without TOLLGATE_ADMIN_URL.
@@ -53,6 +55,7 @@ flags (any command):
 environment:
   TOLLGATE_ADMIN_URL    admin API base URL (default ` + DefaultAdminURL + `)
   TOLLGATE_ADMIN_TOKEN  approver bearer token
+  TOLLGATE_ADMIN_TOKEN_FILE  a file holding it instead (a mounted Secret)
 `
 
 // cliTimeout bounds one API call; the admin API answers at once (it never waits for tasks).
@@ -302,11 +305,32 @@ func newClient(getenv func(string) string) (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("TOLLGATE_ADMIN_URL %q is not an http(s) URL", base)
 	}
+	token, err := AdminToken(getenv)
+	if err != nil {
+		return nil, err
+	}
 	return &client{
 		base:  strings.TrimRight(base, "/"),
-		token: strings.TrimSpace(getenv("TOLLGATE_ADMIN_TOKEN")),
+		token: token,
 		http:  &http.Client{Timeout: cliTimeout},
 	}, nil
+}
+
+// AdminToken is the approver token the CLI sends: $TOLLGATE_ADMIN_TOKEN, or the contents of
+// the file $TOLLGATE_ADMIN_TOKEN_FILE names (a Secret mounted as files, as `tollgate run`
+// reads it), so `kubectl exec … tollgate approvals` works in a pod whose environment holds
+// no secret. Both set is an error, as for `tollgate run`; neither gives "" (the API refuses).
+func AdminToken(getenv func(string) string) (string, error) {
+	name := config.EnvAdminToken
+	path := strings.TrimSpace(getenv(name + config.FileSuffix))
+	if path == "" {
+		return strings.TrimSpace(getenv(name)), nil
+	}
+	if strings.TrimSpace(getenv(name)) != "" {
+		return "", fmt.Errorf("$%s and $%s are both set; set one", name, name+config.FileSuffix)
+	}
+	tok, err := config.ReadSecretFile(path, "$"+name+config.FileSuffix, 1)
+	return strings.TrimSpace(tok), err
 }
 
 // apiError is a non-2xx reply of the admin API.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"net"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +159,52 @@ func TestRunCLI(t *testing.T) {
 			}
 			if tc.checkState != nil {
 				tc.checkState(t, f)
+			}
+		})
+	}
+}
+
+// TestCLITokenFromFile: in a pod whose environment holds no secret, the CLI reads the token
+// from $TOLLGATE_ADMIN_TOKEN_FILE as `tollgate run` does; both set, or a missing file, is a
+// clear configuration error (exit 2, as for a bad URL) that never prints the token.
+func TestCLITokenFromFile(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(fixture(), testAuth(), Options{Workflow: testWorkflows}))
+	defer srv.Close()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		env      map[string]string
+		wantCode int
+		wantErr  string
+	}{
+		{name: "file", env: map[string]string{"TOLLGATE_ADMIN_TOKEN_FILE": tokenFile}, wantCode: 0},
+		{name: "both", env: map[string]string{"TOLLGATE_ADMIN_TOKEN_FILE": tokenFile, "TOLLGATE_ADMIN_TOKEN": aliceToken}, wantCode: 2,
+			wantErr: "$TOLLGATE_ADMIN_TOKEN and $TOLLGATE_ADMIN_TOKEN_FILE are both set"},
+		{name: "missing file", env: map[string]string{"TOLLGATE_ADMIN_TOKEN_FILE": filepath.Join(dir, "nope")}, wantCode: 2,
+			wantErr: "$TOLLGATE_ADMIN_TOKEN_FILE: open"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["TOLLGATE_ADMIN_URL"] = srv.URL
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var stdout, stderr bytes.Buffer
+			code := RunCLI(ctx, []string{"list"}, &stdout, &stderr, func(k string) string { return tc.env[k] })
+			if code != tc.wantCode {
+				t.Fatalf("exit = %d, want %d\nstdout: %s\nstderr: %s", code, tc.wantCode, &stdout, &stderr)
+			}
+			if tc.wantCode == 0 && !strings.Contains(stdout.String(), "tg_a") {
+				t.Errorf("list with the file's token shows no approvals:\n%s", &stdout)
+			}
+			if !strings.Contains(stderr.String(), tc.wantErr) {
+				t.Errorf("stderr %q lacks %q", &stderr, tc.wantErr)
+			}
+			if strings.Contains(stderr.String()+stdout.String(), aliceToken) {
+				t.Error("the token was printed")
 			}
 		})
 	}

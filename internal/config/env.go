@@ -65,7 +65,7 @@ var EnvVars = []EnvVar{
 	{EnvSlackBotToken, "", "Slack bot token (xoxb-…, scope chat:write) for slack destinations with a channel: posts the approval message with Approve / Reject buttons and updates it when decided. Never logged."},
 	{EnvSlackSigningSecret, "", "Slack app signing secret; set, POST /api/v1/slack/interactions on the admin listener accepts button clicks signed with it. Never logged."},
 	{EnvSlackAPIURL, DefaultSlackAPIURL, "Slack Web API base URL (chat.postMessage, chat.update); for tests."},
-	{EnvAdminToken + FileSuffix, "", "File holding $TOLLGATE_ADMIN_TOKEN instead (at least 16 bytes; a trailing newline is dropped), so the token is not in Tollgate's environment. Read at start; setting both is an error."},
+	{EnvAdminToken + FileSuffix, "", "File holding $TOLLGATE_ADMIN_TOKEN instead (at least 16 bytes; a trailing newline is dropped), so the token is not in Tollgate's environment. Read at start; setting both is an error. The CLI reads it too."},
 	{EnvOwnerHashKey + FileSuffix, "", "File holding $TOLLGATE_OWNER_HASH_KEY instead (at least 32 bytes). Read at start; setting both is an error."},
 	{EnvArgumentHashKey + FileSuffix, "", "File holding $TOLLGATE_ARGUMENT_HASH_KEY instead (at least 32 bytes). Read at start; setting both is an error."},
 	{EnvSlackBotToken + FileSuffix, "", "File holding $TOLLGATE_SLACK_BOT_TOKEN instead. Read at start; setting both is an error."},

@@ -240,6 +240,14 @@ type volume struct {
 			Path string `yaml:"path"`
 		} `yaml:"items"`
 	} `yaml:"configMap"`
+	Secret *struct {
+		SecretName  string `yaml:"secretName"`
+		DefaultMode *int   `yaml:"defaultMode"`
+		Items       []struct {
+			Key  string `yaml:"key"`
+			Path string `yaml:"path"`
+		} `yaml:"items"`
+	} `yaml:"secret"`
 }
 
 type service struct {

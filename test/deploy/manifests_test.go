@@ -409,19 +409,22 @@ func configVolume(t *testing.T, pod *podSpec) *volume {
 
 // variant is the tollgate container and its config as one kustomize target renders them.
 type variant struct {
-	name string // "base" or the overlay directory
-	env  []envVar
-	data map[string]string // ConfigMap tollgate-config
+	name    string // "base" or the overlay directory
+	env     []envVar
+	data    map[string]string // ConfigMap tollgate-config
+	mounts  []volumeMount     // the tollgate container's
+	volumes []volume          // the pod's
 }
 
 // variants merges each overlay's Deployment and ConfigMap patches into the base, the way a
 // strategic merge patch does for env (by name) and data (by key).
 func variants(t *testing.T, ms []*manifest) []variant {
 	t.Helper()
-	_, c := baseTollgate(t, ms)
+	d, c := baseTollgate(t, ms)
 	var cm configMap
 	find(t, ms, configMapFile, "ConfigMap", configMapName).decode(t, &cm)
-	out := []variant{{name: "base", env: c.Env, data: cm.Data}}
+	pod := d.Spec.Template.Spec
+	out := []variant{{name: "base", env: c.Env, data: cm.Data, mounts: c.VolumeMounts, volumes: pod.Volumes}}
 
 	byFile := map[string][]*manifest{}
 	for _, m := range ms {
@@ -432,7 +435,8 @@ func variants(t *testing.T, ms []*manifest) []variant {
 		if !strings.HasPrefix(dir, "deploy/overlays/") {
 			continue
 		}
-		v := variant{name: strings.TrimPrefix(dir, "deploy/"), env: slices.Clone(c.Env), data: maps(cm.Data)}
+		v := variant{name: strings.TrimPrefix(dir, "deploy/"), env: slices.Clone(c.Env), data: maps(cm.Data),
+			mounts: slices.Clone(c.VolumeMounts), volumes: slices.Clone(pod.Volumes)}
 		var refs []string
 		for _, p := range k.Patches {
 			refs = append(refs, p.Path)
@@ -447,8 +451,10 @@ func variants(t *testing.T, ms []*manifest) []variant {
 					for _, pc := range d.Spec.Template.Spec.Containers {
 						if pc.Name == tollgateName {
 							v.env = mergeEnv(v.env, pc.Env)
+							v.mounts = mergeByName(v.mounts, pc.VolumeMounts, func(m volumeMount) string { return m.Name })
 						}
 					}
+					v.volumes = mergeByName(v.volumes, d.Spec.Template.Spec.Volumes, func(v volume) string { return v.Name })
 				case m.Kind == "ConfigMap" && m.Metadata.Name == configMapName:
 					var p configMap
 					m.decode(t, &p)
@@ -468,6 +474,22 @@ func maps(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		out[k] = v
+	}
+	return out
+}
+
+// mergeByName merges a strategic merge patch's list into base by name (volumes, mounts).
+// A patch entry deleting its name ($patch: delete) decodes with nothing but the name set and
+// is dropped by the callers' checks, which look entries up by what they mount.
+func mergeByName[T any](base, patch []T, name func(T) string) []T {
+	out := slices.Clone(base)
+	for _, p := range patch {
+		i := slices.IndexFunc(out, func(e T) bool { return name(e) == name(p) })
+		if i >= 0 {
+			out[i] = p
+		} else {
+			out = append(out, p)
+		}
 	}
 	return out
 }
@@ -492,7 +514,9 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-[^}]*)?\}`)
 // cannot hide a mismatch here.
 type rawConfig struct {
 	Approvers []struct {
-		TokenEnv string `yaml:"token_env"`
+		Name      string `yaml:"name"`
+		TokenEnv  string `yaml:"token_env"`
+		TokenFile string `yaml:"token_file"`
 	} `yaml:"approvers"`
 }
 
@@ -526,7 +550,9 @@ func TestTollgateEnvIsKnown(t *testing.T) {
 			}
 			tokens := map[string]bool{}
 			for _, a := range raw.Approvers {
-				tokens[a.TokenEnv] = true
+				if a.TokenEnv != "" {
+					tokens[a.TokenEnv] = true
+				}
 			}
 			refs := map[string]bool{}
 			for _, m := range envRef.FindAllStringSubmatch(data, -1) {
@@ -882,5 +908,98 @@ func TestSecretsArePlaceholders(t *testing.T) {
 				t.Errorf("%s: key %s does not look like a placeholder (want CHANGE-ME in it)", m, k)
 			}
 		}
+	}
+}
+
+// TestSecretsAreFiles: no secret reaches Tollgate through its environment, which every process
+// of its user can read (/proc/<pid>/environ) — a stdio server, anything exec'd into the pod. The
+// secret variables are their *_FILE forms and approvers use token_file; each file named is a
+// key of a Secret mounted read-only where the name points, readable by no one but the pod's
+// group. Fails on the manifests that set TOLLGATE_ADMIN_TOKEN and approvers' token_env from
+// secretKeyRef.
+func TestSecretsAreFiles(t *testing.T) {
+	ms := loadManifests(t)
+	secretKeys := map[string]map[string]bool{}
+	for _, m := range byKind(ms, "Secret") {
+		var s secret
+		m.decode(t, &s)
+		keys := map[string]bool{}
+		for k := range s.StringData {
+			keys[k] = true
+		}
+		for k := range s.Data {
+			keys[k] = true
+		}
+		secretKeys[m.Metadata.Name] = keys
+	}
+	secretVars := map[string]bool{}
+	for _, n := range config.SecretEnvVars {
+		secretVars[n] = true
+	}
+	for _, v := range variants(t, ms) {
+		t.Run(v.name, func(t *testing.T) {
+			// fileInSecret reports whether path is a key of a Secret volume the container
+			// mounts read-only, and that volume's mode keeps others out.
+			fileInSecret := func(what, p string) {
+				t.Helper()
+				for _, m := range v.mounts {
+					dir := strings.TrimRight(m.MountPath, "/") + "/"
+					if !strings.HasPrefix(p, dir) {
+						continue
+					}
+					rel := strings.TrimPrefix(p, dir)
+					i := slices.IndexFunc(v.volumes, func(vol volume) bool { return vol.Name == m.Name })
+					if i < 0 || v.volumes[i].Secret == nil {
+						t.Errorf("%s: %s is under %s, which is not a Secret volume", what, p, m.MountPath)
+						return
+					}
+					sv := v.volumes[i].Secret
+					if !m.ReadOnly {
+						t.Errorf("%s: Secret volume %s is mounted writable", what, m.Name)
+					}
+					if sv.DefaultMode == nil || *sv.DefaultMode&0o007 != 0 {
+						t.Errorf("%s: Secret volume %s needs a defaultMode without access for others (e.g. 0440)", what, m.Name)
+					}
+					key := rel
+					if len(sv.Items) > 0 {
+						key = ""
+						for _, it := range sv.Items {
+							if it.Path == rel {
+								key = it.Key
+							}
+						}
+					}
+					if key == "" || !secretKeys[sv.SecretName][key] {
+						t.Errorf("%s: %s is no key of Secret %s under deploy/", what, p, sv.SecretName)
+					}
+					return
+				}
+				t.Errorf("%s: %s is under no volume the tollgate container mounts", what, p)
+			}
+
+			for _, e := range v.env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && (secretVars[e.Name] || strings.HasSuffix(e.Name, "_TOKEN")) {
+					fix := e.Name + config.FileSuffix
+					if !secretVars[e.Name] {
+						fix = "approvers[].token_file"
+					}
+					t.Errorf("env %s comes from Secret %s into the environment: use %s and a mounted file", e.Name, e.ValueFrom.SecretKeyRef.Name, fix)
+				}
+				if base, ok := strings.CutSuffix(e.Name, config.FileSuffix); ok && secretVars[base] {
+					fileInSecret("env "+e.Name, e.Value)
+				}
+			}
+			var raw rawConfig
+			if err := yaml.Unmarshal([]byte(v.data["config.yaml"]), &raw); err != nil {
+				t.Fatalf("config.yaml: %v", err)
+			}
+			for _, a := range raw.Approvers {
+				if a.TokenFile == "" {
+					t.Errorf("approver %s: token_env keeps the token in the environment; use token_file", a.Name)
+					continue
+				}
+				fileInSecret("approver "+a.Name, a.TokenFile)
+			}
+		})
 	}
 }
