@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
-	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/era"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
@@ -81,28 +81,102 @@ func TestErrorTableMatchesCode(t *testing.T) {
 	}
 }
 
-// TestReadmeEnvTable: the README's environment table lists exactly the variables the code reads.
-func TestReadmeEnvTable(t *testing.T) {
+// TestReadmeShowsBothCommands: the README's two commands that do everything on a fresh machine.
+// The environment table lives in docs/configuration.md, checked against config.EnvVars by
+// internal/config's TestDocsMatchCode.
+func TestReadmeShowsBothCommands(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
-	}
-	inReadme := map[string]bool{}
-	for _, m := range regexp.MustCompile("(?m)^\\| `(TOLLGATE_[A-Z_]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
-		inReadme[m[1]] = true
-	}
-	for _, e := range config.EnvVars {
-		if !inReadme[e.Name] {
-			t.Errorf("README environment table lacks %s", e.Name)
-		}
-		delete(inReadme, e.Name)
-	}
-	for name := range inReadme {
-		t.Errorf("README documents %s, which config.EnvVars does not list", name)
 	}
 	for _, cmd := range []string{"make demo", "make test"} {
 		if !strings.Contains(string(readme), cmd) {
 			t.Errorf("README does not show %q", cmd)
 		}
 	}
+}
+
+// mdLink is a Markdown link target: ](path) or ](path#anchor) or ](#anchor).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestDocLinksResolve: every relative link in README.md and docs/*.md names a file of the
+// repository, and every #anchor into a Markdown file names one of its headings (GitHub's
+// slugs), so moving a section never leaves a reader at a dead link.
+func TestDocLinksResolve(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md")
+	slugs := map[string]map[string]bool{}
+	headingSlugs := func(path string) map[string]bool {
+		if s, ok := slugs[path]; ok {
+			return s
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil
+		}
+		out := map[string]bool{}
+		fence := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				fence = !fence
+			}
+			if fence || !strings.HasPrefix(l, "#") {
+				continue
+			}
+			out[githubSlug(strings.TrimLeft(l, "# "))] = true
+		}
+		slugs[path] = out
+		return out
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fence := false
+		for n, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fence = !fence
+			}
+			if fence {
+				continue
+			}
+			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, anchor, _ := strings.Cut(target, "#")
+				full := f
+				if path != "" {
+					full = filepath.Join(filepath.Dir(f), path)
+					if _, err := os.Stat(full); err != nil {
+						t.Errorf("%s:%d: link %s: no such file", f, n+1, target)
+						continue
+					}
+				}
+				if anchor != "" && strings.HasSuffix(full, ".md") && !headingSlugs(full)[anchor] {
+					t.Errorf("%s:%d: link %s: %s has no heading #%s", f, n+1, target, full, anchor)
+				}
+			}
+		}
+	}
+}
+
+// githubSlug is the anchor GitHub gives a heading: lower case, spaces to hyphens, and every
+// character but letters, digits, hyphens and underscores dropped.
+func githubSlug(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
