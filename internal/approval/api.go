@@ -21,7 +21,6 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/disclose"
-	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -175,21 +174,19 @@ type handler struct {
 	opts  Options
 	log   *slog.Logger
 	mux   *http.ServeMux
-	// Failed tokens are logged sampled: anyone who reaches the listener can send them.
-	rejected *logcap.Sampler
+	guard http.Handler // RequireApprover around mux
 }
-
-type approverKey struct{}
 
 // NewHandler returns the approvals API. Mount it on the admin mux for
 // "/api/v1/approvals", "/api/v1/approvals/" and "/api/v1/decisions"; it matches full paths
 // itself.
 func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 	h := &handler{tasks: t, auth: auth, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
-		rejected: logcap.NewSampler(time.Second, 10), authz: Authorizer{Config: opts.Config}}
+		authz: Authorizer{Config: opts.Config}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	h.guard = RequireApprover(auth, h.log, h.mux)
 	h.mux.HandleFunc("GET /api/v1/approvals", h.list)
 	h.mux.HandleFunc("GET /api/v1/approvals/summary", h.summary)
 	h.mux.HandleFunc("GET /api/v1/approvals/whoami", h.whoami)
@@ -201,30 +198,9 @@ func NewHandler(t Tasks, auth Authenticator, opts Options) http.Handler {
 	return h
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	token, present := bearerToken(r)
-	id, ok := SignedIn(r.Context()) // signed in by the login proxy (ProxySignIn)
-	name := id.Approver
-	if !ok && present && h.auth != nil {
-		name, ok = h.auth.Approver(token)
-	}
-	if !ok {
-		// RFC 6750 §3: no error code when no credentials were sent.
-		challenge := "Bearer"
-		if present {
-			challenge = `Bearer error="invalid_token"`
-			if ok, held := h.rejected.Allow(); ok {
-				h.log.Warn("admin API: rejected bearer token", "remote", r.RemoteAddr, "path", r.URL.Path, "suppressed", held)
-			}
-		}
-		w.Header().Set("WWW-Authenticate", challenge)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "a valid admin bearer token is required (Authorization: Bearer <token>)", nil)
-		return
-	}
-	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), approverKey{}, name)))
-}
+// ServeHTTP lets only an approver through to the API (RequireApprover: the login proxy's
+// sign-in or an admin bearer token), as every other admin API.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.guard.ServeHTTP(w, r) }
 
 func bearerToken(r *http.Request) (string, bool) {
 	scheme, tok, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
@@ -404,7 +380,7 @@ func (h *handler) decide(approve bool) http.HandlerFunc {
 		// A malformed body is refused before anything is looked up; Decide then checks that
 		// the task exists and that this approver may decide it (403 not_authorized).
 		id := r.PathValue("taskId")
-		approver, _ := r.Context().Value(approverKey{}).(string)
+		approver := approverOf(r)
 		reason, status, err := readReason(w, r)
 		if err != nil {
 			writeError(w, status, http.StatusText(status), err.Error(), nil)

@@ -160,8 +160,5 @@ func (h *handler) authorized(w http.ResponseWriter, r *http.Request, op string) 
 	return t, true
 }
 
-// approverOf is the authenticated approver's name (set by ServeHTTP).
-func approverOf(r *http.Request) string {
-	name, _ := r.Context().Value(approverKey{}).(string)
-	return name
-}
+// approverOf is the authenticated approver's name (set by RequireApprover).
+func approverOf(r *http.Request) string { return ApproverName(r.Context()) }

@@ -18,17 +18,19 @@ func RequireApprover(auth Authenticator, log *slog.Logger, next http.Handler) ht
 	if log == nil {
 		log = slog.Default()
 	}
+	// Failed tokens are logged sampled: anyone who reaches the listener can send them.
 	rejected := logcap.NewSampler(time.Second, 10)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		token, present := bearerToken(r)
-		id, ok := SignedIn(r.Context())
+		id, ok := SignedIn(r.Context()) // signed in by the login proxy (ProxySignIn)
 		name := id.Approver
 		if !ok && present && auth != nil {
 			name, ok = auth.Approver(token)
 		}
 		if !ok {
+			// RFC 6750 §3: no error code when no credentials were sent.
 			challenge := "Bearer"
 			if present {
 				challenge = `Bearer error="invalid_token"`
