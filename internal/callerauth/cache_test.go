@@ -49,8 +49,8 @@ func TestVerifiedTokenCacheFollowsKeyRotation(t *testing.T) {
 		_, _ = w.Write(b)
 	}))
 	t.Cleanup(srv.Close)
-	a, err := New(config.Server{PublicURL: "https://mcp.example.com", CallerAuth: config.CallerAuth{Type: config.CallerAuthJWT,
-		Issuer: srv.URL, JWKSURL: srv.URL + "/jwks", ClockSkew: config.Duration(time.Minute)}},
+	a, err := New(config.Server{PublicURL: "https://mcp.example.com", CallerAuth: config.CallerAuth{CallerIssuer: config.CallerIssuer{Type: config.CallerAuthJWT,
+		Issuer: srv.URL, JWKSURL: srv.URL + "/jwks"}, ClockSkew: config.Duration(time.Minute)}},
 		Options{Client: srv.Client(), Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -26,8 +26,8 @@ func TestIntrospectionRefusalsNeverEvictCallers(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"active": false})
 	}))
 	t.Cleanup(srv.Close)
-	a, err := New(config.Server{PublicURL: "https://mcp.example.com", CallerAuth: config.CallerAuth{Type: config.CallerAuthIntrospection,
-		Issuer: srv.URL, IntrospectionURL: srv.URL + "/introspect", ClientID: "tollgate", ClientSecretEnv: "X"}},
+	a, err := New(config.Server{PublicURL: "https://mcp.example.com", CallerAuth: config.CallerAuth{CallerIssuer: config.CallerIssuer{Type: config.CallerAuthIntrospection,
+		Issuer: srv.URL, IntrospectionURL: srv.URL + "/introspect", ClientID: "tollgate", ClientSecretEnv: "X"}}},
 		Options{Client: srv.Client(), Secret: func(string, string) (string, error) { return "secret", nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -45,8 +45,8 @@ func newTestIssuer(t testing.TB, mod func(*config.CallerAuth)) *testIssuer {
 		_, _ = w.Write(set)
 	}))
 	t.Cleanup(ti.srv.Close)
-	ca := config.CallerAuth{Type: config.CallerAuthJWT, Issuer: ti.srv.URL, JWKSURL: ti.srv.URL + "/jwks",
-		RequiredScopes: []string{"mcp:tools"}, ClockSkew: config.Duration(time.Minute)}
+	ca := config.CallerAuth{CallerIssuer: config.CallerIssuer{Type: config.CallerAuthJWT, Issuer: ti.srv.URL,
+		JWKSURL: ti.srv.URL + "/jwks", RequiredScopes: []string{"mcp:tools"}}, ClockSkew: config.Duration(time.Minute)}
 	if mod != nil {
 		mod(&ca)
 	}

@@ -190,7 +190,7 @@ func TestDefaults(t *testing.T) {
 				MaxSessions: 10000, SessionsPerSecond: 10, SessionBurst: 50, MaxParkedCalls: 256, MaxParkedCallsPerSource: 64,
 			},
 			AdminAuth:  AdminAuth{UserHeader: "X-Auth-Request-User", EmailHeader: "X-Auth-Request-Email", GroupsHeader: "X-Auth-Request-Groups"},
-			CallerAuth: CallerAuth{Type: "none", ClockSkew: Duration(time.Minute), ToolView: "caller"},
+			CallerAuth: CallerAuth{CallerIssuer: CallerIssuer{Type: "none"}, ClockSkew: Duration(time.Minute), ToolView: "caller"},
 			Reload:     Reload{Settle: Duration(DefaultReloadSettle), WeakerSettle: Duration(DefaultReloadWeakerSettle)},
 		},
 		Audit: Audit{Forward: "all"},
@@ -716,8 +716,12 @@ func configKeys(t reflect.Type, prefix string) []string {
 	durationType := reflect.TypeFor[Duration]()
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" && opts == "inline" {
+			out = append(out, configKeys(f.Type, prefix)...)
 			continue
 		}
 		p := name
@@ -957,5 +961,29 @@ func TestPerSourceBodyDefault(t *testing.T) {
 		if got := c.Server.Limits.MaxInflightBodyBytesPerSource; got != tt.want {
 			t.Errorf("%q: per-source share %d, want %d", tt.yaml, got, tt.want)
 		}
+	}
+}
+
+// TestCallerAuthInlineIssuer: server.caller_auth's top-level issuer keys are CallerIssuer's,
+// inlined — they decode into it, a typo among them is refused with the right suggestion, and
+// All lists it before issuers[].
+func TestCallerAuthInlineIssuer(t *testing.T) {
+	env := func(string) (string, bool) { return "", false }
+	base := "schema: 1\nsources: [{id: u, kind: mcp, url: \"http://127.0.0.1:1/mcp\"}]\nserver:\n  public_url: https://mcp.example.com\n  caller_auth:\n"
+	cfg, err := Parse([]byte(base+"    type: jwt\n    name: agents\n    issuer: https://idp.example.com\n    jwks_url: https://idp.example.com/jwks\n    clock_skew: 30s\n    issuers:\n      - {name: humans, issuer: https://sso.example.com, jwks_url: https://sso.example.com/jwks}\n"), "x.yaml", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := cfg.Server.CallerAuth
+	if ca.Issuer != "https://idp.example.com" || ca.JWKSURL != "https://idp.example.com/jwks" || ca.Name != "agents" || time.Duration(ca.ClockSkew) != 30*time.Second {
+		t.Errorf("inline issuer not decoded: %+v", ca)
+	}
+	all := ca.All()
+	if len(all) != 2 || all[0].Issuer != "https://idp.example.com" || all[1].Issuer != "https://sso.example.com" || all[1].Type != CallerAuthJWT {
+		t.Errorf("All() = %+v", all)
+	}
+	_, err = Parse([]byte(base+"    type: jwt\n    isuer: https://idp.example.com\n"), "x.yaml", env)
+	if err == nil || !strings.Contains(err.Error(), `server.caller_auth.isuer`) || !strings.Contains(err.Error(), `did you mean "issuer"`) {
+		t.Errorf("typo: %v", err)
 	}
 }

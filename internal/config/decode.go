@@ -288,7 +288,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			d.fail(join(path, name), p.key, "%s", msg)
 			continue
 		}
-		d.decode(p.val, v.Field(i), join(path, name), p.key.Line)
+		d.decode(p.val, v.FieldByIndex(i), join(path, name), p.key.Line)
 	}
 }
 
@@ -308,28 +308,37 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 }
 
 type structFields struct {
-	index map[string]int
+	index map[string][]int // reflect.Value.FieldByIndex path; an inline struct's keys are its parent's
 	names []string
 }
 
 var fieldCache sync.Map // reflect.Type → *structFields
 
-// fieldsOf maps the yaml tag names of t's exported fields to field indexes.
+// fieldsOf maps the yaml tag names of t's exported fields to field index paths. A field
+// tagged `yaml:",inline"` contributes its own keys at this level.
 func fieldsOf(t reflect.Type) *structFields {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.(*structFields)
 	}
-	f := &structFields{index: map[string]int{}}
+	f := &structFields{index: map[string][]int{}}
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
 		if !sf.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" && opts == "inline" && sf.Type.Kind() == reflect.Struct {
+			inner := fieldsOf(sf.Type)
+			for _, n := range inner.names {
+				f.index[n] = append([]int{i}, inner.index[n]...)
+				f.names = append(f.names, n)
+			}
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(sf.Name)
 		}
-		f.index[name] = i
+		f.index[name] = []int{i}
 		f.names = append(f.names, name)
 	}
 	sort.Strings(f.names)

@@ -57,7 +57,11 @@ func RestartRequired(old, new *Config) []string {
 func diffFields(out []string, prefix string, a, b reflect.Value) []string {
 	t := a.Type()
 	for i := range t.NumField() {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		name, opts, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name == "" && opts == "inline" && t.Field(i).IsExported() {
+			out = diffFields(out, prefix, a.Field(i), b.Field(i)) // its keys are the parent's
+			continue
+		}
 		if name == "" || name == "-" || !t.Field(i).IsExported() {
 			continue
 		}

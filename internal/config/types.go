@@ -386,7 +386,20 @@ const (
 // CallerAuth is server.caller_auth: the first issuer's settings at the top, more issuers
 // under issuers (each with a name), and what applies to all.
 type CallerAuth struct {
-	Type             string   `yaml:"type"` // none (default) | jwt | introspection
+	// The top-level issuer, its keys inline (server.caller_auth.issuer, …), so the common
+	// one-issuer form stays flat YAML. Type: none (default) | jwt | introspection.
+	CallerIssuer `yaml:",inline"`
+
+	Issuers   []CallerIssuer `yaml:"issuers"`    // more issuers (agents and humans)
+	ClockSkew Duration       `yaml:"clock_skew"` // exp/nbf/iat tolerance, default 60s
+	// ToolView: "caller" (default with caller auth) lists to each caller only the tools it may
+	// call; "all" lists every tool (calls are governed either way).
+	ToolView string `yaml:"tool_view"`
+}
+
+// CallerIssuer is one trusted token issuer (server.caller_auth, or one of its issuers).
+type CallerIssuer struct {
+	Type             string   `yaml:"type"` // jwt | introspection; in issuers[] default the caller_auth type
 	Name             string   `yaml:"name"` // prefix of this issuer's subjects ("name:sub"); required with issuers
 	Issuer           string   `yaml:"issuer"`
 	Audience         string   `yaml:"audience"` // default: public_url + "/mcp"
@@ -402,32 +415,6 @@ type CallerAuth struct {
 	ClientSecretFile string   `yaml:"client_secret_file"` // or client_secret_env
 	ClientSecretEnv  string   `yaml:"client_secret_env"`
 	CacheTTL         Duration `yaml:"cache_ttl"` // introspection answers kept at most this long (and never past exp); default 60s
-
-	Issuers   []CallerIssuer `yaml:"issuers"`    // more issuers (agents and humans)
-	ClockSkew Duration       `yaml:"clock_skew"` // exp/nbf/iat tolerance, default 60s
-	// ToolView: "caller" (default with caller auth) lists to each caller only the tools it may
-	// call; "all" lists every tool (calls are governed either way).
-	ToolView string `yaml:"tool_view"`
-}
-
-// CallerIssuer is one trusted token issuer (server.caller_auth, or one of its issuers).
-type CallerIssuer struct {
-	Type             string   `yaml:"type"` // jwt | introspection; default the caller_auth type
-	Name             string   `yaml:"name"`
-	Issuer           string   `yaml:"issuer"`
-	Audience         string   `yaml:"audience"`
-	JWKSURL          string   `yaml:"jwks_url"`
-	Algorithms       []string `yaml:"algorithms"`
-	SubjectClaim     string   `yaml:"subject_claim"`
-	GroupsClaim      string   `yaml:"groups_claim"`
-	EmailClaim       string   `yaml:"email_claim"`
-	RequiredScopes   []string `yaml:"required_scopes"`
-	MaxKeyAge        Duration `yaml:"max_key_age"`
-	IntrospectionURL string   `yaml:"introspection_url"`
-	ClientID         string   `yaml:"client_id"`
-	ClientSecretFile string   `yaml:"client_secret_file"`
-	ClientSecretEnv  string   `yaml:"client_secret_env"`
-	CacheTTL         Duration `yaml:"cache_ttl"`
 }
 
 // Caller-auth defaults and values (docs/configuration.md server.caller_auth).
@@ -462,11 +449,7 @@ func (i CallerIssuer) AsCallerAuth(skew Duration) CallerAuth {
 	if i.Type == "" {
 		i.Type = CallerAuthJWT
 	}
-	return CallerAuth{Type: i.Type, Name: i.Name, Issuer: i.Issuer, Audience: i.Audience, JWKSURL: i.JWKSURL,
-		Algorithms: i.Algorithms, SubjectClaim: i.SubjectClaim, GroupsClaim: i.GroupsClaim, EmailClaim: i.EmailClaim,
-		RequiredScopes: i.RequiredScopes, MaxKeyAge: i.MaxKeyAge, IntrospectionURL: i.IntrospectionURL,
-		ClientID: i.ClientID, ClientSecretFile: i.ClientSecretFile, ClientSecretEnv: i.ClientSecretEnv, CacheTTL: i.CacheTTL,
-		ClockSkew: skew, ToolView: ToolViewAll}
+	return CallerAuth{CallerIssuer: i, ClockSkew: skew, ToolView: ToolViewAll}
 }
 
 // Enabled reports whether /mcp requires a verified bearer token.
@@ -477,11 +460,7 @@ func (c CallerAuth) All() []CallerIssuer {
 	if !c.Enabled() {
 		return nil
 	}
-	first := CallerIssuer{Type: c.Type, Name: c.Name, Issuer: c.Issuer, Audience: c.Audience, JWKSURL: c.JWKSURL,
-		Algorithms: c.Algorithms, SubjectClaim: c.SubjectClaim, GroupsClaim: c.GroupsClaim, EmailClaim: c.EmailClaim,
-		RequiredScopes: c.RequiredScopes, MaxKeyAge: c.MaxKeyAge, IntrospectionURL: c.IntrospectionURL,
-		ClientID: c.ClientID, ClientSecretFile: c.ClientSecretFile, ClientSecretEnv: c.ClientSecretEnv, CacheTTL: c.CacheTTL}
-	out := []CallerIssuer{first}
+	out := []CallerIssuer{c.CallerIssuer}
 	for _, i := range c.Issuers {
 		if i.Type == "" {
 			i.Type = c.Type
