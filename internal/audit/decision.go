@@ -74,20 +74,49 @@ func (l *Logger) Decision(e Event, forward string) {
 // RecentDecisions is how many decisions other than plain forwards a Logger keeps for Recent.
 const RecentDecisions = 512
 
-// recentDecisions is a ring of the last RecentDecisions non-forward decisions; used under
-// Logger.mu.
+// recentDecisions keeps the last RecentDecisions non-forward decisions, oldest first; used
+// under Logger.mu. Full, it drops the oldest entry of the source holding the most (the
+// verified caller, else the owner hash), so one caller's flood of denials pushes out its own
+// entries, never the few of others (docs/SECURITY.md limits table).
 type recentDecisions struct {
-	buf  []Event
-	next int
+	buf    []Event
+	counts map[string]int // source → entries in buf
+}
+
+func decisionSource(e Event) string {
+	if e.Actor != "" {
+		return "a:" + e.Actor
+	}
+	return "o:" + e.Owner
 }
 
 func (r *recentDecisions) add(e Event) {
-	if len(r.buf) < RecentDecisions {
-		r.buf = append(r.buf, e)
-		return
+	if r.counts == nil {
+		r.counts = map[string]int{}
 	}
-	r.buf[r.next] = e
-	r.next = (r.next + 1) % RecentDecisions
+	if len(r.buf) >= RecentDecisions {
+		heaviest, most := "", 0
+		for src, n := range r.counts {
+			if n > most || n == most && src < heaviest {
+				heaviest, most = src, n
+			}
+		}
+		// The newcomer's own source gives way when it is as heavy as the heaviest.
+		if src := decisionSource(e); r.counts[src]+1 > most {
+			heaviest = src
+		}
+		for i := range r.buf {
+			if decisionSource(r.buf[i]) == heaviest {
+				r.buf = append(r.buf[:i], r.buf[i+1:]...)
+				if r.counts[heaviest]--; r.counts[heaviest] == 0 {
+					delete(r.counts, heaviest)
+				}
+				break
+			}
+		}
+	}
+	r.buf = append(r.buf, e)
+	r.counts[decisionSource(e)]++
 }
 
 // Recent returns up to limit of the last decisions this process made that were not plain
@@ -103,13 +132,11 @@ func (l *Logger) Recent(would bool, limit int, keep func(Event) bool) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]Event, 0, min(limit, len(l.recent.buf)))
-	n := len(l.recent.buf)
-	for i := range n {
+	for i := len(l.recent.buf) - 1; i >= 0; i-- { // newest first
 		if len(out) >= limit {
 			break
 		}
-		// Newest first: the slot before next, walking back.
-		e := l.recent.buf[((l.recent.next-1-i)%n+n)%n]
+		e := l.recent.buf[i]
 		if would && e.Mode != config.ModeAudit || keep != nil && !keep(e) {
 			continue
 		}

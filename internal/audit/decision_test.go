@@ -91,6 +91,35 @@ func TestRecent(t *testing.T) {
 	}
 }
 
+// TestRecentFairPerSource: one caller's flood of denials pushes out its own entries, never the
+// few of other callers (fails on the plain ring, which kept the last 512 whoever made them).
+func TestRecentFairPerSource(t *testing.T) {
+	l := New(&bytes.Buffer{})
+	for _, who := range []string{"alice", "bob"} {
+		l.Decision(Event{Tool: "delete_user", Outcome: OutcomeHold, Workflow: "default", Actor: who}, config.AuditForwardAll)
+	}
+	l.Decision(Event{Tool: "drop", Outcome: OutcomeDeny, Owner: "0a1b2c3d4e5f"}, config.AuditForwardAll) // an unverified owner
+	for range 10 * RecentDecisions {
+		l.Decision(Event{Tool: "drop", Outcome: OutcomeDeny, Actor: "mallory"}, config.AuditForwardAll)
+	}
+	all := l.Recent(false, 1000, nil)
+	if len(all) != RecentDecisions {
+		t.Fatalf("kept %d, want %d", len(all), RecentDecisions)
+	}
+	kept := map[string]int{}
+	for _, e := range all {
+		kept[e.Actor+e.Owner]++
+	}
+	if kept["alice"] != 1 || kept["bob"] != 1 || kept["0a1b2c3d4e5f"] != 1 || kept["mallory"] != RecentDecisions-3 {
+		t.Errorf("kept per source = %v, want alice, bob and the owner once each, mallory the rest", kept)
+	}
+	// A newcomer still gets in when the heaviest source gives way.
+	l.Decision(Event{Tool: "drop", Outcome: OutcomeDeny, Actor: "carol"}, config.AuditForwardAll)
+	if got := l.Recent(false, 1, nil); len(got) != 1 || got[0].Actor != "carol" {
+		t.Errorf("newest = %+v, want carol's", got)
+	}
+}
+
 // BenchmarkDecisionForward: one forward decision line written to a file (audit.forward: all),
 // the cost every forwarded tools/call pays.
 func BenchmarkDecisionForward(b *testing.B) {
