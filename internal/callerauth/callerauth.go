@@ -22,6 +22,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/identity"
+	"github.com/tollgate-mcp/tollgate/internal/source"
 )
 
 // MaxTokenBytes bounds a bearer token: real access tokens are a few KiB.
@@ -31,7 +32,7 @@ const MaxTokenBytes = 16 << 10
 var Reasons = []string{
 	"missing", "malformed", "oversized", "algorithm", "issuer", "audience", "expired",
 	"not_yet_valid", "signature", "unknown_kid", "keys_unavailable", "claims", "inactive",
-	"introspection_unavailable", "insufficient_scope",
+	"introspection_unavailable", "introspection_throttled", "insufficient_scope",
 }
 
 // Failure is why a request has no verified caller: the HTTP status (401 or 403), the
@@ -104,6 +105,8 @@ type Authenticator struct {
 	// introRefused holds introspection refusals apart from intro: anyone can send made-up
 	// opaque tokens, and their refusals must never push verified callers' answers out.
 	introRefused *introCache
+	// refusals throttles introspection of unknown tokens per source after refusals.
+	refusals *refusalThrottle
 	// verifiedJWTs remembers tokens already verified, by SHA-256 of the token, until their
 	// exp and while the key that verified them is current: a client sends the same token on
 	// every request, and a signature check costs ~100 µs (BenchmarkVerify).
@@ -128,7 +131,7 @@ func New(s config.Server, o Options) (*Authenticator, error) {
 	}
 	a := &Authenticator{
 		resource: s.Resource(), skew: ca.ClockSkew.D(), now: o.Now, log: o.Logger,
-		byIssuer: map[string]*issuer{}, intro: newIntroCache(10000), introRefused: newIntroCache(10000),
+		byIssuer: map[string]*issuer{}, intro: newIntroCache(10000), introRefused: newIntroCache(10000), refusals: newRefusalThrottle(),
 		verifiedJWTs: newIntroCache(10000),
 	}
 	a.metadata = metadataURL(a.resource)
@@ -260,7 +263,7 @@ func (a *Authenticator) authenticate(r *http.Request) (*identity.Caller, *Failur
 	if strings.Count(tok, ".") == 2 && len(a.byIssuer) > 0 {
 		c, f = a.verifyJWT(r.Context(), tok)
 	} else if len(a.introspec) > 0 {
-		c, f = a.introspect(r.Context(), tok)
+		c, f = a.introspect(r.Context(), tok, source.Addr(r.RemoteAddr))
 	} else {
 		return nil, invalid("malformed", "the token is not a JWT")
 	}

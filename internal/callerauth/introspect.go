@@ -24,7 +24,10 @@ const (
 
 // introspect asks the introspection issuers about an opaque token (RFC 7662), answers
 // cached by the token's hash, never past the token's exp.
-func (a *Authenticator) introspect(ctx context.Context, tok string) (*identity.Caller, *Failure) {
+//
+// src is the request's address source: one whose tokens keep being refused is refused
+// without asking (refusalThrottle) until its budget refills.
+func (a *Authenticator) introspect(ctx context.Context, tok, src string) (*identity.Caller, *Failure) {
 	key := tokenKey(tok)
 	now := a.now()
 	if e, ok := a.intro.get(key, now); ok {
@@ -32,6 +35,10 @@ func (a *Authenticator) introspect(ctx context.Context, tok string) (*identity.C
 	}
 	if e, ok := a.introRefused.get(key, now); ok {
 		return nil, e.failure
+	}
+	if !a.refusals.allowed(src, now) {
+		return nil, &Failure{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: "introspection_throttled",
+			Description: "too many refused tokens from this address; try again later"}
 	}
 	var last *Failure
 	for _, is := range a.introspec {
@@ -42,6 +49,7 @@ func (a *Authenticator) introspect(ctx context.Context, tok string) (*identity.C
 		}
 		if f != nil {
 			a.introRefused.put(key, introEntry{failure: f, until: now.Add(ttl)})
+			a.refusals.refused(src, now)
 			return nil, f
 		}
 		a.intro.put(key, introEntry{caller: c, until: now.Add(ttl)})
