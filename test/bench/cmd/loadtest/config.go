@@ -20,6 +20,15 @@ func writeTollgateConfig(dir string, nPolicies int) (string, error) {
 `)
 }
 
+// writeAuthConfig is the bench configuration with callers verified (server.caller_auth, JWT
+// access tokens from the harness's issuer); tools/list is then each caller's own view
+// (tool_view: caller, the default with caller auth).
+func writeAuthConfig(dir string, nPolicies int, is *issuer) (string, error) {
+	return writeConfig(dir, "tollgate-auth.yaml", nPolicies, httpSource, `  sync_approval: block
+  store: {type: memory}
+`+is.callerAuthSection())
+}
+
 // httpSource is the bench's HTTP upstream; the harness points it at the target it measures.
 const httpSource = "    url: http://127.0.0.1:1/mcp   # replaced by $TOLLGATE_UPSTREAM_URL\n"
 

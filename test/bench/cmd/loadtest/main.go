@@ -45,6 +45,7 @@ type options struct {
 	keepLogs  bool
 	resources bool
 	stdio     bool
+	auth      bool
 	held      int
 	// heldClamped: -held was lowered to fit the open-files limit (heldFit).
 	heldClamped bool
@@ -82,6 +83,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "short run (< 2 min): 1s cells, 2 rounds, 3 starts")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the temp dir with process logs")
 	flag.BoolVar(&o.resources, "resources", true, "measure start-to-ready, idle RSS and pending approvals")
+	flag.BoolVar(&o.auth, "auth", true, `also measure "tollgate (caller auth)": callers sending JWT access tokens Tollgate verifies (server.caller_auth), with per-caller tool lists`)
 	flag.BoolVar(&o.stdio, "stdio", true, `also measure "tollgate (stdio)": the same upstream run by Tollgate over stdin/stdout`)
 	flag.Parse()
 	if o.quick {
@@ -118,6 +120,9 @@ func main() {
 		log.Fatal(err)
 	}
 }
+
+// authTarget names the Tollgate that verifies callers' bearer tokens (server.caller_auth).
+const authTarget = "tollgate (caller auth)"
 
 // stdioTarget names the Tollgate whose upstream is benchupstream over stdio.
 const stdioTarget = "tollgate (stdio)"
@@ -193,6 +198,28 @@ func run(o options) error {
 		targets = append(targets,
 			&target{name: "bare proxy" + suffix, kind: kindBare, limited: pf.limited, p: bp, url: bp.url},
 			&target{name: "tollgate" + suffix, kind: kindTollgate, limited: pf.limited, p: tg, url: tg.url})
+	}
+	if o.auth {
+		is, err := startIssuer()
+		if err != nil {
+			return err
+		}
+		defer is.stop()
+		acfg, err := writeAuthConfig(dir, o.policies, is)
+		if err != nil {
+			return err
+		}
+		at, err := startTollgate("tollgate-auth", bin("tollgate"), acfg, up.url, adminToken, nil, dir)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, at)
+		tok, err := is.token("bench-agent", []string{"agents"})
+		if err != nil {
+			return err
+		}
+		log.Printf("tollgate (caller auth) pid %d (ready in %s)", at.cmd.Process.Pid, at.ready.Round(time.Millisecond))
+		targets = append(targets, &target{name: authTarget, kind: kindTollgate, p: at, url: at.url, authorization: "Bearer " + tok})
 	}
 	if o.stdio {
 		// The same server (benchupstream -stdio, same tools), started by Tollgate per session.

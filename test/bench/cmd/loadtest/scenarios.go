@@ -28,6 +28,16 @@ type target struct {
 	p       *proc // nil for the upstream itself (direct)
 	url     string
 	tr      *http.Transport
+	// authorization, when set, is sent on every MCP request (the caller's bearer token).
+	authorization string
+}
+
+// client is the HTTP client of t's MCP requests.
+func (t *target) client() *http.Client {
+	if t.authorization != "" {
+		return &http.Client{Transport: bearer{next: t.tr, value: t.authorization}}
+	}
+	return &http.Client{Transport: t.tr}
 }
 
 // sample is one measured operation.
@@ -196,7 +206,7 @@ type cell struct {
 
 // runCell connects sc.clients sessions to t, runs sc.op in each for dur and measures.
 func runCell(sc scenario, t *target, up *proc, env opEnv, dur time.Duration) (*cell, error) {
-	hc := &http.Client{Transport: t.tr}
+	hc := t.client()
 	ctx, cancel := context.WithTimeout(context.Background(), dur+60*time.Second)
 	defer cancel()
 	clients := make([]*mcpclient.Client, sc.clients)
