@@ -80,7 +80,20 @@ func (s *Server) pinsAPI(k *pins.Keeper) http.Handler {
 		mux.HandleFunc("/api/v1/pins/", off)
 		return mux
 	}
+	authz := approval.Authorizer{Config: func() *config.Config { return s.snaps.Load().Config }}
+	// may answers 403 not_authorized unless the request's approver may decide pins
+	// (governance.pins.workflow's approvers; the name was granted exactly at the door).
+	may := func(w http.ResponseWriter, r *http.Request) bool {
+		if err := authz.AuthorizePins(r, approval.ApproverName(r.Context())); err != nil {
+			approval.WriteError(w, http.StatusForbidden, "not_authorized", err.Error())
+			return false
+		}
+		return true
+	}
 	mux.HandleFunc("GET /api/v1/pins", func(w http.ResponseWriter, r *http.Request) {
+		if !may(w, r) {
+			return
+		}
 		rv, err := k.Reviews(r.Context())
 		if err != nil {
 			s.log.Error("pins: listing failed", "error", err.Error())
@@ -100,6 +113,9 @@ func (s *Server) pinsAPI(k *pins.Keeper) http.Handler {
 	})
 	decide := func(accept bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
+			if !may(w, r) {
+				return
+			}
 			tool := r.PathValue("tool")
 			var body struct {
 				Digest string `json:"digest"`
