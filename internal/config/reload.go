@@ -14,8 +14,8 @@ var liveKeys = map[string]bool{
 	"server.tools_fetch_timeout": true, "server.tools_max_pages": true, "server.admin_auth": true,
 	"tasks.sync_approval": true, "tasks.promote_after": true, "tasks.hold_budget": true, "tasks.replay_window": true,
 	"tasks.store": true, "server.limits": true, // listed per key below
-	"server.reload": true,
-	"audit.forward": true,
+	"server.reload":            true,
+	"audit.forward":            true,
 	"governance.pins.workflow": true, // read from the snapshot at each decision and notification
 }
 
