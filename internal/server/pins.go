@@ -63,8 +63,25 @@ func (s *Server) setupPins(ctx context.Context, cfg *config.Config) (*pins.Keepe
 	k.OnEvent(func(e pins.Event) {
 		kind := map[string]audit.Kind{"quarantined": audit.KindPinQuarantined, "accepted": audit.KindPinAccepted, "rejected": audit.KindPinRejected}[e.Kind]
 		s.audit.Record(audit.Event{Kind: kind, Tool: e.Tool, Actor: e.By, Reason: e.Reason, Digest: e.Digest})
+		s.notifyPin(e)
 	})
 	return k, nil
+}
+
+// notifyPin tells governance.pins.workflow's destination (webhook, Slack) of a pin event:
+// each accept and reject, and a quarantine once however often the tool changes. Only the
+// replica whose store write made the event sends it.
+func (s *Server) notifyPin(e pins.Event) {
+	if !e.Notify() || s.notifier == nil || s.slack == nil {
+		return
+	}
+	c := s.snaps.Load().Config
+	wf, ok := c.WorkflowFor(c.Governance.Pins.Workflow)
+	if !ok {
+		return // removed by a reload: nowhere to send
+	}
+	s.notifier.OnPinEvent(e, wf)
+	s.slack.OnPinEvent(e, wf)
 }
 
 // pinsAPI serves GET /api/v1/pins (the tools awaiting a decision, with a diff),
