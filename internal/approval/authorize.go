@@ -79,6 +79,27 @@ func (p Policy) Authorize(approver string, t *tasks.Task) error {
 	return nil
 }
 
+// AuthorizePins returns nil when approver may see and decide pinned tool definitions (the
+// approvers of governance.pins.workflow, as MayDecide), else a *NotAuthorizedError. A
+// workflow the configuration no longer has admits nobody (fail closed, as Authorize).
+func (p Policy) AuthorizePins(approver string) error {
+	if p.cfg == nil {
+		return nil
+	}
+	name := p.cfg.Governance.Pins.Workflow
+	if name == "" {
+		name = config.DefaultWorkflow
+	}
+	wf, ok := p.cfg.Approval[name]
+	if !ok {
+		return &NotAuthorizedError{Approver: approver, Workflow: name, Removed: true, Pins: true}
+	}
+	if !p.MayDecide(approver, wf) {
+		return &NotAuthorizedError{Approver: approver, Workflow: name, Pins: true}
+	}
+	return nil
+}
+
 // For returns Authorize for one approver, remembering the answer per workflow: a list of
 // every pending task compares names once per workflow, not once per task.
 func (p Policy) For(approver string) func(t *tasks.Task) bool {
@@ -101,9 +122,16 @@ type NotAuthorizedError struct {
 	Approver string
 	Workflow string
 	Removed  bool // the workflow is no longer configured
+	Pins     bool // deciding pinned tool definitions (governance.pins.workflow)
 }
 
 func (e *NotAuthorizedError) Error() string {
+	if e.Pins {
+		if e.Removed {
+			return fmt.Sprintf("governance.pins.workflow names %s, which is no longer configured: no approver may decide pinned tool definitions", e.Workflow)
+		}
+		return fmt.Sprintf("approver %s is not in approval.%s.approvers (governance.pins.workflow): it may not decide pinned tool definitions", e.Approver, e.Workflow)
+	}
 	if e.Removed {
 		return fmt.Sprintf("approval workflow %s is no longer configured: no approver may decide its calls", e.Workflow)
 	}
@@ -135,6 +163,12 @@ func (a Authorizer) of(r *http.Request) Authorizer {
 		a.Groups = id.Groups
 	}
 	return a
+}
+
+// AuthorizePins is Policy.AuthorizePins for the request r (its login proxy's groups) under
+// the current configuration.
+func (a Authorizer) AuthorizePins(r *http.Request, approver string) error {
+	return a.of(r).Policy().AuthorizePins(approver)
 }
 
 // Authorize returns nil when approver may see and decide t under the current configuration,

@@ -317,3 +317,41 @@ func TestDecisionsOnlyOfDecidableWorkflows(t *testing.T) {
 		t.Errorf("bob (outside payments) sees %q, want no payments hold", got)
 	}
 }
+
+// TestAuthorizePins: governance.pins.workflow's approvers decide pins, matched exactly (a
+// look-alike of a member is refused); without the key the default workflow's list applies; a
+// workflow a reload removed admits nobody.
+func TestAuthorizePins(t *testing.T) {
+	with := func(wf string) *config.Config {
+		c := whoConfig("alice")
+		c.Governance.Pins.Workflow = wf
+		return c
+	}
+	tests := []struct {
+		name, wf, approver string
+		groups             []string
+		wantErr            string
+	}{
+		{"default without a list", "", "bob", nil, ""},
+		{"member by group", "payments", "alice", nil, ""},
+		{"outside", "payments", "bob", nil, "approver bob is not in approval.payments.approvers (governance.pins.workflow)"},
+		{"look-alike of a member", "payments", "Alice", nil, "not in approval.payments.approvers"},
+		{"confusable of a member", "payments", "alicе", nil, "not in approval.payments.approvers"},
+		{"proxy group", "payments", "carol", []string{"finance"}, ""},
+		{"proxy group look-alike", "payments", "carol", []string{"Finance"}, "not in approval.payments.approvers"},
+		{"listed by name", "direct", "bob", nil, ""},
+		{"removed workflow", "gone", "alice", nil, "no longer configured"},
+	}
+	for _, tt := range tests {
+		err := PolicyOf(with(tt.wf)).WithGroups(tt.groups).AuthorizePins(tt.approver)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.wantErr)
+		}
+	}
+	if err := PolicyOf(nil).AuthorizePins("anyone"); err != nil {
+		t.Errorf("no config: %v", err)
+	}
+}

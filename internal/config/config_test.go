@@ -165,7 +165,7 @@ func TestDefaults(t *testing.T) {
 	want := &Config{
 		Schema:     1,
 		Sources:    []Source{{ID: "u", Kind: "mcp", URL: "http://h/mcp", ConnectTimeout: Duration(5 * time.Second)}},
-		Governance: Governance{Defaults: Defaults{Action: ActionForward, Approval: "default"}, Pins: Pins{Mode: "off", NewTools: "accept", OnChange: "quarantine", MaxDefinitionBytes: 64 << 10, MaxTools: 10000}},
+		Governance: Governance{Defaults: Defaults{Action: ActionForward, Approval: "default"}, Pins: Pins{Mode: "off", NewTools: "accept", OnChange: "quarantine", MaxDefinitionBytes: 64 << 10, MaxTools: 10000, Workflow: "default"}},
 		Approval: map[string]Workflow{"default": {
 			Destination: Destination{Type: "console"}, Timeout: Duration(10 * time.Minute), OnTimeout: "deny", MinApprovals: 1,
 		}},
@@ -638,7 +638,10 @@ func TestRestartRequired(t *testing.T) {
 			c.Server.RateLimit.RequestsPerSecond = 5
 			c.Approvers = []Approver{{Name: "a", TokenEnv: "A"}}
 			c.Server.AdminAuth.TrustedProxy = []string{"10.0.0.0/8"}
+			c.Governance.Pins.Workflow = "tools" // who decides pins is read at each decision
 		}},
+		{name: "pins", change: func(c *Config) { c.Governance.Pins.Mode = PinsTrustFirst },
+			want: []string{"governance.pins.mode"}},
 		{name: "upstream client", change: func(c *Config) { c.Sources[0].ConnectTimeout = Duration(time.Second) },
 			want: []string{"sources[0].connect_timeout"}},
 		{name: "task manager settings", change: func(c *Config) {

@@ -163,6 +163,7 @@ func (c *Config) applyDefaults(present map[string]int) {
 	str(&g.Pins.OnChange, "governance.pins.on_change", PinsQuarantine)
 	num(&g.Pins.MaxDefinitionBytes, "governance.pins.max_definition_bytes", DefaultPinMaxDefinitionBytes)
 	num(&g.Pins.MaxTools, "governance.pins.max_tools", DefaultPinMaxTools)
+	str(&g.Pins.Workflow, "governance.pins.workflow", DefaultWorkflow)
 	for i := range g.Rules {
 		r := &g.Rules[i]
 		if r.Action == ActionApprove || r.Action == ActionPolicy {

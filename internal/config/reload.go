@@ -14,8 +14,9 @@ var liveKeys = map[string]bool{
 	"server.tools_fetch_timeout": true, "server.tools_max_pages": true, "server.admin_auth": true,
 	"tasks.sync_approval": true, "tasks.promote_after": true, "tasks.hold_budget": true, "tasks.replay_window": true,
 	"tasks.store": true, "server.limits": true, // listed per key below
-	"server.reload": true,
-	"audit.forward": true,
+	"server.reload":            true,
+	"audit.forward":            true,
+	"governance.pins.workflow": true, // read from the snapshot at each decision and notification
 }
 
 // RestartRequired lists the YAML paths of settings that differ between old and new
@@ -45,7 +46,7 @@ func RestartRequired(old, new *Config) []string {
 	case len(old.Sources) != len(new.Sources):
 		out = append(out, "sources[0].url")
 	}
-	// Pins are loaded (and a pin file read) once at start.
+	// Pins are loaded (and a pin file read) once at start; who decides them is live.
 	out = diffFields(out, "governance.pins", reflect.ValueOf(old.Governance.Pins), reflect.ValueOf(new.Governance.Pins))
 	out = diffFields(out, "audit", reflect.ValueOf(old.Audit), reflect.ValueOf(new.Audit))
 	out = diffFields(out, "telemetry", reflect.ValueOf(old.Telemetry), reflect.ValueOf(new.Telemetry))

@@ -165,6 +165,10 @@ type Pins struct {
 	MaxDefinitionBytes int `yaml:"max_definition_bytes"`
 	// MaxTools bounds the pins kept (one per tool); a tool beyond it is quarantined.
 	MaxTools int `yaml:"max_tools"`
+	// Workflow names the approval workflow whose approvers (approval.<name>.approvers) may see
+	// and decide pins, and whose destination is told of quarantines and decisions; default
+	// "default". Live: a reload applies it.
+	Workflow string `yaml:"workflow"`
 }
 
 // Pin modes and reactions (governance.pins).

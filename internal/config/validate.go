@@ -1042,4 +1042,7 @@ func (v *validator) pins(p Pins) {
 	if p.MaxTools < 1 || p.MaxTools > 1000000 {
 		v.add("governance.pins.max_tools", "must be between 1 and 1000000, got %d", p.MaxTools)
 	}
+	if p.Enabled() {
+		v.workflowRef("governance.pins.workflow", p.Workflow)
+	}
 }

@@ -21,12 +21,17 @@ func (n *Notifier) send(ctx context.Context, it item) {
 	dest := it.wf.Destination.Type
 	var body []byte
 	var err error
-	if dest == config.DestinationSlack {
+	switch {
+	case it.pin != nil && dest == config.DestinationSlack:
+		body, err = pinSlackBody(it, n.opts.ConsoleURL)
+	case it.pin != nil:
+		body, err = pinWebhookBody(it, n.opts.ConsoleURL)
+	case dest == config.DestinationSlack:
 		body, err = slackBody(it, n.opts.ConsoleURL)
-	} else {
+	default:
 		body, err = webhookBody(it, n.opts.ConsoleURL)
 	}
-	log := n.log.With("task_id", it.task.ID, "event", it.event, "destination", dest)
+	log := n.log.With(append(it.logAttrs(), "destination", dest)...)
 	if err != nil {
 		n.met.count(dest, resultFailed)
 		log.Warn("notification not sent: encoding failed", "error", err)
@@ -45,7 +50,7 @@ func (n *Notifier) send(ctx context.Context, it item) {
 		n.met.count(dest, resultSent)
 		n.recordDelivery(it.wf.Destination.URL, u, attempts, nil)
 		log.Debug("notification sent", "attempts", attempts, "queued_for", time.Since(it.enqueued).String())
-		if it.event == EventRequested && n.opts.Remember != nil {
+		if it.event == EventRequested && it.task != nil && n.opts.Remember != nil {
 			rctx, cancel := context.WithTimeout(ctx, n.timeout)
 			_, err := n.opts.Remember(rctx, it.task.ID, tasks.MessageRef{Kind: refKind, Channel: dest, ID: deliveryID(it.task)})
 			cancel()

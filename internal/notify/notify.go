@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/pins"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -73,12 +74,21 @@ type Notifier struct {
 	health healthTable // per destination URL: probe, then last delivery
 }
 
-// item is one event waiting to be sent.
+// item is one event waiting to be sent: a task's (task set) or a pin's (pin set).
 type item struct {
 	event    string
 	task     *tasks.Task // a copy owned by the notifier
+	pin      *pins.Event
 	wf       config.Workflow
 	enqueued time.Time
+}
+
+// logAttrs name the item in logs: the task or the tool, and the event.
+func (it *item) logAttrs() []any {
+	if it.pin != nil {
+		return []any{"tool", it.pin.Tool, "event", it.event}
+	}
+	return []any{"task_id", it.task.ID, "event", it.event}
 }
 
 // New builds a Notifier. It sends nothing until Run is started.
@@ -167,24 +177,35 @@ func (n *Notifier) enqueue(tr tasks.Transition) bool {
 	if !ok {
 		return false // workflow removed by a reload: nowhere to send
 	}
+	return n.push(&item{event: ev, task: t, wf: wf})
+}
+
+// sends reports whether wf's destination is this package's: a webhook or a Slack incoming
+// webhook (console: approvers look at the console; Slack with a channel: package slack posts).
+func sends(wf config.Workflow) bool {
 	dest := wf.Destination.Type
-	if dest != config.DestinationWebhook && dest != config.DestinationSlack {
-		return false // console: approvers look at the console
+	return (dest == config.DestinationWebhook || dest == config.DestinationSlack) && wf.Destination.Channel == ""
+}
+
+// push queues it when its workflow's destination is this package's, or drops it when the
+// queue is full (counted, WARN at most every dropWarnEvery).
+func (n *Notifier) push(it *item) bool {
+	if !sends(it.wf) {
+		return false
 	}
-	if wf.Destination.Channel != "" {
-		return false // slack with the bot token and buttons: package slack posts it
-	}
+	it.enqueued = time.Now()
 	select {
-	case n.queue <- &item{event: ev, task: t, wf: wf, enqueued: time.Now()}:
+	case n.queue <- it:
 		return true
 	default:
+		dest := it.wf.Destination.Type
 		n.met.count(dest, resultDropped)
 		total := n.dropped.Add(1)
 		now := time.Now().UnixNano()
 		last := n.lastWarn.Load()
 		if now-last >= int64(dropWarnEvery) && n.lastWarn.CompareAndSwap(last, now) {
 			n.log.Warn("notification queue full, event dropped",
-				"task_id", t.ID, "event", ev, "destination", dest, "dropped_total", total)
+				append(it.logAttrs(), "destination", dest, "dropped_total", total)...)
 		}
 		return false
 	}

@@ -103,3 +103,48 @@ func lineDiff(a, b string) []string {
 	}
 	return out
 }
+
+// Summary is a bounded plain-text summary of diff for notifications: each changed field's
+// name, then its removed and added lines ("- …", "+ …"; unchanged lines left out), at most
+// maxLines lines of at most maxLine runes each. truncated says something was left out. The
+// text is the upstream's and untrusted: each channel escapes it for its own markup.
+func Summary(diff []Change, maxLines, maxLine int) (lines []string, truncated bool) {
+	add := func(l string) bool {
+		if len(lines) >= maxLines {
+			truncated = true
+			return false
+		}
+		if r := []rune(l); len(r) > maxLine {
+			l, truncated = string(r[:max(maxLine-1, 0)])+"…", true
+		}
+		lines = append(lines, l)
+		return true
+	}
+	for _, c := range diff {
+		if !add(c.Field + ":") {
+			break
+		}
+		for _, l := range c.Lines {
+			if strings.HasPrefix(l, "  ") {
+				continue
+			}
+			if !add("  " + l) {
+				break
+			}
+		}
+	}
+	return lines, truncated
+}
+
+// SummaryText is Summary as one text ("" = nothing changed that can be shown), ending with a
+// pointer to the full diff when lines were left out.
+func SummaryText(diff []Change, maxLines, maxLine int) string {
+	lines, cut := Summary(diff, maxLines, maxLine)
+	if len(lines) == 0 {
+		return ""
+	}
+	if cut {
+		lines = append(lines, "… (the full diff is in the console and GET /api/v1/pins)")
+	}
+	return strings.Join(lines, "\n")
+}

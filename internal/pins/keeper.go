@@ -108,7 +108,36 @@ type Event struct {
 	Digest string // the new definition's
 	Reason string // changed | new | too_large (quarantined)
 	By     string // the approver (accepted, rejected)
+	// First: this quarantine began with this change (the tool was not already awaiting a
+	// decision). A flapping upstream makes one First event per quarantine, however often it
+	// changes; notifications are sent for those only (Notify).
+	First          bool
+	AcceptedDigest string    // the accepted definition's ("" = none, a new tool)
+	Changes        int       // different definitions seen since the accepted one (quarantined)
+	At             time.Time // when this process made it
+	// Diff is what changed (quarantined, First only): bounded by Diff's own bounds; channels
+	// render Summary of it.
+	Diff []Change
 }
+
+// Headline is e in one line of plain text for a message's title (channels escape it).
+func (e Event) Headline() string {
+	switch {
+	case e.Kind == "accepted":
+		return "Tool definition accepted by " + e.By + ": the tool is back"
+	case e.Kind == StatusRejected:
+		return "Tool definition rejected by " + e.By + ": the tool stays refused while the upstream serves it"
+	case e.Reason == ReasonNew:
+		return "New tool quarantined until an approver accepts it"
+	case e.Reason == ReasonTooLarge:
+		return "Tool quarantined: its definition is larger than governance.pins.max_definition_bytes"
+	}
+	return "Tool definition changed: quarantined until an approver accepts it"
+}
+
+// Notify reports whether e is announced to the notification channels: every accept and
+// reject, and a quarantine's first change only.
+func (e Event) Notify() bool { return e.Kind != StatusQuarantined || e.First }
 
 // OnEvent sets fn, called (without locks held) for each quarantine, accept and reject this
 // process makes.
@@ -399,9 +428,13 @@ func (k *Keeper) record(ctx context.Context, s Seen, boot bool) (blocked, change
 			}
 			if old := p.Pending; old != nil {
 				c.FirstSeen, c.Changes = old.FirstSeen, old.Changes+1
+				if old.Status == StatusRejected {
+					c.FirstSeen = now // a new quarantine after a rejection
+				}
 			}
 			p.Pending = c
 		}
+		first := e == nil || e.pin.Pending == nil || e.pin.Pending.Status != StatusQuarantined
 		ne, err := k.put(ctx, p, ver)
 		var q *store.QuotaError
 		switch {
@@ -429,7 +462,12 @@ func (k *Keeper) record(ctx context.Context, s Seen, boot bool) (blocked, change
 		if !accept {
 			k.log.Warn("tool quarantined: its definition is not the accepted one", "tool", s.Name,
 				"reason", p.Pending.Reason, "digest", s.Digest, "accepted_digest", p.Digest, "changes", p.Pending.Changes)
-			k.event(Event{Kind: StatusQuarantined, Tool: s.Name, Digest: s.Digest, Reason: p.Pending.Reason})
+			ev := Event{Kind: StatusQuarantined, Tool: s.Name, Digest: s.Digest, Reason: p.Pending.Reason,
+				First: first, AcceptedDigest: p.Digest, Changes: p.Pending.Changes, At: now}
+			if first {
+				ev.Diff = Diff(p.Definition, s.Canon) // once per quarantine: bounded work when flapping
+			}
+			k.event(ev)
 		}
 		k.mu.Lock()
 		k.pins[s.Name] = ne
@@ -535,7 +573,7 @@ func (k *Keeper) Reviews(ctx context.Context) ([]Review, error) {
 
 // Accept makes tool's awaiting definition (digest, as shown to the approver) the accepted one.
 func (k *Keeper) Accept(ctx context.Context, tool, digest, by string) (Pin, error) {
-	return k.decide(ctx, tool, digest, Event{Kind: "accepted", Tool: tool, Digest: digest, By: by}, func(p *Pin) error {
+	return k.decide(ctx, tool, digest, Event{Kind: "accepted", Tool: tool, Digest: digest, By: by, At: time.Now().UTC()}, func(p *Pin) error {
 		c := p.Pending
 		if c.Definition == nil {
 			return ErrUnaccepable
@@ -548,7 +586,7 @@ func (k *Keeper) Accept(ctx context.Context, tool, digest, by string) (Pin, erro
 // Reject keeps tool's accepted definition: the rejected one stays refused while the upstream
 // serves it; the tool is back when the upstream returns to the accepted definition.
 func (k *Keeper) Reject(ctx context.Context, tool, digest, by string) (Pin, error) {
-	return k.decide(ctx, tool, digest, Event{Kind: StatusRejected, Tool: tool, Digest: digest, By: by}, func(p *Pin) error {
+	return k.decide(ctx, tool, digest, Event{Kind: StatusRejected, Tool: tool, Digest: digest, By: by, At: time.Now().UTC()}, func(p *Pin) error {
 		p.Pending.Status, p.Pending.RejectedBy = StatusRejected, by
 		return nil
 	})
@@ -573,6 +611,7 @@ func (k *Keeper) decide(ctx context.Context, tool, digest string, ev Event, f fu
 		if digest != p.Pending.Digest {
 			return Pin{}, ErrStale
 		}
+		ev.AcceptedDigest, ev.Reason, ev.Changes = p.Digest, p.Pending.Reason, p.Pending.Changes
 		if err := f(&p); err != nil {
 			return Pin{}, err
 		}

@@ -236,3 +236,67 @@ func TestPinFile(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsOnePerQuarantine: a flapping upstream makes one First quarantine event per
+// quarantine (the one notifications announce) carrying the diff, however often it changes;
+// two replicas seeing the same change make one between them; a change after a reject starts
+// a new quarantine; accept and reject are announced with who decided.
+func TestEventsOnePerQuarantine(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMemory()
+	var events []Event
+	k := keeper(t, st, cfg(config.PinsTrustFirst))
+	k.OnEvent(func(e Event) { events = append(events, e) })
+	other := keeper(t, st, cfg(config.PinsTrustFirst))
+	other.OnEvent(func(e Event) { events = append(events, e) })
+	observe(t, k, tool("t", "v0", false))
+	for i := range 30 {
+		observe(t, k, tool("t", fmt.Sprint("v", i%3+1), false))
+		observe(t, other, tool("t", fmt.Sprint("v", i%3+1), false))
+	}
+	announced := func() (n int, last Event) {
+		for _, e := range events {
+			if e.Notify() {
+				n, last = n+1, e
+			}
+		}
+		return n, last
+	}
+	n, first := announced()
+	if n != 1 || first.Kind != StatusQuarantined || first.Reason != ReasonChanged || first.AcceptedDigest == "" || first.At.IsZero() {
+		t.Fatalf("%d announced events (of %d), want 1 quarantine: %+v", n, len(events), first)
+	}
+	if text := SummaryText(first.Diff, 10, 80); !strings.Contains(text, "description:") || !strings.Contains(text, `+ "v1"`) || !strings.Contains(text, `- "v0"`) {
+		t.Fatalf("first quarantine's diff summary: %q", text)
+	}
+	rv, _ := k.Reviews(ctx)
+	if _, err := k.Reject(ctx, "t", rv[0].Digest, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if n, last := announced(); n != 2 || last.Kind != StatusRejected || last.By != "bob" {
+		t.Fatalf("reject: %d announced, last %+v", n, last)
+	}
+	observe(t, k, tool("t", "v9", false)) // a new definition after the reject: a new quarantine
+	observe(t, k, tool("t", "v8", false))
+	if n, last := announced(); n != 3 || last.Kind != StatusQuarantined || !last.First {
+		t.Fatalf("after reject: %d announced, last %+v", n, last)
+	}
+	rv, _ = k.Reviews(ctx)
+	if _, err := k.Accept(ctx, "t", rv[0].Digest, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if n, last := announced(); n != 4 || last.Kind != "accepted" || last.By != "alice" || last.Headline() != "Tool definition accepted by alice: the tool is back" {
+		t.Fatalf("accept: %d announced, last %+v", n, last)
+	}
+}
+
+func TestSummaryBounded(t *testing.T) {
+	d := Diff([]byte(`{"description":"a"}`), []byte(`{"description":"`+strings.Repeat("x", 1000)+`","title":"t"}`))
+	lines, cut := Summary(d, 3, 50)
+	if !cut || len(lines) != 3 || len([]rune(lines[1])) > 50 {
+		t.Fatalf("summary not bounded: %d lines, cut %v: %q", len(lines), cut, lines)
+	}
+	if lines, cut := Summary(d, 100, 2000); cut || len(lines) != 5 {
+		t.Fatalf("summary of a small diff: %v %q", cut, lines)
+	}
+}

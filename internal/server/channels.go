@@ -15,7 +15,8 @@ import (
 const channelCheckTimeout = 10 * time.Second
 
 // usedWorkflows are the approval workflows a rule (or the defaults) can send a call to:
-// action approve, and policy (Cedar may say approve). Sorted.
+// action approve, and policy (Cedar may say approve), and governance.pins.workflow with pins
+// on. Sorted.
 func usedWorkflows(c *config.Config) []string {
 	var out []string
 	add := func(a config.Action, wf string) {
@@ -32,6 +33,9 @@ func usedWorkflows(c *config.Config) []string {
 	add(c.Governance.Defaults.Action, c.Governance.Defaults.Approval)
 	for _, r := range c.Governance.Rules {
 		add(r.Action, r.Approval)
+	}
+	if c.Governance.Pins.Enabled() {
+		add(config.ActionApprove, c.Governance.Pins.Workflow) // its approvers decide pins, its destination hears of them
 	}
 	slices.Sort(out)
 	return out

@@ -63,8 +63,25 @@ func (s *Server) setupPins(ctx context.Context, cfg *config.Config) (*pins.Keepe
 	k.OnEvent(func(e pins.Event) {
 		kind := map[string]audit.Kind{"quarantined": audit.KindPinQuarantined, "accepted": audit.KindPinAccepted, "rejected": audit.KindPinRejected}[e.Kind]
 		s.audit.Record(audit.Event{Kind: kind, Tool: e.Tool, Actor: e.By, Reason: e.Reason, Digest: e.Digest})
+		s.notifyPin(e)
 	})
 	return k, nil
+}
+
+// notifyPin tells governance.pins.workflow's destination (webhook, Slack) of a pin event:
+// each accept and reject, and a quarantine once however often the tool changes. Only the
+// replica whose store write made the event sends it.
+func (s *Server) notifyPin(e pins.Event) {
+	if !e.Notify() || s.notifier == nil || s.slack == nil {
+		return
+	}
+	c := s.snaps.Load().Config
+	wf, ok := c.WorkflowFor(c.Governance.Pins.Workflow)
+	if !ok {
+		return // removed by a reload: nowhere to send
+	}
+	s.notifier.OnPinEvent(e, wf)
+	s.slack.OnPinEvent(e, wf)
 }
 
 // pinsAPI serves GET /api/v1/pins (the tools awaiting a decision, with a diff),
@@ -80,7 +97,20 @@ func (s *Server) pinsAPI(k *pins.Keeper) http.Handler {
 		mux.HandleFunc("/api/v1/pins/", off)
 		return mux
 	}
+	authz := approval.Authorizer{Config: func() *config.Config { return s.snaps.Load().Config }}
+	// may answers 403 not_authorized unless the request's approver may decide pins
+	// (governance.pins.workflow's approvers; the name was granted exactly at the door).
+	may := func(w http.ResponseWriter, r *http.Request) bool {
+		if err := authz.AuthorizePins(r, approval.ApproverName(r.Context())); err != nil {
+			approval.WriteError(w, http.StatusForbidden, "not_authorized", err.Error())
+			return false
+		}
+		return true
+	}
 	mux.HandleFunc("GET /api/v1/pins", func(w http.ResponseWriter, r *http.Request) {
+		if !may(w, r) {
+			return
+		}
 		rv, err := k.Reviews(r.Context())
 		if err != nil {
 			s.log.Error("pins: listing failed", "error", err.Error())
@@ -100,6 +130,9 @@ func (s *Server) pinsAPI(k *pins.Keeper) http.Handler {
 	})
 	decide := func(accept bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
+			if !may(w, r) {
+				return
+			}
 			tool := r.PathValue("tool")
 			var body struct {
 				Digest string `json:"digest"`

@@ -52,3 +52,18 @@ func TestNewRefusesBadPinFile(t *testing.T) {
 		})
 	}
 }
+
+// TestPinsWorkflowInUse: with pins on, governance.pins.workflow is a workflow in use (its
+// destination is probed and its health shown on /readyz), even when no rule sends calls to it.
+func TestPinsWorkflowInUse(t *testing.T) {
+	c := &config.Config{}
+	c.Governance.Defaults.Action = config.ActionForward
+	c.Governance.Pins = config.Pins{Mode: config.PinsTrustFirst, Workflow: "tools"}
+	if got := usedWorkflows(c); len(got) != 1 || got[0] != "tools" {
+		t.Fatalf("usedWorkflows with pins on = %v, want [tools]", got)
+	}
+	c.Governance.Pins.Mode = config.PinsOff
+	if got := usedWorkflows(c); len(got) != 0 {
+		t.Fatalf("usedWorkflows with pins off = %v, want none", got)
+	}
+}

@@ -26,7 +26,7 @@ const (
 
 func (j job) method() string {
 	switch j.kind {
-	case jobPost:
+	case jobPost, jobPin:
 		return methodPost
 	case jobUpdate, jobVote:
 		return methodUpdate
@@ -81,6 +81,9 @@ func (s *Slack) send(ctx context.Context, j job) {
 		}
 	case jobRespond:
 		err = s.retry(ctx, func(ctx context.Context) error { return s.respond(ctx, j.url, j.text) })
+	case jobPin:
+		log = log.With("tool", j.pin.Tool)
+		err = s.postPin(ctx, j)
 	}
 	switch {
 	case err == nil:
@@ -132,6 +135,19 @@ func (s *Slack) post(ctx context.Context, j job) error {
 		}
 	}
 	return nil
+}
+
+// postPin posts a pin event's message; nothing is kept (it is never updated).
+func (s *Slack) postPin(ctx context.Context, j job) error {
+	ch := j.wf.Destination.Channel
+	if s.opts.BotToken == "" {
+		return errors.New("no bot token")
+	}
+	m := pinMessage(*j.pin, s.opts.ConsoleURL)
+	m.Channel = ch
+	err := s.retry(ctx, func(ctx context.Context) error { return s.call(ctx, methodPost, m, nil) })
+	s.record(ch, methodPost, err)
+	return err
 }
 
 // update replaces the task's message: by its outcome once the wait ended (the message is then

@@ -7,6 +7,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/disclose"
 	"github.com/tollgate-mcp/tollgate/internal/mrkdwn"
+	"github.com/tollgate-mcp/tollgate/internal/pins"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -172,4 +173,35 @@ func outcomeMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Messag
 	head := title(t)
 	b := append(blocks(t, wf, head), contextBlock(t, consoleURL))
 	return Message{Text: fmt.Sprintf("Tollgate: %s: %s", head, mrkdwn.Escape(mrkdwn.Truncate(t.Tool, fieldMax))), Blocks: b}
+}
+
+// Bounds on a pin message's diff summary (pins.SummaryText).
+const (
+	pinDiffLines = 40
+	pinDiffLine  = 160
+)
+
+// pinMessage tells the channel of a pin event (governance.pins): a quarantined tool with a
+// bounded summary of what changed, or an approver's decision. No buttons: pins are decided in
+// the console, the CLI or the API, linked here.
+func pinMessage(e pins.Event, consoleURL string) Message {
+	head := mrkdwn.Escape(mrkdwn.Truncate(e.Headline(), argsMax))
+	tool := mrkdwn.Truncate(e.Tool, fieldMax)
+	fields := []Text{
+		{Type: "mrkdwn", Text: "*Tool*\n`" + mrkdwn.Code(tool) + "`"},
+		{Type: "mrkdwn", Text: "*Definition*\n`" + mrkdwn.Code(mrkdwn.Truncate(e.Digest, fieldMax)) + "`"},
+	}
+	b := []Block{
+		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", head, mrkdwn.Code(tool)))},
+		{Type: "section", Fields: fields},
+	}
+	if text := pins.SummaryText(e.Diff, pinDiffLines, pinDiffLine); text != "" {
+		b = append(b, Block{Type: "section", Text: md("*What changed*\n```" + mrkdwn.Code(mrkdwn.Truncate(text, argsMax)) + "```")})
+	}
+	where := "Decide it with `tollgate pins accept|reject " + mrkdwn.Code(tool) + "`"
+	if consoleURL != "" {
+		where = "<" + mrkdwn.Escape(consoleURL+"#pins") + "|Review it in the console> or with `tollgate pins`"
+	}
+	b = append(b, Block{Type: "context", Elements: []Element{{Type: "mrkdwn", Text: where}}})
+	return Message{Text: fmt.Sprintf("Tollgate: %s: %s", head, mrkdwn.Escape(tool)), Blocks: b}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/pins"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 )
 
@@ -108,11 +109,13 @@ const (
 	jobUpdate                 // chat.update: the wait ended
 	jobVote                   // chat.update: one of several approvals came; still waiting
 	jobRespond                // response_url: an ephemeral answer to the clicking user
+	jobPin                    // chat.postMessage: a pin event (governance.pins), no buttons
 )
 
 type job struct {
 	kind     jobKind
 	task     *tasks.Task // a copy owned by the job
+	pin      *pins.Event // jobPin
 	wf       config.Workflow
 	url      string // jobRespond: the payload's response_url
 	text     string // jobRespond
@@ -179,6 +182,16 @@ func (s *Slack) OnTaskChange(tr tasks.Transition) {
 		return
 	}
 	s.enqueue(job{kind: kind, task: t, wf: wf})
+}
+
+// OnPinEvent posts a pin event to wf's channel (governance.pins.workflow, when it is a Slack
+// destination with a channel): a quarantine once (pins.Event.Notify), however often a
+// flapping upstream changes the tool, and each accept and reject. It never blocks.
+func (s *Slack) OnPinEvent(e pins.Event, wf config.Workflow) {
+	if !e.Notify() || !Uses(wf) {
+		return
+	}
+	s.enqueue(job{kind: jobPin, pin: &e, wf: wf})
 }
 
 // Resume posts the messages a previous run of this process had queued but not sent: each

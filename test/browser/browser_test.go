@@ -431,6 +431,15 @@ func TestConsoleAgainstHostileData(t *testing.T) {
 		w.WriteHeader(http.StatusForbidden)
 		_, _ = io.WriteString(w, `{"error":"self_approval","message":"the requester of a call cannot decide on it"}`)
 	})
+	// A pin whose tool name, reason, digest and diff are markup (an upstream that is not Go's
+	// encoder writes < raw).
+	mux.HandleFunc("GET /api/v1/pins", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"pins": []any{map[string]any{
+			"tool": evil, "status": "quarantined", "reason": evil, "digest": evil, "accepted_digest": evil, "changes": 2,
+			"diff": []any{map[string]any{"field": evil, "lines": []string{"- " + evil, "+ </pre><script>window.pwned=4</script>"}}},
+		}}})
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 
@@ -445,6 +454,7 @@ func TestConsoleAgainstHostileData(t *testing.T) {
 		t.Errorf("tool name not shown as text: %s", got)
 	}
 	b.waitFor("the hostile summary", `document.getElementById('summary-tools').textContent.includes(`+jsString(evil+": 1 pending")+`)`)
+	b.waitFor("the hostile pin as text", `document.getElementById('pins').textContent.includes('window.pwned=4') && document.getElementById('pins').textContent.includes(`+jsString(evil)+`)`)
 	if eval[bool](b, `!!document.getElementById('pwned') || document.querySelectorAll('script').length !== 1 || 'pwned' in window`) {
 		t.Error("hostile data became markup")
 	}

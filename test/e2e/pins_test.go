@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -391,5 +393,144 @@ func TestPinsOnChangeHold(t *testing.T) {
 	}
 	if status, view := waitTaskDone(t, g, tid); status != "completed" || up.deploy.Load() != 1 {
 		t.Fatalf("held call after approval: %s, ran %d: %v", status, up.deploy.Load(), view)
+	}
+}
+
+// TestPinsDecidedOnlyByTheirWorkflow: governance.pins.workflow names the workflow whose
+// approvers decide pins. Bob, an approver outside it, gets 403 not_authorized on listing,
+// accepting and rejecting (API and CLI); alice, in it, accepts. Without the key the default
+// workflow's list applies. Fails on the code before the check, where any approver decided any pin.
+func TestPinsDecidedOnlyByTheirWorkflow(t *testing.T) {
+	for _, tc := range []struct{ name, pins, approval string }{
+		{"named workflow", "pins: {mode: trust_first, workflow: tools}",
+			"approval:\n  default: {timeout: 10m, on_timeout: deny}\n  tools: {approvers: [alice]}\n"},
+		{"default workflow", "pins: {mode: trust_first}",
+			"approval:\n  default: {timeout: 10m, on_timeout: deny, approvers: [alice]}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := startRugPullUpstream(t)
+			cfg := strings.Replace(pinRules, "pins: {mode: trust_first}", tc.pins, 1)
+			cfg = strings.Replace(cfg, "approvers:\n  - {name: alice, token_env: ALICE_TOKEN}\n",
+				"approvers:\n  - {name: alice, token_env: ALICE_TOKEN}\n  - {name: bob, token_env: BOB_TOKEN}\n", 1)
+			cfg = strings.Replace(cfg, "approval:\n  default: {timeout: 10m, on_timeout: deny}\n", tc.approval, 1)
+			g := testkit.StartGateway(t, testkit.BasicConfig(up.url, cfg), approverEnv, nil)
+			g.WaitReady(t)
+			c := mcpGoClient(t, g.MCP)
+			if _, err := c.ListTools(context.Background(), mcp.ListToolsRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			up.setDeploy(poisoned, false)
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(metricsText(t, g), "tollgate_tools_quarantined 1"); time.Sleep(20 * time.Millisecond) {
+				if _, err := c.ListTools(context.Background(), mcp.ListToolsRequest{}); err != nil {
+					t.Fatal(err)
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("not quarantined")
+				}
+			}
+			st, body := g.AdminRequest(t, "GET", "/api/v1/pins", "alice-secret-token", "")
+			pl, _ := body["pins"].([]any)
+			if st != 200 || len(pl) != 1 {
+				t.Fatalf("alice lists pins: %d %v", st, body)
+			}
+			digest, _ := testkit.Dig(pl[0], "digest").(string)
+			if st, body := g.AdminRequest(t, "GET", "/api/v1/pins", "bob-secret-token", ""); st != http.StatusForbidden || body["error"] != "not_authorized" {
+				t.Fatalf("bob lists pins: %d %v, want 403 not_authorized", st, body)
+			}
+			for _, op := range []string{"accept", "reject"} {
+				st, body := g.AdminRequest(t, "POST", "/api/v1/pins/deploy/"+op, "bob-secret-token", `{"digest":"`+digest+`"}`)
+				if st != http.StatusForbidden || !strings.Contains(fmt.Sprint(body["message"]), "approver bob is not in approval.") {
+					t.Fatalf("bob %ss: %d %v, want 403", op, st, body)
+				}
+			}
+			var out, errb strings.Builder
+			env := map[string]string{"TOLLGATE_ADMIN_URL": g.Admin, "TOLLGATE_ADMIN_TOKEN": "bob-secret-token"}
+			if code := approval.RunPinsCLI(context.Background(), []string{"accept", "deploy"}, &out, &errb, func(k string) string { return env[k] }); code == 0 || !strings.Contains(errb.String(), "not in approval.") {
+				t.Fatalf("bob's CLI accept: %d %q %q", code, out.String(), errb.String())
+			}
+			if m := metricsText(t, g); !strings.Contains(m, "tollgate_tools_quarantined 1") {
+				t.Fatal("bob's refused decisions changed the pin")
+			}
+			if st, body := g.AdminRequest(t, "POST", "/api/v1/pins/deploy/accept", "alice-secret-token", `{"digest":"`+digest+`"}`); st != 200 {
+				t.Fatalf("alice accepts: %d %v", st, body)
+			}
+		})
+	}
+}
+
+// TestPinsNotified: governance.pins.workflow's webhook hears of a quarantine once, with a diff
+// summary showing the poisoned description, however often the upstream changes the tool
+// meanwhile (flapping), and of the approver's accept. Fails before pin notifications (no
+// delivery at all).
+func TestPinsNotified(t *testing.T) {
+	type delivery struct {
+		header string
+		body   map[string]any
+	}
+	got := make(chan delivery, 64)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed) // HEAD probe: reachable
+			return
+		}
+		var b map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		got <- delivery{r.Header.Get("X-Tollgate-Event"), b}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	next := func() delivery {
+		t.Helper()
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatal("no webhook delivery within 10s")
+			return delivery{}
+		}
+	}
+	up := startRugPullUpstream(t)
+	cfg := strings.Replace(pinRules, "pins: {mode: trust_first}", "pins: {mode: trust_first, workflow: tools}", 1)
+	cfg = strings.Replace(cfg, "approval:\n  default: {timeout: 10m, on_timeout: deny}\n",
+		"approval:\n  default: {timeout: 10m, on_timeout: deny}\n  tools:\n    approvers: [alice]\n    destination: {type: webhook, url: \""+hook.URL+"/pins\"}\n", 1)
+	g := testkit.StartGateway(t, testkit.BasicConfig(up.url, cfg), approverEnv, nil)
+	g.WaitReady(t)
+	c := mcpGoClient(t, g.MCP)
+	ctx := context.Background()
+	changes := func() float64 {
+		_, body := g.AdminRequest(t, "GET", "/api/v1/pins", "alice-secret-token", "")
+		pl, _ := body["pins"].([]any)
+		if len(pl) != 1 {
+			return 0
+		}
+		n, _ := testkit.Dig(pl[0], "changes").(float64)
+		return n
+	}
+	// Three different definitions in a row: one quarantine, three changes.
+	for i, desc := range []string{poisoned, "Deploys the service, v2.", poisoned + " Now."} {
+		up.setDeploy(desc, false)
+		for deadline := time.Now().Add(10 * time.Second); changes() < float64(i+1); time.Sleep(20 * time.Millisecond) {
+			if _, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("change %d not recorded", i+1)
+			}
+		}
+	}
+	d := next()
+	diff, _ := json.Marshal(d.body["diff"])
+	if d.header != "pin.quarantined" || d.body["event"] != "pin.quarantined" || d.body["tool"] != "deploy" ||
+		!strings.Contains(string(diff), "evil.example") || !strings.Contains(string(diff), "annotations:") {
+		t.Fatalf("first delivery: %s %v", d.header, d.body)
+	}
+	_, body := g.AdminRequest(t, "GET", "/api/v1/pins", "alice-secret-token", "")
+	digest, _ := testkit.Dig(body["pins"].([]any)[0], "digest").(string)
+	if st, body := g.AdminRequest(t, "POST", "/api/v1/pins/deploy/accept", "alice-secret-token", `{"digest":"`+digest+`"}`); st != 200 {
+		t.Fatalf("accept: %d %v", st, body)
+	}
+	// One worker sends in order: a second quarantine notice would arrive before the accept.
+	if d := next(); d.body["event"] != "pin.accepted" || d.body["by"] != "alice" || d.body["digest"] != digest {
+		t.Fatalf("second delivery: %s %v", d.header, d.body)
 	}
 }

@@ -6,7 +6,7 @@
 //    Authorization header, never in a URL;
 //  * behind a login proxy (server.admin_auth) no token is needed: the page first asks the API
 //    without one and shows the sign-in form only when the API answers 401;
-//  * the page only talks to its own origin (/api/v1/approvals).
+//  * the page only talks to its own origin (/api/v1/approvals, /api/v1/pins).
 (function () {
   'use strict';
 
@@ -16,6 +16,7 @@
   var PAGE_SIZE = 100;
   var SUMMARY = API + '/summary';
   var WHOAMI = API + '/whoami';
+  var PINS = '/api/v1/pins'; // governance.pins: quarantined tools (404 when off, 403 when not ours to decide)
   var TIMEOUT_MS = 10000;
   var TITLES = {
     pending: 'Pending approvals',
@@ -45,7 +46,11 @@
     proxied: '', // the approver a login proxy signed this browser in as ('' = token sign-in)
     me: null, // GET /api/v1/approvals/whoami of this sign-in: {approver, signIn, groups}
     signIns: 0, // bumps at each sign-in and sign-out so a stale whoami answer is dropped
-    meLoading: false
+    meLoading: false,
+    pins: [], // GET /api/v1/pins: tools awaiting a decision (and rejected ones)
+    pinsKey: '', // what the pins view shows, so a poll that changed nothing keeps it (and its scroll)
+    pinDeciding: false,
+    pinsShown: false // scrolled to the pins view once for a notification's #pins link
   };
 
   function $(id) { return document.getElementById(id); }
@@ -329,6 +334,122 @@
     }, function () { $('why').textContent = 'The gateway could not be reached.'; });
   }
 
+  // ---- quarantined tools (governance.pins) -------------------------------------------------
+
+  // diffNode renders the API's field-by-field line diff: "+ " added, "- " removed, "  " kept.
+  function diffNode(diff) {
+    var pre = el('pre', 'diff', []);
+    (diff || []).forEach(function (c) {
+      pre.appendChild(el('span', 'field', [String(c.field) + ':']));
+      (c.lines || []).forEach(function (l) {
+        l = String(l);
+        var kind = l.indexOf('+ ') === 0 ? 'add' : (l.indexOf('- ') === 0 ? 'del' : 'ctx');
+        pre.appendChild(el('span', kind, [l]));
+      });
+    });
+    if (!pre.firstChild) { pre.appendChild(el('span', 'ctx', ['(no field to show)'])); }
+    return pre;
+  }
+
+  var REASONS = {
+    changed: 'its definition changed',
+    'new': 'a new tool',
+    too_large: 'its definition is larger than governance.pins.max_definition_bytes'
+  };
+
+  function pinNode(p) {
+    var tool = String(p.tool);
+    var quarantined = p.status === 'quarantined';
+    var facts = (REASONS[p.reason] || String(p.reason)) +
+      (p.changes > 1 ? ' · ' + p.changes + ' different definitions seen' : '') +
+      (p.first_seen ? ' · first seen ' + localTime(p.first_seen) : '');
+    var box = el('article', 'pin', [
+      el('div', 'row between', [
+        el('h3', '', [el('code', '', [tool]), ' ', el('span', 'state ' + (quarantined ? 'quarantined' : 'rejected'), [String(p.status)])]),
+        el('span', 'muted small', [facts])
+      ]),
+      el('p', 'muted small', ['New definition ' + String(p.digest) + (p.accepted_digest ? ' (accepted: ' + String(p.accepted_digest) + ')' : ' (none accepted yet)')]),
+      diffNode(p.diff)
+    ]);
+    box.dataset.tool = tool;
+    if (!quarantined) {
+      box.appendChild(el('p', 'muted small', ['Rejected: refused while the upstream serves this definition; the tool is back when the upstream returns to the accepted one.']));
+      return box;
+    }
+    var accept = el('button', 'approve', ['Accept new definition']);
+    accept.type = 'button';
+    accept.dataset.op = 'accept';
+    var reject = el('button', 'reject', ['Reject']);
+    reject.type = 'button';
+    reject.dataset.op = 'reject';
+    accept.disabled = state.pinDeciding || p.reason === 'too_large'; // the API refuses it (409)
+    reject.disabled = state.pinDeciding;
+    [accept, reject].forEach(function (b) { b.dataset.tool = tool; b.dataset.digest = String(p.digest); });
+    box.appendChild(el('div', 'row', [accept, reject]));
+    return box;
+  }
+
+  function renderPins() {
+    var list = state.pins;
+    var key = JSON.stringify(list) + '|' + state.pinDeciding;
+    $('pins').hidden = list.length === 0;
+    if (key === state.pinsKey) { return; }
+    state.pinsKey = key;
+    var nodes = list.map(pinNode);
+    $('pins-list').replaceChildren.apply($('pins-list'), nodes);
+  }
+
+  // loadPins shows the tools awaiting a decision; the view stays hidden when pins are off
+  // (404) or this approver may not decide them (403: governance.pins.workflow).
+  function loadPins(gen) {
+    return api('GET', PINS).then(function (r) {
+      if (gen !== state.generation) { return; }
+      $('pins').dataset.status = String(r.status); // 200, 404 (pins off) or 403 (not ours)
+      state.pins = (r.status === 200 && r.body && Array.isArray(r.body.pins)) ? r.body.pins : [];
+      renderPins();
+      if (state.pins.length > 0 && location.hash === '#pins' && !state.pinsShown) {
+        state.pinsShown = true; // a notification's link: show the list once
+        $('pins').scrollIntoView();
+      }
+    }, function () { /* the list reports an unreachable gateway */ });
+  }
+
+  function decidePin(b) {
+    if (state.pinDeciding) { return; }
+    var tool = b.dataset.tool;
+    var accept = b.dataset.op === 'accept';
+    state.pinDeciding = true;
+    renderPins();
+    api('POST', PINS + '/' + encodeURIComponent(tool) + '/' + (accept ? 'accept' : 'reject'), { digest: b.dataset.digest }).then(function (r) {
+      switch (r.status) {
+        case 200:
+          showMessage('ok', accept ? 'Accepted the new definition of ' + tool + ': it is back in the tool list.'
+            : 'Rejected the new definition of ' + tool + ': it stays refused while the upstream serves it.');
+          return;
+        case 401:
+          unauthorized();
+          return;
+        case 403:
+          showMessage('error', 'Not allowed (403): ' + (serverMessage(r) || 'you may not decide pinned tool definitions') + '.');
+          return;
+        case 404:
+          showMessage('warn', 'No definition of ' + tool + ' awaits a decision any more (404): someone decided it first.');
+          return;
+        case 409:
+          showMessage('warn', 'Not recorded (409): ' + (serverMessage(r) || 'the definition changed since it was shown') + ' Look at the new diff.');
+          return;
+        default:
+          showMessage('error', 'The decision was not recorded (HTTP ' + r.status + ')' + (serverMessage(r) ? ': ' + serverMessage(r) : '.'));
+      }
+    }, function () {
+      showMessage('error', 'Could not reach the gateway; the decision was not recorded. Try again.');
+    }).then(function () {
+      state.pinDeciding = false;
+      state.pinsKey = '';
+      loadPins(state.generation);
+    });
+  }
+
   // ---- paging, filters and per-owner counts ------------------------------------------------
 
   function listPath() {
@@ -484,7 +605,7 @@
       }
       $('refresh').textContent = 'Updated ' + new Date().toLocaleTimeString() + ' · ' + state.items.length +
         ' shown on page ' + (state.page + 1) + (state.next ? ' (more on the next page)' : '') + ' · refreshes every 2 s';
-      return loadSummary(gen);
+      return Promise.all([loadSummary(gen), loadPins(gen)]);
     }, function () {
       if (gen !== state.generation) { return; }
       $('refresh').textContent = 'Gateway unreachable at ' + new Date().toLocaleTimeString() + '; retrying.';
@@ -569,10 +690,13 @@
     state.items = [];
     state.selectedId = '';
     state.selected = null;
+    state.pins = [];
+    state.pinsKey = '';
     renderList();
     renderDetail();
     renderPager();
     renderSummary();
+    renderPins();
   }
 
   function unauthorized() {
@@ -742,6 +866,10 @@
     var tbody = $('approvals').tBodies[0];
     tbody.addEventListener('click', onRowActivate);
     tbody.addEventListener('keydown', onRowActivate);
+    $('pins-list').addEventListener('click', function (ev) {
+      var b = ev.target.closest ? ev.target.closest('button[data-op]') : null;
+      if (b && !b.disabled) { decidePin(b); }
+    });
     $('approve').addEventListener('click', function () { decide(true); });
     $('reject').addEventListener('click', function () { decide(false); });
 
