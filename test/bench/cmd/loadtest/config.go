@@ -23,10 +23,54 @@ func writeTollgateConfig(dir string, nPolicies int) (string, error) {
 // writeAuthConfig is the bench configuration with callers verified (server.caller_auth, JWT
 // access tokens from the harness's issuer); tools/list is then each caller's own view
 // (tool_view: caller, the default with caller auth).
+//
+// Pinned tool definitions are on too (governance.pins.mode: trust_first), so the target also
+// measures the digest check of every listing: the full governance a production config runs.
 func writeAuthConfig(dir string, nPolicies int, is *issuer) (string, error) {
-	return writeConfig(dir, "tollgate-auth.yaml", nPolicies, httpSource, `  sync_approval: block
+	path, err := writeConfig(dir, "tollgate-auth.yaml", nPolicies, httpSource, `  sync_approval: block
   store: {type: memory}
 `+is.callerAuthSection())
+	if err != nil {
+		return "", err
+	}
+	return path, rewrite(path, func(cfg string) string {
+		return strings.Replace(cfg, "governance:\n", "governance:\n  pins: {mode: trust_first}\n", 1)
+	})
+}
+
+// writeNoAuditConfig is the bench configuration without an audit log: beside "tollgate" (one
+// audit line per decision, forwards included: audit.forward all) it measures what the lines
+// cost a call.
+func writeNoAuditConfig(dir string, nPolicies int) (string, error) {
+	path, err := writeTollgateConfig(dir, nPolicies)
+	if err != nil {
+		return "", err
+	}
+	noAudit := filepath.Join(dir, "tollgate-noaudit.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(noAudit, b, 0o644); err != nil {
+		return "", err
+	}
+	return noAudit, rewrite(noAudit, func(cfg string) string {
+		i := strings.Index(cfg, "audit:\n")
+		if i < 0 {
+			return cfg
+		}
+		j := strings.Index(cfg[i+len("audit:\n"):], "\n") + i + len("audit:\n") + 1
+		return cfg[:i] + cfg[j:]
+	})
+}
+
+// rewrite replaces the file at path with edit of its contents.
+func rewrite(path string, edit func(string) string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(edit(string(b))), 0o644)
 }
 
 // httpSource is the bench's HTTP upstream; the harness points it at the target it measures.

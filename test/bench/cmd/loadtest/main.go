@@ -46,6 +46,7 @@ type options struct {
 	resources bool
 	stdio     bool
 	auth      bool
+	noAudit   bool
 	held      int
 	// heldClamped: -held was lowered to fit the open-files limit (heldFit).
 	heldClamped bool
@@ -83,7 +84,8 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "short run (< 2 min): 1s cells, 2 rounds, 3 starts")
 	flag.BoolVar(&o.keepLogs, "keep-logs", false, "keep the temp dir with process logs")
 	flag.BoolVar(&o.resources, "resources", true, "measure start-to-ready, idle RSS and pending approvals")
-	flag.BoolVar(&o.auth, "auth", true, `also measure "tollgate (caller auth)": callers sending JWT access tokens Tollgate verifies (server.caller_auth), with per-caller tool lists`)
+	flag.BoolVar(&o.auth, "auth", true, `also measure "tollgate (caller auth)": callers sending JWT access tokens Tollgate verifies (server.caller_auth), with per-caller tool lists and pinned tool definitions`)
+	flag.BoolVar(&o.noAudit, "no-audit", true, `also measure "tollgate (no audit)": the bench config without an audit log, for the cost of one audit line per decision`)
 	flag.BoolVar(&o.stdio, "stdio", true, `also measure "tollgate (stdio)": the same upstream run by Tollgate over stdin/stdout`)
 	flag.Parse()
 	if o.quick {
@@ -121,8 +123,11 @@ func main() {
 	}
 }
 
+// noAuditTarget names the Tollgate without an audit log.
+const noAuditTarget = "tollgate (no audit)"
+
 // authTarget names the Tollgate that verifies callers' bearer tokens (server.caller_auth).
-const authTarget = "tollgate (caller auth)"
+const authTarget = "tollgate (caller auth, pins)"
 
 // stdioTarget names the Tollgate whose upstream is benchupstream over stdio.
 const stdioTarget = "tollgate (stdio)"
@@ -198,6 +203,19 @@ func run(o options) error {
 		targets = append(targets,
 			&target{name: "bare proxy" + suffix, kind: kindBare, limited: pf.limited, p: bp, url: bp.url},
 			&target{name: "tollgate" + suffix, kind: kindTollgate, limited: pf.limited, p: tg, url: tg.url})
+	}
+	if o.noAudit {
+		ncfg, err := writeNoAuditConfig(dir, o.policies)
+		if err != nil {
+			return err
+		}
+		na, err := startTollgate("tollgate-noaudit", bin("tollgate"), ncfg, up.url, adminToken, nil, dir)
+		if err != nil {
+			return err
+		}
+		procs = append(procs, na)
+		log.Printf("tollgate (no audit) pid %d (ready in %s)", na.cmd.Process.Pid, na.ready.Round(time.Millisecond))
+		targets = append(targets, &target{name: noAuditTarget, kind: kindTollgate, p: na, url: na.url})
 	}
 	if o.auth {
 		is, err := startIssuer()

@@ -123,6 +123,7 @@ func (r *report) write(w io.Writer) {
 	r.verdicts(w)
 	r.stdioSection(w)
 	r.authSection(w)
+	r.auditSection(w)
 	for _, sc := range r.scenarios {
 		r.scenario(w, sc)
 	}
@@ -191,10 +192,39 @@ func (r *report) authSection(w io.Writer) {
 	p("## Caller authentication\n\n")
 	p("The same Tollgate configuration with `server.caller_auth` (JWT access tokens, RS256, from a loopback issuer " +
 		"whose keys Tollgate fetched once) and each client sending its token on every request; `tools/list` is " +
-		"then the caller's own view (`tool_view: caller`, one memo per view). Default profile, same run. " +
+		"then the caller's own view (`tool_view: caller`, one memo per view), and pinned tool definitions are on " +
+		"(`governance.pins.mode: trust_first`: every listing's definitions checked against their pins). Default profile, same run. " +
 		"Goals: auth adds at most 5 %% to the small-call p50; `tools/list` of 1000 tools within the bare proxy + 1 ms.\n\n")
 	p("| scenario | bare proxy p50 | tollgate p50 / p99 | with caller auth p50 / p99 | added p50 | p50 change | throughput auth ÷ plain | auth errors |\n")
 	p("|---|---|---|---|---|---|---|---|\n")
+	for _, row := range rows {
+		p("%s", row)
+	}
+	p("\n")
+}
+
+// auditSection compares "tollgate" (an audit line for every decision, forwards included)
+// with "tollgate (no audit)" in the same run.
+func (r *report) auditSection(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	var rows []string
+	for _, sc := range r.scenarios {
+		na, tg := r.agg(sc.id, noAuditTarget), r.agg(sc.id, "tollgate")
+		if na == nil || tg == nil {
+			continue
+		}
+		rows = append(rows, fmt.Sprintf("| %s | %s / %s | %s / %s | %s | %+.1f %% |\n", sc.title,
+			ms(na.lat.P50), ms(na.lat.P99), ms(tg.lat.P50), ms(tg.lat.P99),
+			signedMs(tg.lat.P50-na.lat.P50), 100*(float64(tg.lat.P50)/float64(na.lat.P50)-1)))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p("## Audit lines\n\n")
+	p("\"tollgate\" writes an audit line for every governance decision (`audit.forward: all`, forwards included) " +
+		"to a file; \"tollgate (no audit)\" is the same config without `audit.path`. Goal: the lines keep the " +
+		"small-call p50 within 5 %% of the configuration without them.\n\n")
+	p("| scenario | no audit p50 / p99 | audit p50 / p99 | added p50 | p50 change |\n|---|---|---|---|---|\n")
 	for _, row := range rows {
 		p("%s", row)
 	}
