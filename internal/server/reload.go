@@ -356,6 +356,7 @@ func (r *Reloader) apply(st fileState, why string) {
 	if check != nil || prev != nil {
 		r.s.reportPolicyCheck(snap, prev, check)
 	}
+	r.s.checkPolicies(snap) // tools listed while this reload was being checked
 	r.s.approvers.set(tokens)
 	r.s.metrics.Reloaded(true)
 	changed := r.s.gw.Recompute(snap)
