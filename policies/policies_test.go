@@ -103,21 +103,21 @@ func TestFinancialPolicy(t *testing.T) {
 func TestDeleteProtectionPolicy(t *testing.T) {
 	e := load(t)
 	run(t, e, "delete_protection", []row{
-		{"ordinary user forwards", "delete_user", `{"username":"bob"}`, policy.Forward, []string{"delete.forward_other"}, false},
+		{"ordinary user forwards", "delete_user", `{"user_id":"u-002"}`, policy.Forward, []string{"delete.forward_other"}, false},
 		{"no arguments forwards", "delete_user", ``, policy.Forward, nil, false},
-		{"admin denied", "delete_user", `{"username":"admin"}`, policy.Deny, []string{"delete.forbid_privileged_users"}, false},
-		{"root denied", "delete_user", `{"username":"root","environment":"staging"}`, policy.Deny, nil, false},
-		{"ROOT denied", "delete_user", `{"username":"ROOT"}`, policy.Deny, nil, false},
-		{"admin in production still denied", "delete_user", `{"username":"admin","environment":"production"}`, policy.Deny, nil, false},
-		{"production needs approval", "delete_user", `{"username":"bob","environment":"production"}`, policy.Approve, []string{"delete.approve_production"}, false},
-		{"nested production needs approval", "delete_records", `{"target":{"environment":"production","table":"orders"}}`, policy.Approve, []string{"delete.approve_production"}, false},
-		{"nested staging forwards", "delete_records", `{"target":{"environment":"staging"}}`, policy.Forward, nil, false},
-		{"nested target without environment forwards", "delete_records", `{"target":{"table":"orders"}}`, policy.Forward, nil, false},
-		{"null environment forwards", "delete_user", `{"username":"bob","environment":null}`, policy.Forward, nil, false},
-		{"numeric username forwards", "delete_user", `{"username":0}`, policy.Forward, nil, false},
-		{"float argument forwards", "delete_user", `{"username":"bob","ratio":0.5}`, policy.Forward, nil, false},
-		{"target as string fails closed", "delete_records", `{"target":"production"}`, policy.Deny, nil, true},
-		{"forged __entity username rejected", "delete_user", `{"username":{"__entity":{"type":"User","id":"bob"}}}`, policy.Deny, nil, true},
+		{"administrator denied", "delete_user", `{"user_id":"u-001"}`, policy.Deny, []string{"delete.forbid_privileged_users"}, false},
+		{"administrator in production still denied", "delete_user", `{"user_id":"u-001","environment":"production"}`, policy.Deny, nil, false},
+		{"audit table denied", "drop_table", `{"table":"audit_log"}`, policy.Deny, []string{"delete.forbid_privileged_users"}, false},
+		{"users table denied", "drop_table", `{"table":"users","environment":"staging"}`, policy.Deny, nil, false},
+		{"other table forwards", "drop_table", `{"table":"orders"}`, policy.Forward, nil, false},
+		{"production needs approval", "delete_user", `{"user_id":"u-002","environment":"production"}`, policy.Approve, []string{"delete.approve_production"}, false},
+		{"production drop needs approval", "drop_table", `{"table":"orders","environment":"production"}`, policy.Approve, []string{"delete.approve_production"}, false},
+		{"Production is another spelling", "delete_user", `{"user_id":"u-002","environment":"Production"}`, policy.Forward, nil, false},
+		{"null environment forwards", "delete_user", `{"user_id":"u-002","environment":null}`, policy.Forward, nil, false},
+		{"numeric user_id forwards", "delete_user", `{"user_id":1}`, policy.Forward, nil, false},
+		{"float argument forwards", "delete_user", `{"user_id":"u-002","ratio":0.5}`, policy.Forward, nil, false},
+		{"environment as object is not production", "delete_user", `{"user_id":"u-002","environment":{"name":"production"}}`, policy.Forward, nil, false},
+		{"forged __entity user_id rejected", "delete_user", `{"user_id":{"__entity":{"type":"User","id":"u-001"}}}`, policy.Deny, nil, true},
 	})
 }
 

@@ -166,6 +166,7 @@ func TestDefaults(t *testing.T) {
 		Schema:     1,
 		Sources:    []Source{{ID: "u", Kind: "mcp", URL: "http://h/mcp", ConnectTimeout: Duration(5 * time.Second)}},
 		Governance: Governance{Defaults: Defaults{Action: ActionForward, Approval: "default"}, Pins: Pins{Mode: "off", NewTools: "accept", OnChange: "quarantine", MaxDefinitionBytes: 64 << 10, MaxTools: 10000, Workflow: "default"}},
+		Cedar:      Cedar{Validation: "warn"},
 		Approval: map[string]Workflow{"default": {
 			Destination: Destination{Type: "console"}, Timeout: Duration(10 * time.Minute), OnTimeout: "deny", MinApprovals: 1,
 		}},

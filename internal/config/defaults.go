@@ -158,6 +158,7 @@ func (c *Config) applyDefaults(present map[string]int) {
 	str(&g.Defaults.Approval, "governance.defaults.approval", DefaultWorkflow)
 	str(&c.Audit.Forward, "audit.forward", AuditForwardAll)
 	str(&g.Mode, "governance.mode", ModeEnforce)
+	str(&c.Cedar.Validation, "cedar.validation", ValidationWarn)
 	str(&g.Pins.Mode, "governance.pins.mode", PinsOff)
 	str(&g.Pins.NewTools, "governance.pins.new_tools", PinsAccept)
 	str(&g.Pins.OnChange, "governance.pins.on_change", PinsQuarantine)

@@ -96,6 +96,11 @@ func strictness(a Action) int {
 	return 0
 }
 
+// validationLevel orders cedar.validation modes from the laxest.
+func validationLevel(m string) int {
+	return map[string]int{ValidationOff: 0, ValidationWarn: 1, ValidationStrict: 2}[m]
+}
+
 // Weakens lists how new governs less strictly than old, one reason each (nil when it
 // does not): a rule removed, moved, matching differently or relaxed (first match wins, so
 // rules are compared by position), a rule added that is laxer than the defaults it shadows,
@@ -165,6 +170,9 @@ func Weakens(old, new *Config) []string {
 	}
 	if !slices.Equal(old.Cedar.Policies, new.Cedar.Policies) || old.Cedar.Schema != new.Cedar.Schema {
 		add("cedar files changed")
+	}
+	if validationLevel(new.Cedar.Validation) < validationLevel(old.Cedar.Validation) {
+		add("cedar.validation relaxed from %s to %s", old.Cedar.Validation, new.Cedar.Validation)
 	}
 	return out
 }

@@ -30,6 +30,8 @@ server: {rate_limit: {requests_per_second: 5}}
 		{"narrower approvers", strings.Replace(running, "[alice, bob, carol]}", "[alice, bob]}", 1), ""},
 		{"approvers dropped", strings.Replace(running, ", approvers: [alice, bob, carol]}", "}", 1), "approvers widened"},
 		{"override dropped", strings.Replace(running, "[send_mail]", "[]", 1), "force_required"},
+		{"policy validation relaxed", running + "cedar: {validation: off}\n", "cedar.validation relaxed from warn to off"},
+		{"policy validation tightened", running + "cedar: {validation: strict}\n", ""},
 		{"rate limit lifted", strings.Replace(running, "requests_per_second: 5", "requests_per_second: 0", 1), "rate_limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -298,7 +298,17 @@ func (c *Config) Directory() *identity.Directory {
 type Cedar struct {
 	Policies []string `yaml:"policies"`
 	Schema   string   `yaml:"schema"`
+	// Validation checks the policies against a schema built from the upstream's tools/list
+	// (package policyschema) at every load, reload and tools change: off | warn | strict.
+	Validation string `yaml:"validation"`
 }
+
+// Policy validation modes (cedar.validation).
+const (
+	ValidationOff    = "off"
+	ValidationWarn   = "warn"
+	ValidationStrict = "strict"
+)
 
 // Overrides force annotations regardless of rules.
 type Overrides struct {

@@ -613,6 +613,11 @@ func (v *validator) cedar() {
 	if cd.Schema != "" {
 		v.file("cedar.schema", cd.Schema)
 	}
+	switch cd.Validation {
+	case ValidationOff, ValidationWarn, ValidationStrict:
+	default:
+		v.add("cedar.validation", "must be off, warn or strict, got %q", cd.Validation)
+	}
 }
 
 func (v *validator) file(path, p string) {

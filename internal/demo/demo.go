@@ -256,6 +256,8 @@ func (d *Demo) registerTools() {
 		mcp.WithOpenWorldHintAnnotation(false),
 		mcp.WithString("user_id", mcp.Required(), mcp.Pattern(`^u-[0-9]{3}$`),
 			mcp.Description("User id, e.g. u-002")),
+		mcp.WithString("environment", mcp.Enum("staging", "production"),
+			mcp.Description("Target environment (default staging); policies/delete_protection.cedar holds production for approval")),
 	), d.tool(ToolDeleteUser, d.deleteUser))
 
 	d.srv.AddTool(mcp.NewTool(ToolDropTable,
@@ -267,6 +269,8 @@ func (d *Demo) registerTools() {
 		mcp.WithOpenWorldHintAnnotation(false),
 		mcp.WithString("table", mcp.Required(), mcp.Pattern(`^[a-z_][a-z0-9_]*$`),
 			mcp.Description("Table name, e.g. orders")),
+		mcp.WithString("environment", mcp.Enum("staging", "production"),
+			mcp.Description("Target environment (default staging)")),
 	), d.tool(ToolDropTable, d.dropTable))
 
 	d.srv.AddTool(mcp.NewTool(ToolTransferFunds,

@@ -81,6 +81,10 @@ func (s *Snapshot) explainCedar(x *Explanation, c Caller, tool string, hints rul
 		x.Cedar = "no Cedar policies loaded"
 		return []string{"the rule's action is policy but no Cedar policies are configured, so the call is denied"}
 	}
+	if s.policiesRefused() {
+		x.Cedar = ReasonToolsMismatch
+		return []string{"cedar.validation is strict and the policies do not match the upstream's tools (see /readyz and the log for file:line): every call Cedar would decide is denied until the policies or the tools are fixed"}
+	}
 	px := s.Policy.Explain(policy.Request{
 		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
 		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: now, Annotations: hints,

@@ -206,8 +206,7 @@ func TestHolderConcurrent(t *testing.T) {
 	snaps := make([]*Snapshot, 50)
 	base := build(t)
 	for i := range snaps {
-		c := *base
-		snaps[i] = &c
+		snaps[i] = &Snapshot{Config: base.Config, Rules: base.Rules, Policy: base.Policy, People: base.People, Built: base.Built}
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)

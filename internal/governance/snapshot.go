@@ -17,6 +17,7 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 	"github.com/tollgate-mcp/tollgate/internal/policy"
+	"github.com/tollgate-mcp/tollgate/internal/policyschema"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 )
 
@@ -29,7 +30,61 @@ type Snapshot struct {
 	People   *identity.Directory
 	Built    time.Time
 	Revision uint64
+
+	// check is the last validation of Policy against the upstream's tools (cedar.validation;
+	// nil until the tools are known). The snapshot's rules and policies never change; this
+	// result does, when the upstream's tools do.
+	check atomic.Pointer[PolicyCheck]
 }
+
+// PolicyCheck is the outcome of validating a snapshot's Cedar policies against a schema built
+// from the upstream's tools/list (package policyschema).
+type PolicyCheck struct {
+	Digest   string    // policyschema.Digest of the tools checked against
+	Tools    int       // how many tools
+	Problems []string  // one per mistake, each starting "policy: file:line:column:"
+	Warnings []string  // arguments the schema could not type
+	At       time.Time // when it was checked
+}
+
+// Err joins the problems into one error (nil when there are none).
+func (c *PolicyCheck) Err() error {
+	if c == nil || len(c.Problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("cedar policies do not match the upstream's %d tools (cedar.validation):\n  %s", c.Tools, strings.Join(c.Problems, "\n  "))
+}
+
+// CheckPolicies validates the snapshot's policies against tools (digest is
+// policyschema.Digest(tools)) and keeps the result; nil when there are no policies or
+// cedar.validation is off. Callers serialise it per snapshot.
+func (s *Snapshot) CheckPolicies(tools []policyschema.Tool, digest string) *PolicyCheck {
+	if s.Policy == nil || s.Config.Cedar.Validation == config.ValidationOff {
+		s.check.Store(nil)
+		return nil
+	}
+	problems, warns := policyschema.Validate(s.Policy, tools)
+	c := &PolicyCheck{Digest: digest, Tools: len(tools), Warnings: warns, At: time.Now()}
+	for _, p := range problems {
+		c.Problems = append(c.Problems, strings.ReplaceAll(p.Error(), "\n", "; "))
+	}
+	s.check.Store(c)
+	return c
+}
+
+// PolicyCheck is the snapshot's last policy validation (nil: not checked yet, no policies, or
+// cedar.validation off).
+func (s *Snapshot) PolicyCheck() *PolicyCheck { return s.check.Load() }
+
+// policiesRefused reports whether Cedar must not decide: cedar.validation is strict and the
+// policies do not match the upstream's tools as last listed.
+func (s *Snapshot) policiesRefused() bool {
+	c := s.check.Load()
+	return c != nil && len(c.Problems) > 0 && s.Config.Cedar.Validation == config.ValidationStrict
+}
+
+// ReasonToolsMismatch is the Cedar decision's reason while strict validation fails.
+const ReasonToolsMismatch = "policies do not match the upstream's tools"
 
 // Build compiles everything a snapshot needs; any error leaves no partial snapshot.
 func Build(cfg *config.Config, forceRequired []string) (*Snapshot, error) {
@@ -175,6 +230,14 @@ func (s *Snapshot) EvaluateAt(ctx context.Context, log *slog.Logger, c Caller, t
 		return eff.audit()
 	}
 	if s.Policy == nil {
+		eff.Action = config.ActionDeny
+		return eff.audit()
+	}
+	if s.policiesRefused() {
+		// Strict validation: policies that no longer type-check against the tools may never
+		// match (a forbid guarding a renamed argument fails open), so Cedar decides nothing:
+		// fail closed until the policies or the tools are fixed.
+		eff.Policy = &policy.Decision{Outcome: policy.Deny, Reason: ReasonToolsMismatch}
 		eff.Action = config.ActionDeny
 		return eff.audit()
 	}

@@ -1,18 +1,22 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/gwtools"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 	"github.com/tollgate-mcp/tollgate/internal/pins"
+	"github.com/tollgate-mcp/tollgate/internal/policyschema"
 	"github.com/tollgate-mcp/tollgate/internal/rules"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/upstream"
@@ -36,6 +40,11 @@ type Annotations struct {
 
 	mu    sync.RWMutex
 	tools map[string]toolInfo // upstream tool → what its tools/list entry says
+
+	// listed is the upstream's whole tools/list as Refresh last read it (names and
+	// inputSchemas), for validating Cedar policies against it (cedar.validation); nil
+	// until the first Refresh.
+	listed atomic.Pointer[ListedTools]
 
 	// pins are the pinned tool definitions (nil = governance.pins.mode off): rules and Cedar
 	// read the accepted definition's annotations, never a newer unaccepted one.
@@ -170,6 +179,7 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 	}
 
 	all := map[string]toolInfo{}
+	var schemaTools []policyschema.Tool
 	var seen []pins.Seen
 	truncated, err := a.up.Pages(ctx, hdr, "tools/list", "tollgate-tools-", maxPages, meta, func(result json.RawMessage) error {
 		elems, err := jsonrpc.Elements(jsonrpc.Member(result, "tools"))
@@ -179,6 +189,9 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 		for _, t := range elems {
 			if name, info, err := toolNameAndInfo(t); err == nil {
 				all[name] = info
+				if !strings.HasPrefix(name, gwtools.Prefix) { // never forwarded (rewriteTools)
+					schemaTools = append(schemaTools, policyschema.Tool{Name: name, InputSchema: bytes.Clone(jsonrpc.Member(t, "inputSchema"))})
+				}
 				if a.pins != nil {
 					if s, err := a.pins.See(t); err == nil {
 						seen = append(seen, s)
@@ -198,8 +211,19 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 		a.pins.Observe(ctx, seen) // the whole listing at once (trust_first pins it at start)
 	}
 	a.learn(all, true)
+	a.listed.Store(&ListedTools{Tools: schemaTools, Digest: policyschema.Digest(schemaTools)})
 	return nil
 }
+
+// ListedTools is one complete tools/list of the upstream as policy validation reads it.
+type ListedTools struct {
+	Tools  []policyschema.Tool
+	Digest string // policyschema.Digest(Tools)
+}
+
+// Listed is the upstream's tools as the last successful Refresh read them (nil before the
+// first). Clients' own tools/list pages do not change it: a page is not the whole list.
+func (a *Annotations) Listed() *ListedTools { return a.listed.Load() }
 
 // pinRecheck fails an approved task whose tool's definition is no longer the one accepted
 // when the call was approved (docs/contract.md "Pinned tool definitions").

@@ -20,6 +20,7 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	reloadTime  prometheus.Gauge
 	reloadOK    prometheus.Gauge
+	policyErrs  prometheus.Gauge
 	isUp        atomic.Bool
 	methodLimit *Limiter
 
@@ -62,6 +63,8 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Help: "Unix time of the last reload attempt."}),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_config_last_reload_success",
 			Help: "1 if the last reload attempt succeeded (or none was made), else 0."}),
+		policyErrs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tollgate_policy_validation_errors",
+			Help: "Mistakes found in the loaded Cedar policies when last validated against the upstream's tools (cedar.validation); 0 when they match or are not checked."}),
 		methodLimit: NewLimiter(knownMethods, 0),
 		upstreamDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tollgate_upstream_request_duration_seconds",
 			Help:    "Time from sending an HTTP request to the upstream until its response headers (or the failure), by HTTP method and result.",
@@ -77,7 +80,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tollgate_build_info",
 		Help: "Build information; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, build,
+	reg.MustRegister(m.requests, m.duration, m.upstream, m.streams, m.upstreamUp, m.reloads, m.reloadTime, m.reloadOK, m.policyErrs, build,
 		m.upstreamDur, m.sessionsGauge(), m.stdioGauge(), &pendingCollector{m: m}, m.refusals, m.signIn)
 	for _, l := range Limits {
 		m.refusals.WithLabelValues(l)
@@ -156,3 +159,7 @@ func (m *Metrics) Reloaded(ok bool) {
 		m.reloadOK.Set(0)
 	}
 }
+
+// PolicyValidation records how many mistakes the last validation of the loaded Cedar policies
+// against the upstream's tools found.
+func (m *Metrics) PolicyValidation(problems int) { m.policyErrs.Set(float64(problems)) }

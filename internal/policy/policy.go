@@ -114,7 +114,17 @@ func (l policyList) All() iter.Seq2[cedar.PolicyID, *cedar.Policy] {
 type Engine struct {
 	policies policyList
 	approve  map[cedar.PolicyID]bool
+	files    []File // the sources read, in load order (policyschema checks their text)
 }
+
+// File is one policy file as loaded.
+type File struct {
+	Name string
+	Src  []byte
+}
+
+// Files are the policy files the engine was loaded from, in order.
+func (e *Engine) Files() []File { return e.files }
 
 // Load reads Cedar policy files from disk and, when schemaFile is not "", validates them
 // against that schema. Errors name file:line:column.
@@ -137,6 +147,7 @@ func load(read func(string) ([]byte, error), files []string, schemaFile string) 
 			errs = append(errs, fmt.Errorf("policy: %w", err))
 			continue
 		}
+		e.files = append(e.files, File{Name: file, Src: src})
 		list, err := cedar.NewPolicyListFromBytes(file, src)
 		if err != nil {
 			errs = append(errs, parseError(file, err))
@@ -192,6 +203,15 @@ func (e *Engine) validate(read func(string) ([]byte, error), schemaFile string) 
 	if err != nil {
 		return []error{fmt.Errorf("policy: schema: %w", err)}
 	}
+	return e.ValidateSchema(schemaFile, src)
+}
+
+// ValidateSchema checks every policy against the schema src (Cedar's schema syntax, or JSON
+// when name ends in .json) and returns one error per policy that does not match, each
+// "policy: file:line:column: does not match schema NAME: …".
+func (e *Engine) ValidateSchema(name string, src []byte) []error {
+	schemaFile := name
+	var err error
 	var s schema.Schema
 	s.SetFilename(schemaFile)
 	if strings.EqualFold(filepath.Ext(schemaFile), ".json") {

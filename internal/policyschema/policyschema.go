@@ -7,6 +7,8 @@
 package policyschema
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -15,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
+	"github.com/tollgate-mcp/tollgate/internal/policy"
 )
 
 // Tool is one tools/list entry as far as the schema needs it.
@@ -158,7 +161,9 @@ func Build(tools []Tool) (string, []string) {
 	var b strings.Builder
 	b.WriteString("// Cedar schema for Tollgate's tools/call requests, written by `tollgate policy schema`\n")
 	b.WriteString("// from the upstream's tools/list. Every argument is optional: guard it with `has`.\n")
-	b.WriteString("entity Group;\nentity User in [Group];\nentity Session;\n")
+	// A verified caller's e-mail and name are the User's attributes, set only when the
+	// token carries them (docs/contract.md §3).
+	b.WriteString("entity Group;\nentity User in [Group] {\n  email?: String,\n  name?: String,\n};\nentity Session;\n")
 	b.WriteString("entity ToolCall {\n  name: String,\n  arguments: {\n")
 	for _, n := range names {
 		fmt.Fprintf(&b, "    %s?: %s,\n", strconv.Quote(n), props[n])
@@ -172,7 +177,7 @@ func Build(tools []Tool) (string, []string) {
 		}
 		fmt.Fprintf(&b, "%s: Bool", h)
 	}
-	b.WriteString("},\n    time: {unix: Long, hour: Long, weekday: Long},\n  },\n};\n")
+	b.WriteString("},\n    scopes: Set<String>,\n    time: {unix: Long, hour: Long, weekday: Long},\n  },\n};\n")
 	return b.String(), warns
 }
 
@@ -226,4 +231,29 @@ func Check(file string, src []byte, tools []Tool) []error {
 		errs = append(errs, fmt.Errorf("policy: %s:%d:%d: resource.arguments has %q: no tool of the upstream has an argument %q, so this is always false", file, line, col, name, name))
 	}
 	return errs
+}
+
+// Digest identifies a set of tools as the schema sees them (names and inputSchemas, in any
+// order): a tools/list that changes nothing else does not re-validate.
+func Digest(tools []Tool) string {
+	sorted := slices.Clone(tools)
+	slices.SortFunc(sorted, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+	h := sha256.New()
+	for _, t := range sorted {
+		fmt.Fprintf(h, "%d:%s%d:", len(t.Name), t.Name, len(t.InputSchema))
+		h.Write(t.InputSchema)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Validate checks a loaded policy set against the schema Build writes for tools: cedar-go's
+// schema validator on every policy, then Check on every file's text. Each problem names
+// file:line:column; warns are Build's (arguments left untyped).
+func Validate(e *policy.Engine, tools []Tool) (problems []error, warns []string) {
+	schema, warns := Build(tools)
+	problems = e.ValidateSchema("upstream-tools.cedarschema", []byte(schema))
+	for _, f := range e.Files() {
+		problems = append(problems, Check(f.Name, f.Src, tools)...)
+	}
+	return problems, warns
 }

@@ -169,10 +169,11 @@ func (s *Server) pinsAPI(k *pins.Keeper) http.Handler {
 }
 
 // recheckPins re-reads the upstream's tools (Annotations.Refresh, which checks them against
-// their pins) after the upstream said its tools changed: at most one at a time, bounded by
+// their pins) after the upstream said its tools changed, and validates the Cedar policies
+// against them (cedar.validation): at most one at a time, bounded by
 // server.tools_fetch_timeout.
 func (s *Server) recheckPins() {
-	if s.pins == nil || !s.pinRefresh.CompareAndSwap(false, true) {
+	if (s.pins == nil && !s.validatesPolicies()) || !s.pinRefresh.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
@@ -182,7 +183,9 @@ func (s *Server) recheckPins() {
 			s.log.Warn("tools not re-checked against their pins after list_changed", "error", err.Error())
 			return
 		}
-		if changed := s.gw.Recompute(s.snaps.Load()); len(changed) > 0 {
+		changed := s.gw.Recompute(s.snaps.Load())
+		s.checkPolicies(s.snaps.Load())
+		if len(changed) > 0 {
 			s.notifyListChanged()
 		}
 	}()

@@ -330,6 +330,18 @@ func (r *Reloader) apply(st fileState, why string) {
 		r.wake(reloadQuiet)
 		return
 	}
+	// Policies checked against the upstream's tools as last listed (cedar.validation);
+	// strict refuses a reload whose policies do not match, like any bad configuration.
+	var check *governance.PolicyCheck
+	if lt := r.s.ann.Listed(); lt != nil {
+		r.s.policyCheckMu.Lock()
+		check = snap.CheckPolicies(lt.Tools, lt.Digest)
+		r.s.policyCheckMu.Unlock()
+		if err := check.Err(); err != nil && cfg.Cedar.Validation == config.ValidationStrict {
+			r.fail(err)
+			return
+		}
+	}
 	tokens, err := cfg.ApproverTokens(r.s.opts.LookupEnv)
 	if err != nil {
 		r.fail(err)
@@ -339,7 +351,12 @@ func (r *Reloader) apply(st fileState, why string) {
 		r.s.log.Warn("setting changed but needs a restart to take effect", "path", p)
 	}
 	r.cedar = st.cedar
+	prev := r.s.snaps.Load().PolicyCheck()
 	r.s.snaps.Store(snap)
+	if check != nil || prev != nil {
+		r.s.reportPolicyCheck(snap, prev, check)
+	}
+	r.s.checkPolicies(snap) // tools listed while this reload was being checked
 	r.s.approvers.set(tokens)
 	r.s.metrics.Reloaded(true)
 	changed := r.s.gw.Recompute(snap)

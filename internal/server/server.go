@@ -102,6 +102,9 @@ type Server struct {
 	storeWarning string
 	// storeHealth probes the task store for /readyz (nil for the memory store).
 	storeHealth *storeHealth
+
+	// policyCheckMu serialises validations of Cedar policies against the upstream's tools.
+	policyCheckMu sync.Mutex
 }
 
 // New builds a server from cfg and binds its listeners (so the addresses are known at once).
@@ -311,7 +314,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			s.hub.Publish(ss.ID, events.TypeNotification, "", map[string]string{"method": m.Method})
 			s.gw.UpstreamNotification(m.Method) // tools/list_changed: list afresh
 			if m.Method == "notifications/tools/list_changed" {
-				s.recheckPins() // a changed definition is quarantined before anyone lists
+				s.recheckPins() // a changed definition is quarantined before anyone lists; policies re-checked
 			}
 		},
 	})
@@ -584,6 +587,7 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 		switch {
 		case err == nil:
 			changed := s.gw.Recompute(s.snaps.Load())
+			s.checkPolicies(s.snaps.Load()) // the first listing, or tools that changed
 			if !healthy {
 				s.log.Info("annotation cache built", "upstream", upstreamName(cfg.Sources[0]))
 			}
@@ -708,6 +712,9 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "degraded: "+p)
 	}
 	if snap := s.snaps.Load(); snap != nil {
+		if d := policyDegraded(snap); d != "" {
+			fmt.Fprintln(w, "degraded: "+d)
+		}
 		if m := snap.AuditMode(); m != "" {
 			fmt.Fprintln(w, m) // never silent: calls it would deny or hold are forwarded
 		}
