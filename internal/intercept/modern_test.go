@@ -295,6 +295,7 @@ func TestModernUpstreamTaskBindingFair(t *testing.T) {
 
 	flood := from(modernExchange(t, "tools/call", `{"name":"read_file","arguments":{}}`, tasksCaps, "Authorization", "Bearer flood"), "192.0.2.66")
 	fwd := h.routeModern(flood).Forward
+	began := time.Now()
 	for i := range 100_001 {
 		m := &jsonrpc.Message{Result: json.RawMessage(`{"resultType":"task","taskId":"up-` + strconv.Itoa(i) + `","ttlMs":3600000}`)}
 		fwd.Transform(flood, m)
@@ -311,16 +312,24 @@ func TestModernUpstreamTaskBindingFair(t *testing.T) {
 	if r := get("up-0", "Bearer flood", "192.0.2.66"); r.Forward != nil {
 		t.Error("the flooding caller kept its oldest binding past its share")
 	}
-	// 99 001 bindings gave way: one warning says so, naming the source by its hash only.
+	// 99 001 bindings gave way: one warning a minute says so (more than one only when the flood
+	// took longer than that, as under -race on a loaded machine), naming the source by its hash
+	// only.
+	most := 1 + int(time.Since(began)/upTasksWarnEvery)
 	var warned []string
 	for _, l := range strings.Split(h.logs.String(), "\n") {
 		if strings.Contains(l, "upstream task bindings full") {
 			warned = append(warned, l)
 		}
 	}
-	if len(warned) != 1 || !strings.Contains(warned[0], "source_hash="+disclose.OwnerHash("ip:192.0.2.66")) ||
-		!strings.Contains(warned[0], "reason=source_share") || strings.Contains(warned[0], "192.0.2.66") {
-		t.Errorf("warnings about evicted bindings: %q, want one, with the flooding source hashed", warned)
+	if len(warned) < 1 || len(warned) > most {
+		t.Errorf("%d warnings about evicted bindings, want 1 to %d (one a minute): %q", len(warned), most, warned)
+	}
+	for _, w := range warned {
+		if !strings.Contains(w, "source_hash="+disclose.OwnerHash("ip:192.0.2.66")) ||
+			!strings.Contains(w, "reason=source_share") || strings.Contains(w, "192.0.2.66") {
+			t.Errorf("warning %q: want the flooding source hashed, reason source_share", w)
+		}
 	}
 }
 
