@@ -56,10 +56,13 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 			return res, rpcErr
 		}
 	}
+	// Tollgate asks for the call's progress under a token of its own: whoever follows the task
+	// gets it under theirs (tasks.NoteFrom; spec 2025-11-25 basic/utilities/progress).
 	params, err := json.Marshal(struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`
-	}{t.Tool, t.Arguments})
+		Meta      map[string]any  `json:"_meta"`
+	}{t.Tool, t.Arguments, map[string]any{"progressToken": ProgressToken(t.ID)}})
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 	}
@@ -93,6 +96,9 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 	}
 	return rep.Msg.Result, nil
 }
+
+// ProgressToken is the progressToken Tollgate sends the upstream with task id's call.
+func ProgressToken(id string) string { return "tollgate-exec-" + id }
 
 // Answer posts a JSON-RPC response to one of the upstream's server→client requests, with the
 // transport's headers (upstream.Client.Post). A refused answer leaves the tool waiting until

@@ -260,6 +260,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 		ConsoleURL:      consoleURL,
+		Unfollowed:      s.pushTaskNote,
 	})
 	undo = append(undo, func() { _ = s.tasks.Close() })
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log, ConsoleURL: consoleURL})
@@ -432,6 +433,20 @@ func (s *Server) pushTaskStatus(tr tasks.Transition) {
 	t := tr.Task
 	if ss := s.sessions.Get(t.SessionID); ss != nil {
 		ss.Push(jsonrpc.Notification("notifications/tasks/status", t.WireJSON()))
+	}
+}
+
+// pushTaskNote sends the upstream's progress or log message during a 2025-11-25 task call
+// that no tasks/result stream follows to the session's stream (dropped when none is open or
+// it is full); a held call's go only to its own stream.
+func (s *Server) pushTaskNote(t *tasks.Task, n tasks.Note) {
+	if t.Promoted {
+		return
+	}
+	if b := intercept.TaskNote(t, n); b != nil {
+		if ss := s.sessions.Get(t.SessionID); ss != nil {
+			ss.Push(b)
+		}
 	}
 }
 
