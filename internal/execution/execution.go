@@ -98,7 +98,19 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 }
 
 // ProgressToken is the progressToken Tollgate sends the upstream with task id's call.
-func ProgressToken(id string) string { return "tollgate-exec-" + id }
+func ProgressToken(id string) string { return execTokenPrefix + id }
+
+const execTokenPrefix = "tollgate-exec-"
+
+// ProgressTask returns the task whose call Tollgate sent with progressToken tok (a JSON
+// value); ok is false for any other token.
+func ProgressTask(tok json.RawMessage) (id string, ok bool) {
+	var s string
+	if len(tok) == 0 || tok[0] != '"' || json.Unmarshal(tok, &s) != nil {
+		return "", false
+	}
+	return strings.CutPrefix(s, execTokenPrefix)
+}
 
 // Answer posts a JSON-RPC response to one of the upstream's server→client requests, with the
 // transport's headers (upstream.Client.Post). A refused answer leaves the tool waiting until

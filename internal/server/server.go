@@ -307,6 +307,18 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			}
 			return ""
 		},
+		Divert: func(ss *session.Session, m *jsonrpc.Message) bool {
+			// The progress of a call Tollgate runs for a task, sent on the session's GET
+			// stream under Tollgate's token: it goes where the task's notes go (tasks.Note).
+			if m.Method != tasks.MethodProgress {
+				return false
+			}
+			id, ok := execution.ProgressTask(jsonrpc.Member(m.Params, "progressToken"))
+			if ok {
+				s.tasks.Note(id, ss.ID, tasks.Note{Method: m.Method, Params: slices.Clone(m.Params)})
+			}
+			return ok
+		},
 		OnNotification: func(ss *session.Session, m *jsonrpc.Message) {
 			// Only the method: params may carry tool output or log text.
 			s.hub.Publish(ss.ID, events.TypeNotification, "", map[string]string{"method": m.Method})

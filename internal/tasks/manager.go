@@ -143,9 +143,11 @@ type Manager struct {
 	draining bool // Drain began: no new execution starts
 	waiters  map[string]*waiter
 	running  map[string]context.CancelFunc // in-flight executions, to stop them on cancel/expiry
-	subs     map[int]func(Transition)
-	loaded   chan struct{} // closed when Run has loaded the stored tasks
-	nextSub  int
+	// notifiers are the in-flight executions' note publishers (notes.go, Note)
+	notifiers map[string]noteTarget
+	subs      map[int]func(Transition)
+	loaded    chan struct{} // closed when Run has loaded the stored tasks
+	nextSub   int
 
 	sweep   sweeper
 	relays  relays        // streams of this process relaying a task's questions now (Follow)
@@ -194,10 +196,11 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 	m := &Manager{
 		st: st, exec: exec, recheck: recheck, opts: opts,
 		now: opts.Now, log: opts.Logger, met: newMetrics(opts.Registerer), shared: store.IsShared(st),
-		waiters: make(map[string]*waiter),
-		running: make(map[string]context.CancelFunc),
-		subs:    make(map[int]func(Transition)),
-		loaded:  make(chan struct{}),
+		waiters:   make(map[string]*waiter),
+		running:   make(map[string]context.CancelFunc),
+		notifiers: make(map[string]noteTarget),
+		subs:      make(map[int]func(Transition)),
+		loaded:    make(chan struct{}),
 	}
 	if m.now == nil {
 		m.now = time.Now

@@ -50,16 +50,45 @@ func NoteFrom(ctx context.Context) NoteFunc {
 // Relayable notes: progress and log messages; others are not the caller's.
 func noteRelayable(method string) bool { return method == MethodProgress || method == MethodLog }
 
-func (m *Manager) withNotes(ctx context.Context, t *Task) context.Context {
+// withNotes hands task t's execution its publisher, and registers it for Note while the
+// execution runs; the returned func ends that.
+func (m *Manager) withNotes(ctx context.Context, t *Task) (context.Context, func()) {
 	t = t.Clone()
-	return context.WithValue(ctx, noteKey{}, NoteFunc(func(n Note) {
+	pub := NoteFunc(func(n Note) {
 		if !noteRelayable(n.Method) || len(n.Params) > maxNoteBytes {
 			return
 		}
 		if !m.notes.publish(t.ID, n) && m.opts.Unfollowed != nil {
 			m.opts.Unfollowed(t, n)
 		}
-	}))
+	})
+	m.mu.Lock()
+	m.notifiers[t.ID] = noteTarget{session: t.SessionID, pub: pub}
+	m.mu.Unlock()
+	return context.WithValue(ctx, noteKey{}, pub), func() {
+		m.mu.Lock()
+		delete(m.notifiers, t.ID)
+		m.mu.Unlock()
+	}
+}
+
+// noteTarget is the publisher of an execution running in this process, and the upstream
+// session it runs on.
+type noteTarget struct {
+	session string
+	pub     NoteFunc
+}
+
+// Note publishes n for task id when its execution runs in this process on upstream session
+// sessionID (a notification the upstream sent on that session's GET stream rather than on the
+// call's own stream); otherwise it is dropped.
+func (m *Manager) Note(id, sessionID string, n Note) {
+	m.mu.Lock()
+	tg, ok := m.notifiers[id]
+	m.mu.Unlock()
+	if ok && tg.session == sessionID {
+		tg.pub(n)
+	}
 }
 
 // noteHub holds, per task, the buffers of the streams of this process following it.

@@ -89,23 +89,18 @@ func TestHeldProgressAfterApproval(t *testing.T) {
 		decide(t, g, pendingApprovals(t, g)[0], "approve")
 	}
 
-	t.Run("2025-11-25", func(t *testing.T) {
-		before := d.Calls("slow_operation")
-		c := g.NewClient(t)
-		done := make(chan testkit.Reply, 1)
-		go func() {
-			rep, err := c.TryPost(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow_operation","arguments":{"seconds":3},"_meta":{"progressToken":"held-7"}}}`)
-			if err != nil {
-				rep.Body = []byte(err.Error())
-			}
-			done <- rep
-		}()
-		approveWhenPending(t)
-		checkHeldProgress(t, <-done, "held-7")
-		if n := d.Calls("slow_operation") - before; n != 1 {
-			t.Errorf("executions = %d, want 1", n)
+	// With the session's GET stream open the upstream (mcp-go) sends the call's progress there
+	// rather than on the call's own stream: it must reach the held call all the same, and
+	// Tollgate's own token must never reach the client.
+	for _, getStream := range []bool{false, true} {
+		name := "2025-11-25"
+		if getStream {
+			name += " with a GET stream open"
 		}
-	})
+		t.Run(name, func(t *testing.T) {
+			legacyHeld(t, g, d.Calls, approveWhenPending, getStream)
+		})
+	}
 
 	t.Run("2026-07-28", func(t *testing.T) {
 		before := d.Calls("slow_operation")
@@ -123,4 +118,84 @@ func TestHeldProgressAfterApproval(t *testing.T) {
 			t.Errorf("executions = %d, want 1", n)
 		}
 	})
+}
+
+// legacyHeld makes a held 2025-11-25 call of slow_operation with a progressToken, approves it
+// and checks its stream; with getStream the session's GET stream is open meanwhile.
+func legacyHeld(t *testing.T, g *testkit.Gateway, calls func(string) int, approve func(*testing.T), getStream bool) {
+	before := calls("slow_operation")
+	c := g.NewClient(t)
+	var lines <-chan string
+	if getStream {
+		var st int
+		if st, lines = testkit.OpenStream(t, g.MCP, c.Session); st != http.StatusOK {
+			t.Fatalf("GET stream: HTTP %d", st)
+		}
+	}
+	done := make(chan testkit.Reply, 1)
+	go func() {
+		rep, err := c.TryPost(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow_operation","arguments":{"seconds":3},"_meta":{"progressToken":"held-7"}}}`)
+		if err != nil {
+			rep.Body = []byte(err.Error())
+		}
+		done <- rep
+	}()
+	approve(t)
+	checkHeldProgress(t, <-done, "held-7")
+	if n := calls("slow_operation") - before; n != 1 {
+		t.Errorf("executions = %d, want 1", n)
+	}
+	for drained := false; getStream && !drained; {
+		select {
+		case l := <-lines:
+			if strings.Contains(l, "tollgate-exec-") {
+				t.Errorf("Tollgate's own progressToken reached the client: %s", l)
+			}
+		default:
+			drained = true
+		}
+	}
+}
+
+// TestTaskProgressAfterApproval: a 2025-11-25 task-augmented call's progress once approved
+// reaches its caller under the token of the request that created the task, with the
+// related-task _meta (spec 2025-11-25 tasks), here on the session's GET stream since no
+// tasks/result is open.
+func TestTaskProgressAfterApproval(t *testing.T) {
+	_, upURL := testkit.StartDemo(t)
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, progressRules), approverEnv, nil)
+	g.WaitReady(t)
+	c := g.NewClient(t)
+	st, lines := testkit.OpenStream(t, g.MCP, c.Session)
+	if st != http.StatusOK {
+		t.Fatalf("GET stream: HTTP %d", st)
+	}
+	m := c.Post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow_operation","arguments":{"seconds":3},"task":{"ttl":60000},"_meta":{"progressToken":"task-3"}}}`).Message(t)
+	tid, _ := testkit.Dig(m, "result", "task", "taskId").(string)
+	if !strings.HasPrefix(tid, "tg_") {
+		t.Fatalf("no task: %v", m)
+	}
+	decide(t, g, tid, "approve")
+	got := 0
+	for got < 2 {
+		line, ok := <-lines
+		if !ok {
+			t.Fatalf("the GET stream ended after %d of the upstream's progress notifications", got)
+		}
+		d, ok := strings.CutPrefix(line, "data: ")
+		if !ok || !strings.Contains(d, "notifications/progress") {
+			continue
+		}
+		var n map[string]any
+		if err := json.Unmarshal([]byte(d), &n); err != nil {
+			t.Fatal(err)
+		}
+		if testkit.Dig(n, "params", "progressToken") != "task-3" || testkit.Dig(n, "params", "_meta", "io.modelcontextprotocol/related-task", "taskId") != tid {
+			t.Fatalf("progress on the session stream: %s; want token task-3 and related-task %s", d, tid)
+		}
+		got++
+	}
+	if r := c.TaskRPC(4, "tasks/result", tid).Message(t); !strings.Contains(contentJSON(r), "done") {
+		t.Errorf("tasks/result: %v", r)
+	}
 }
