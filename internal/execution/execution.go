@@ -62,7 +62,7 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`
 		Meta      map[string]any  `json:"_meta"`
-	}{t.Tool, t.Arguments, map[string]any{"progressToken": ProgressToken(t.ID)}})
+	}{t.Tool, t.Arguments, map[string]any{"progressToken": tasks.ProgressToken(t.ID)}})
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 	}
@@ -95,21 +95,6 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 		return nil, jsonrpc.DecodeError(rep.Msg.Error)
 	}
 	return rep.Msg.Result, nil
-}
-
-// ProgressToken is the progressToken Tollgate sends the upstream with task id's call.
-func ProgressToken(id string) string { return execTokenPrefix + id }
-
-const execTokenPrefix = "tollgate-exec-"
-
-// ProgressTask returns the task whose call Tollgate sent with progressToken tok (a JSON
-// value); ok is false for any other token.
-func ProgressTask(tok json.RawMessage) (id string, ok bool) {
-	var s string
-	if len(tok) == 0 || tok[0] != '"' || json.Unmarshal(tok, &s) != nil {
-		return "", false
-	}
-	return strings.CutPrefix(s, execTokenPrefix)
 }
 
 // Answer posts a JSON-RPC response to one of the upstream's server→client requests, with the

@@ -219,7 +219,7 @@ func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMess
 	}
 	// Progress under Tollgate's own token: whoever follows the task gets it under theirs
 	// (tasks.NoteFrom), not the token of the request that happened to create it.
-	if m, err := jsonrpc.Replace(meta, "progressToken", rawString(execution.ProgressToken(t.ID))); err == nil {
+	if m, err := jsonrpc.Replace(meta, "progressToken", rawString(tasks.ProgressToken(t.ID))); err == nil {
 		meta = m
 	}
 	params, err := jsonrpc.Marshal(struct {

@@ -313,7 +313,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			if m.Method != tasks.MethodProgress {
 				return false
 			}
-			id, ok := execution.ProgressTask(jsonrpc.Member(m.Params, "progressToken"))
+			id, ok := tasks.ProgressTask(jsonrpc.Member(m.Params, "progressToken"))
 			if ok {
 				s.tasks.Note(id, ss.ID, tasks.Note{Method: m.Method, Params: slices.Clone(m.Params)})
 			}

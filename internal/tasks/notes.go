@@ -3,8 +3,11 @@ package tasks
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
 
 // Notes: the upstream's notifications/progress and notifications/message during a task's call
@@ -34,6 +37,22 @@ const (
 	maxNoteBytes = 64 << 10  // a larger note is dropped
 )
 
+// ProgressToken is the progressToken Tollgate sends the upstream with task id's call: the
+// notes are mapped back by task, so a following stream gets them under its own token.
+func ProgressToken(id string) string { return execTokenPrefix + id }
+
+const execTokenPrefix = "tollgate-exec-"
+
+// ProgressTask returns the task whose call Tollgate sent with progressToken tok (a JSON
+// value); ok is false for any other token.
+func ProgressTask(tok json.RawMessage) (id string, ok bool) {
+	var s string
+	if len(tok) == 0 || tok[0] != '"' || json.Unmarshal(tok, &s) != nil {
+		return "", false
+	}
+	return strings.CutPrefix(s, execTokenPrefix)
+}
+
 // noteKey is the context key under which the Manager hands an execution its publisher.
 type noteKey struct{}
 
@@ -57,6 +76,11 @@ func (m *Manager) withNotes(ctx context.Context, t *Task) (context.Context, func
 	pub := NoteFunc(func(n Note) {
 		if !noteRelayable(n.Method) || len(n.Params) > maxNoteBytes {
 			return
+		}
+		if n.Method == MethodProgress {
+			if id, ok := ProgressTask(jsonrpc.Member(n.Params, "progressToken")); ok && id != t.ID {
+				return // another call's progress (a stream that names no call carries both)
+			}
 		}
 		if !m.notes.publish(t.ID, n) && m.opts.Unfollowed != nil {
 			m.opts.Unfollowed(t, n)

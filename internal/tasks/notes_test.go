@@ -162,3 +162,47 @@ func TestNotesNeverBlockExecution(t *testing.T) {
 		t.Errorf("Unfollowed got %q, want the 3 progress notes of %s", got, tk2.ID)
 	}
 }
+
+// tokenExec publishes a progress note under another task's Tollgate token, then one under
+// its own.
+type tokenExec struct{ release chan struct{} }
+
+func (x *tokenExec) Execute(ctx context.Context, t *Task) (json.RawMessage, *jsonrpc.Error) {
+	<-x.release
+	pub := NoteFrom(ctx)
+	for _, id := range []string{"tg_other", t.ID} {
+		pub(Note{Method: MethodProgress, Params: json.RawMessage(`{"progressToken":"` + ProgressToken(id) + `","progress":1}`)})
+	}
+	return json.RawMessage(okResult), nil
+}
+
+// TestNotesOfAnotherCallDropped: progress under another call's Tollgate token (a stream that
+// names no call carries every call's) is not this task's.
+func TestNotesOfAnotherCallDropped(t *testing.T) {
+	x := &tokenExec{release: make(chan struct{})}
+	e := noteEnv(t, x, nil)
+	tk := approved(t, e, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = e.m.Follow(ctx, "alice", tk.ID, Relay{Note: func(n Note) bool {
+			got = append(got, string(jsonrpc.Member(n.Params, "progressToken")))
+			return true
+		}})
+	}()
+	following(t, e.m, tk.ID, 1)
+	close(x.release)
+	<-done
+	if len(got) != 1 || got[0] != `"`+ProgressToken(tk.ID)+`"` {
+		t.Errorf("notes %q, want only the task's own", got)
+	}
+	if id, ok := ProgressTask(json.RawMessage(`"` + ProgressToken(tk.ID) + `"`)); !ok || id != tk.ID {
+		t.Errorf("ProgressTask = %q, %v", id, ok)
+	}
+	if _, ok := ProgressTask(json.RawMessage(`7`)); ok {
+		t.Error("a client's integer token read as Tollgate's")
+	}
+}
