@@ -333,7 +333,9 @@ func TestPoolDispatchNotes(t *testing.T) {
 	finish2()
 	p.dispatch(ps, http.Header{}, note("notifications/message"))
 	finish()
-	slices.Sort(got[:2])
+	if len(got) >= 2 {
+		slices.Sort(got[:2]) // the two calls in any order
+	}
 	want := []string{"first notifications/progress", "second notifications/progress", "first notifications/message"}
 	if !slices.Equal(got, want) {
 		t.Errorf("delivered %v, want %v", got, want)
