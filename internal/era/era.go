@@ -39,6 +39,7 @@ const (
 	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	MetaClientInfo         = "io.modelcontextprotocol/clientInfo"
 	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	MetaLogLevel           = "io.modelcontextprotocol/logLevel"
 	TasksExtension         = "io.modelcontextprotocol/tasks"
 )
 

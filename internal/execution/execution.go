@@ -56,10 +56,13 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 			return res, rpcErr
 		}
 	}
+	// Tollgate asks for the call's progress under a token of its own: whoever follows the task
+	// gets it under theirs (tasks.NoteFrom; spec 2025-11-25 basic/utilities/progress).
 	params, err := json.Marshal(struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`
-	}{t.Tool, t.Arguments})
+		Meta      map[string]any  `json:"_meta"`
+	}{t.Tool, t.Arguments, map[string]any{"progressToken": tasks.ProgressToken(t.ID)}})
 	if err != nil {
 		return nil, jsonrpc.NewError(jsonrpc.CodeInternalError, "ExecutionFailed", "Encoding the call failed")
 	}

@@ -20,6 +20,7 @@ import (
 type Relay struct {
 	up     *upstream.Client
 	ask    tasks.AskFunc
+	note   tasks.NoteFunc
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -28,20 +29,24 @@ type Relay struct {
 // NewRelay returns a Relay for the execution whose context is ctx; it refuses every request
 // (NotBridged) when ctx carries no asker.
 func NewRelay(ctx context.Context, up *upstream.Client) *Relay {
-	r := &Relay{up: up, ask: tasks.AskerFrom(ctx)}
+	r := &Relay{up: up, ask: tasks.AskerFrom(ctx), note: tasks.NoteFrom(ctx)}
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	return r
 }
 
 // Handle answers m, a request of the upstream's received with session headers hdr: a ping at
 // once, a question Tollgate relays once its owner answered (or tasks.input_timeout passed),
-// anything else with NotBridged. answered, if set, runs once the answer is posted (an
-// upstream.Asker's callback).
+// anything else with NotBridged. A notification of the call's (progress, log message) goes to
+// whoever follows the task (tasks.NoteFrom). answered, if set, runs once the answer is posted
+// (an upstream.Asker's callback).
 func (r *Relay) Handle(hdr http.Header, m *jsonrpc.Message, answered func()) {
 	if answered == nil {
 		answered = func() {}
 	}
 	if m.Kind != jsonrpc.KindRequest {
+		if m.Kind == jsonrpc.KindNotification {
+			Note(r.note, m)
+		}
 		answered()
 		return
 	}
@@ -100,4 +105,12 @@ func AskAll(ctx context.Context, inputRequests json.RawMessage) (map[string]json
 		answers[k] = res
 	}
 	return answers, nil
+}
+
+// Note publishes m, a notification of the upstream's during a task's call, with pub (a nil
+// pub, outside an execution, drops it); only progress and log messages are the caller's.
+func Note(pub tasks.NoteFunc, m *jsonrpc.Message) {
+	if pub != nil && m.Kind == jsonrpc.KindNotification && (m.Method == tasks.MethodProgress || m.Method == tasks.MethodLog) {
+		pub(tasks.Note{Method: m.Method, Params: slices.Clone(json.RawMessage(m.Params))})
+	}
 }

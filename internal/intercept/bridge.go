@@ -143,9 +143,11 @@ func (b *Bridge) callOn(ctx context.Context, ps *upstream.PooledSession, capture
 		// is the only one in flight there (upstream.Pool.Begin).
 		defer b.pool.Begin(ps, hdr, onRequest)()
 	}
+	note := tasks.NoteFrom(ctx) // a task's execution: its progress and log messages
 	rep, err := b.up.Call(ctx, hdr, body, func(m *jsonrpc.Message) {
 		switch {
 		case m.Kind != jsonrpc.KindRequest:
+			execution.Note(note, m)
 		case onRequest != nil:
 			onRequest(hdr, m, func() {})
 		default:
@@ -215,6 +217,11 @@ func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMess
 	if len(meta) == 0 {
 		meta = json.RawMessage(ownMeta)
 	}
+	// Progress under Tollgate's own token: whoever follows the task gets it under theirs
+	// (tasks.NoteFrom), not the token of the request that happened to create it.
+	if m, err := jsonrpc.Replace(meta, "progressToken", rawString(tasks.ProgressToken(t.ID))); err == nil {
+		meta = m
+	}
 	params, err := jsonrpc.Marshal(struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -238,8 +245,9 @@ func (b *Bridge) executeModern(ctx context.Context, t *tasks.Task) (json.RawMess
 	}
 	hdr := execution.CallerHeaders(t.Headers, "")
 	hdr = modernHeaders(hdr, "tools/call", t.Tool)
+	note := tasks.NoteFrom(ctx)
 	for round := 0; ; round++ {
-		rep, err := b.up.Call(ctx, hdr, body, nil)
+		rep, err := b.up.Call(ctx, hdr, body, func(m *jsonrpc.Message) { execution.Note(note, m) })
 		if err != nil {
 			return nil, upstream.AsError(err).RPCError()
 		}

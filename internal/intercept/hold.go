@@ -39,7 +39,6 @@ const approvalMetaKey = "io.tollgate/approval"
 func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tasks.Task, attached bool) Result {
 	budget := s.Config.Tasks.HoldBudget.D()
 	own, id := owner(x), t.ID
-	token := progressToken(x.Msg.Params)
 	// The wait keeps what it needs of t and p, not them: a held call is an open connection,
 	// and the task (arguments, headers) is in the store.
 	tool, wf, status := p.Name, t.Workflow, t.StatusMessage
@@ -50,9 +49,11 @@ func (g *Gateway) hold(s *governance.Snapshot, x *Exchange, p callParams, t *tas
 		defer cancel()
 		// One loop on this goroutine waits, relays the upstream's questions during the
 		// approved call (outcomeOrQuestion) and sends the progress notifications.
-		var r tasks.Relay
-		if tick := progress(emit, token, status, budget, progressMeta(id, g.d.ConsoleURL)); tick != nil && tick() {
-			r.Tick, r.Every = tick, holdProgressEvery
+		// The upstream's progress and log messages once the call runs come on this stream too.
+		pr := newHeldProgress(x, emit, status, budget, progressMeta(id, g.d.ConsoleURL))
+		r := tasks.Relay{Note: pr.note}
+		if pr.tick() {
+			r.Tick, r.Every = pr.tick, holdProgressEvery
 		}
 		answer := g.outcomeOrQuestion(hctx, x, own, id, emit, r)
 		switch {
@@ -101,23 +102,6 @@ func progressToken(params json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return tok
-}
-
-// progress returns what sends the next notifications/progress for token on the held call's
-// stream: at once, then every holdProgressEvery (tasks.Relay's ticks); false when it cannot
-// (no stream, the client went away). Without a token it is nil: the proxy's SSE comments keep
-// the connection alive.
-func progress(emit func([]byte) bool, token json.RawMessage, status string, budget time.Duration, meta string) func() bool {
-	if token == nil {
-		return nil
-	}
-	msg := string(rawString(fmt.Sprintf("%s; held up to %s", status, budget)))
-	n := 0
-	return func() bool {
-		n++
-		return emit([]byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":` + string(token) +
-			`,"progress":` + strconv.Itoa(n) + `,"message":` + msg + `,"_meta":` + meta + `}}`))
-	}
 }
 
 // progressMeta is the _meta of a held call's progress notifications: the task it waits on

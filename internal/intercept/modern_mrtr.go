@@ -267,6 +267,10 @@ func (g *Gateway) startBridged(x *Exchange, own string, timeout time.Duration) *
 		// The call keeps its upstream session (an anonymous caller's own) until it ends,
 		// parked rounds included.
 		msg, e := g.br.bridgeCall(ctx, upOwner, captured, body, func(hdr http.Header, m *jsonrpc.Message, answered func()) {
+			if m.Kind != jsonrpc.KindRequest {
+				answered() // a notification on the session's stream: not this client's to answer
+				return
+			}
 			c, known := inputCapability[m.Method]
 			if !known || jsonrpc.Member(caps, c) == nil {
 				g.br.answerUpstream(hdr, jsonrpc.ErrorResponse(m.ID, notBridged(m.Method)))

@@ -87,6 +87,10 @@ func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) 
 // the question, and its retry with inputResponses (answerFromRetry) continues the call (spec
 // 2026-07-28 basic/patterns/mrtr). nil: the client went away.
 func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool, r tasks.Relay) []byte {
+	if r.Note == nil {
+		// the upstream's progress and log messages during the call come on this stream
+		r.Note = newHeldProgress(x, emit, "", 0, "").note
+	}
 	switch {
 	case x.Modern == nil:
 		r.Ask = onStream(id, emit)

@@ -138,7 +138,12 @@ func (g *Gateway) tasksResult(ctx context.Context, x *Exchange) Result {
 			g.askRequester(t, own, emit) // input_required: the question travels on this stream
 		}
 		// and so do the upstream's questions during the call
-		st, err := g.d.Tasks.Follow(ctx, own, id, tasks.Relay{Ask: onStream(id, emit)})
+		// and so do the upstream's progress and log messages (spec 2025-11-25 tasks)
+		note := func(n tasks.Note) bool {
+			b := taskNote(t, n)
+			return b == nil || emit(b)
+		}
+		st, err := g.d.Tasks.Follow(ctx, own, id, tasks.Relay{Ask: onStream(id, emit), Note: note})
 		return g.outcomeReply(x, id, st.Result, st.Error, err)
 	}}
 }

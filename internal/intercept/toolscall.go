@@ -284,6 +284,11 @@ func (g *Gateway) newTask(ctx context.Context, x *Exchange, p callParams, ttl ti
 		req.Era, req.Meta = tasks.EraModern, executionMeta(jsonrpc.Member(x.Msg.Params, "_meta"))
 	} else {
 		req.SessionID = x.Session.ID
+		if !retry {
+			// spec 2025-11-25 tasks: the task-augmented request's token stays valid for the
+			// task's lifetime; the upstream's progress during the call comes under it.
+			req.ProgressToken = progressToken(x.Msg.Params)
+		}
 	}
 	var t *tasks.Task
 	var attached bool

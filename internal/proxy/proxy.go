@@ -47,6 +47,9 @@ type Options struct {
 	// OnNotification, if set, sees every notification the upstream sends on a session's
 	// server→client stream (for the session's event queue, tollgate_await_activity).
 	OnNotification func(sess *session.Session, m *jsonrpc.Message)
+	// Divert, if set, may take a notification the upstream sends on a session's
+	// server→client stream instead of relaying it (true: taken, not written to the client).
+	Divert func(sess *session.Session, m *jsonrpc.Message) bool
 	// BodyBudget bounds request-body bytes held at once, and each source's share (nil =
 	// unbounded).
 	BodyBudget *limits.Budget

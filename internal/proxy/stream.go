@@ -89,14 +89,25 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, sess *session.Sess
 			defer rd.Close()
 			for {
 				ev, err := rd.Next()
-				if err != nil || sw.write(ev) != nil {
+				if err != nil {
 					cancel()
 					return
 				}
-				if h.o.OnNotification != nil && ev.HasData {
+				var note *jsonrpc.Message
+				if (h.o.OnNotification != nil || h.o.Divert != nil) && ev.HasData {
 					if m, err := jsonrpc.Parse(ev.Data); err == nil && m.Kind == jsonrpc.KindNotification {
-						h.o.OnNotification(sess, m)
+						note = m
 					}
+				}
+				if note != nil && h.o.Divert != nil && h.o.Divert(sess, note) {
+					continue
+				}
+				if sw.write(ev) != nil {
+					cancel()
+					return
+				}
+				if note != nil && h.o.OnNotification != nil {
+					h.o.OnNotification(sess, note)
 				}
 			}
 		}()

@@ -263,6 +263,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		ArgumentHashKey: hashKey,
 		SessionLive:     func(id string) bool { return s.sessions.Peek(id) != nil },
 		ConsoleURL:      consoleURL,
+		Unfollowed:      s.pushTaskNote,
 	})
 	undo = append(undo, func() { _ = s.tasks.Close() })
 	s.tools = gwtools.New(s.tasks, s.hub, proms, gwtools.Options{Logger: s.log, ConsoleURL: consoleURL})
@@ -308,6 +309,18 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 				return r.Header.Get(h)
 			}
 			return ""
+		},
+		Divert: func(ss *session.Session, m *jsonrpc.Message) bool {
+			// The progress of a call Tollgate runs for a task, sent on the session's GET
+			// stream under Tollgate's token: it goes where the task's notes go (tasks.Note).
+			if m.Method != tasks.MethodProgress {
+				return false
+			}
+			id, ok := tasks.ProgressTask(jsonrpc.Member(m.Params, "progressToken"))
+			if ok {
+				s.tasks.Note(id, ss.ID, tasks.Note{Method: m.Method, Params: slices.Clone(m.Params)})
+			}
+			return ok
 		},
 		OnNotification: func(ss *session.Session, m *jsonrpc.Message) {
 			// Only the method: params may carry tool output or log text.
@@ -435,6 +448,20 @@ func (s *Server) pushTaskStatus(tr tasks.Transition) {
 	t := tr.Task
 	if ss := s.sessions.Get(t.SessionID); ss != nil {
 		ss.Push(jsonrpc.Notification("notifications/tasks/status", t.WireJSON()))
+	}
+}
+
+// pushTaskNote sends the upstream's progress or log message during a 2025-11-25 task call
+// that no tasks/result stream follows to the session's stream (dropped when none is open or
+// it is full); a held call's go only to its own stream.
+func (s *Server) pushTaskNote(t *tasks.Task, n tasks.Note) {
+	if t.Promoted {
+		return
+	}
+	if b := intercept.TaskNote(t, n); b != nil {
+		if ss := s.sessions.Get(t.SessionID); ss != nil {
+			ss.Push(b)
+		}
 	}
 }
 

@@ -183,7 +183,9 @@ func (m *Manager) call(ctx context.Context, t *Task) (res json.RawMessage, rpcEr
 				"internal error while executing the task", "taskId", t.ID)
 		}
 	}()
-	res, rpcErr = m.exec.Execute(m.withAsker(ctx, t.ID), t.Clone())
+	ctx, done := m.withNotes(m.withAsker(ctx, t.ID), t)
+	defer done()
+	res, rpcErr = m.exec.Execute(ctx, t.Clone())
 	if rpcErr == nil && len(res) == 0 {
 		rpcErr = jsonrpc.NewError(jsonrpc.CodeInternalError, "InternalError",
 			"the upstream returned neither a result nor an error", "taskId", t.ID)

@@ -39,6 +39,9 @@ type Relay struct {
 	// Tick is called every Every while Follow waits; false stops the ticks (nil: none).
 	Tick  func() bool
 	Every time.Duration
+	// Note is given each notification of the upstream's during the task's call that this
+	// process runs (notes.go), in order; false: no more (nil: notes are not taken).
+	Note func(Note) bool
 }
 
 // Step is where Follow stopped: the task finished (Done, with exactly what the call
@@ -64,13 +67,20 @@ func (m *Manager) Follow(ctx context.Context, owner, id string, r Relay) (Step, 
 		defer t.Stop()
 		tick = t.C
 	}
+	var notes *noteFeed
+	if r.Note != nil {
+		sub, unsubscribe := m.notes.subscribe(id)
+		defer unsubscribe()
+		notes = &noteFeed{sub: sub, fn: r.Note}
+	}
 	seen := "" // the last question given to Ask
 	for {
-		ev, err := m.await(ctx, owner, id, seen, r.Ask != nil, tick)
+		ev, err := m.await(ctx, owner, id, seen, r.Ask != nil, tick, notes)
 		switch {
 		case err != nil:
 			return Step{}, err
 		case ev.Done:
+			notes.drain() // the call's notes come before its outcome
 			return ev.Step, nil
 		case ev.Question != nil:
 			seen = ev.Question.ID
@@ -100,7 +110,7 @@ type awaited struct {
 // await blocks until owner's task id is finished, or (questions) has a pending question other
 // than seen, or tick fires. The first change after the call is never missed: the waiter is
 // taken before the task is read.
-func (m *Manager) await(ctx context.Context, owner, id, seen string, questions bool, tick <-chan time.Time) (awaited, error) {
+func (m *Manager) await(ctx context.Context, owner, id, seen string, questions bool, tick <-chan time.Time, notes *noteFeed) (awaited, error) {
 	backoff := storeRetryMin
 	for {
 		w := m.acquireWaiter(id)
@@ -133,7 +143,7 @@ func (m *Manager) await(ctx context.Context, owner, id, seen string, questions b
 			m.releaseWaiter(id, w)
 			return awaited{Step: Step{Question: q}}, nil
 		}
-		woken, fired := m.waitChange(ctx, id, w, tick) // close happens after last is set: reading it is safe
+		woken, fired := m.waitChange(ctx, id, w, tick, notes) // close happens after last is set: reading it is safe
 		if ctx.Err() != nil {
 			return awaited{}, ctx.Err()
 		}

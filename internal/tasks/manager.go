@@ -70,6 +70,9 @@ type Options struct {
 	// ConsoleURL is the approvals console; a task awaiting a human names it in its
 	// statusMessage, so a task-aware client can tell its user where to approve ("" = not named).
 	ConsoleURL string
+	// Unfollowed, if set, gets each notification of the upstream's during a task's call that
+	// no stream of this process follows (notes.go); it must not block.
+	Unfollowed func(t *Task, n Note)
 }
 
 // Defaults (docs/contract.md §4 tasks.*; seed 001 THOUGHTGATE_TASK_DEFAULT_TTL_MS / MAX_TTL_MS).
@@ -103,6 +106,8 @@ type CreateRequest struct {
 	Meta json.RawMessage
 	// ToolDigest: see Task.ToolDigest.
 	ToolDigest string
+	// ProgressToken: see Task.ProgressToken.
+	ProgressToken json.RawMessage
 }
 
 // Filter selects tasks for List and ListAll. Without States only pending (non-terminal) tasks
@@ -138,12 +143,15 @@ type Manager struct {
 	draining bool // Drain began: no new execution starts
 	waiters  map[string]*waiter
 	running  map[string]context.CancelFunc // in-flight executions, to stop them on cancel/expiry
-	subs     map[int]func(Transition)
-	loaded   chan struct{} // closed when Run has loaded the stored tasks
-	nextSub  int
+	// notifiers are the in-flight executions' note publishers (notes.go, Note)
+	notifiers map[string]noteTarget
+	subs      map[int]func(Transition)
+	loaded    chan struct{} // closed when Run has loaded the stored tasks
+	nextSub   int
 
 	sweep   sweeper
 	relays  relays        // streams of this process relaying a task's questions now (Follow)
+	notes   noteHub       // streams of this process taking a task's notes now (Follow)
 	runDone chan struct{} // closed when Run returns; nil until Run starts
 
 	// awaiting counts the tasks awaiting approval by workflow, kept where the tollgate_tasks
@@ -188,10 +196,11 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 	m := &Manager{
 		st: st, exec: exec, recheck: recheck, opts: opts,
 		now: opts.Now, log: opts.Logger, met: newMetrics(opts.Registerer), shared: store.IsShared(st),
-		waiters: make(map[string]*waiter),
-		running: make(map[string]context.CancelFunc),
-		subs:    make(map[int]func(Transition)),
-		loaded:  make(chan struct{}),
+		waiters:   make(map[string]*waiter),
+		running:   make(map[string]context.CancelFunc),
+		notifiers: make(map[string]noteTarget),
+		subs:      make(map[int]func(Transition)),
+		loaded:    make(chan struct{}),
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -289,7 +298,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest, keyed bool) (*T
 		Headers: req.Headers.Clone(), Workflow: req.Workflow, Accelerated: req.Accelerated, Promoted: req.Promoted,
 		AskRequester: req.AskRequester && !req.Accelerated,
 		CreatedAt:    now, UpdatedAt: now, TTL: ttl, PollInterval: m.opts.PollInterval,
-		Replica: m.opts.Replica, Era: req.Era, Meta: req.Meta, ToolDigest: req.ToolDigest,
+		Replica: m.opts.Replica, Era: req.Era, Meta: req.Meta, ToolDigest: req.ToolDigest, ProgressToken: req.ProgressToken,
 	}
 	t.Owner = ownerOf(req.Owner, t.ID)
 	if keyed && req.Owner != Anonymous { // an anonymous call has no one to retry as
@@ -455,7 +464,7 @@ func (m *Manager) Cancel(ctx context.Context, owner, id string) (*Task, error) {
 // JSON-RPC error (spec 2025-11-25 tasks: tasks/result MUST block). ctx ending returns
 // ctx.Err() and leaves the task running.
 func (m *Manager) Result(ctx context.Context, owner, id string) (json.RawMessage, *jsonrpc.Error, error) {
-	ev, err := m.await(ctx, owner, id, "", false, nil)
+	ev, err := m.await(ctx, owner, id, "", false, nil, nil)
 	return ev.Result, ev.Error, err
 }
 
@@ -898,20 +907,28 @@ func (m *Manager) acquireWaiter(id string) *waiter {
 // waitChange blocks until w is woken by a committed change of task id, ctx ends, extra fires
 // (nil: never) or — with a shared store, whose other replicas' changes may not be announced
 // here — a second has passed, for the caller to read the task again; then it releases w.
-func (m *Manager) waitChange(ctx context.Context, id string, w *waiter, extra <-chan time.Time) (woken, fired bool) {
+func (m *Manager) waitChange(ctx context.Context, id string, w *waiter, extra <-chan time.Time, notes *noteFeed) (woken, fired bool) {
 	var poll <-chan time.Time
 	if m.shared {
 		timer := time.NewTimer(sharedPollInterval)
 		defer timer.Stop()
 		poll = timer.C
 	}
-	select {
-	case <-w.ch:
-		woken = true
-	case <-poll:
-	case <-extra:
-		fired = true
-	case <-ctx.Done():
+wait:
+	for {
+		select {
+		case <-w.ch:
+			woken = true
+		case <-poll:
+		case <-extra:
+			fired = true
+		case n := <-notes.ch():
+			// written on this goroutine, without reading the task again
+			notes.take(n)
+			continue
+		case <-ctx.Done():
+		}
+		break wait
 	}
 	m.releaseWaiter(id, w)
 	return woken, fired

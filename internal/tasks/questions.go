@@ -302,7 +302,7 @@ func (m *Manager) ask(ctx context.Context, id, method string, params json.RawMes
 			return declined(method, "The task's owner did not answer within tasks.input_timeout")
 		}
 		// Another replica may record the answer (docs/operations.md): waitChange re-reads.
-		if _, fired := m.waitChange(ctx, id, w, expire.C); fired {
+		if _, fired := m.waitChange(ctx, id, w, expire.C, nil); fired {
 			expired = true
 		}
 		if ctx.Err() != nil {

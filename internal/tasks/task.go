@@ -125,6 +125,10 @@ type Task struct {
 	// PreviousRejection is the rejection of the same call (same owner, tool and canonical
 	// arguments) before this task was created, for its approvers; nil when there was none.
 	PreviousRejection *PreviousRejection `json:"previous_rejection,omitempty"`
+	// ProgressToken is the progressToken of the 2025-11-25 task-augmented request that created
+	// the task (spec 2025-11-25 tasks: it stays valid for the task's lifetime): the upstream's
+	// progress during the call reaches the caller under it. Nil for other tasks.
+	ProgressToken json.RawMessage `json:"progress_token,omitempty"`
 }
 
 // PreviousRejection names the earlier task of the same call that was rejected (by a person or
@@ -145,6 +149,7 @@ func (t *Task) Clone() *Task {
 	c.Arguments = slices.Clone(t.Arguments)
 	c.Result = slices.Clone(t.Result)
 	c.Meta = slices.Clone(t.Meta)
+	c.ProgressToken = slices.Clone(t.ProgressToken)
 	c.Headers = t.Headers.Clone()
 	c.Requester = t.Requester.Clone()
 	c.Approvals = slices.Clone(t.Approvals)

@@ -393,10 +393,14 @@ func (p *Pool) ensureListening(ps *PooledSession, hdr http.Header) {
 // Tollgate cannot tell which call asked, and a question is never put to a guess — a call
 // waiting for its own answer may well ask again (docs/eras.md).
 func (p *Pool) dispatch(ps *PooledSession, hdr http.Header, m *jsonrpc.Message) {
-	if m.Kind != jsonrpc.KindRequest {
-		return // the upstream's notifications have no bridged listener
-	}
 	answerHdr := PostHeader(hdr)
+	if m.Kind == jsonrpc.KindNotification {
+		p.dispatchNote(ps, answerHdr, m)
+		return
+	}
+	if m.Kind != jsonrpc.KindRequest {
+		return
+	}
 	if m.Method == "ping" {
 		p.answer(answerHdr, jsonrpc.ResultResponse(m.ID, []byte(`{}`)))
 		return
@@ -418,6 +422,27 @@ func (p *Pool) dispatch(ps *PooledSession, hdr http.Header, m *jsonrpc.Message) 
 			"Tollgate cannot tell which of several bridged calls on this session sent "+m.Method+" on the session's stream")))
 	default:
 		p.answer(answerHdr, jsonrpc.ErrorResponse(m.ID, p.refusal(m.Method)))
+	}
+}
+
+// dispatchNote hands a notification on ps's GET stream to the calls in flight that take
+// them: progress to each (its progressToken names its call; a call takes only its own), any
+// other only when one call is in flight, for the same reason as dispatch; else it is dropped.
+func (p *Pool) dispatchNote(ps *PooledSession, hdr http.Header, m *jsonrpc.Message) {
+	p.mu.Lock()
+	n := len(ps.calls)
+	var to []Asker
+	for c := range ps.calls {
+		if c.ask != nil {
+			to = append(to, c.ask)
+		}
+	}
+	p.mu.Unlock()
+	if m.Method != "notifications/progress" && n != 1 {
+		return
+	}
+	for _, ask := range to {
+		ask(hdr, m, func() {})
 	}
 }
 

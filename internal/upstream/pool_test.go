@@ -304,3 +304,45 @@ func TestPoolDispatch(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolDispatchNotes: a notification on a session's GET stream names no call either:
+// progress goes to every call in flight (its token names its call, and each takes only its
+// own), a log message only to the one call in flight, else nowhere; none is answered.
+func TestPoolDispatchNotes(t *testing.T) {
+	f := &fakeUpstream{}
+	p := f.pool(10, time.Hour)
+	defer p.Close()
+	ps := mustAcquire(t, p, "auth:a")
+	defer p.Release(ps)
+	note := func(method string) *jsonrpc.Message {
+		m, err := jsonrpc.Parse(jsonrpc.Notification(method, []byte(`{}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	var got []string
+	asker := func(name string) Asker {
+		return func(_ http.Header, m *jsonrpc.Message, _ func()) { got = append(got, name+" "+m.Method) }
+	}
+	p.dispatch(ps, http.Header{}, note("notifications/progress")) // no call
+	finish := p.Begin(ps, nil, asker("first"))
+	finish2 := p.Begin(ps, nil, asker("second"))
+	p.dispatch(ps, http.Header{}, note("notifications/progress"))
+	p.dispatch(ps, http.Header{}, note("notifications/message")) // whose?
+	finish2()
+	p.dispatch(ps, http.Header{}, note("notifications/message"))
+	finish()
+	if len(got) >= 2 {
+		slices.Sort(got[:2]) // the two calls in any order
+	}
+	want := []string{"first notifications/progress", "second notifications/progress", "first notifications/message"}
+	if !slices.Equal(got, want) {
+		t.Errorf("delivered %v, want %v", got, want)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.answers) != 0 {
+		t.Errorf("notifications answered: %v", f.answers)
+	}
+}
