@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store/storetest"
 )
@@ -140,4 +141,39 @@ func waitReplicated(t *testing.T, s *storetest.Sentinel, key string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s never reached the replica", key)
+}
+
+// TestRedisSentinelPassword: Sentinels that require a password are reached with
+// $TOLLGATE_REDIS_SENTINEL_PASSWORD (store.Open with tasks.store.sentinel); without it the
+// open fails, and no error carries the password.
+func TestRedisSentinelPassword(t *testing.T) {
+	s := storetest.StartSentinelWithPassword(t, "s3ntinel-pw")
+	cfg := config.Store{Type: "redis", URL: "redis:///0?key_prefix=sentinel-pw:&max_retries=-1",
+		Sentinel: config.RedisSentinel{MasterName: s.Master, Addresses: []string{s.Addr}}}
+	env := func(pw string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			if k == config.EnvRedisSentinelPassword && pw != "" {
+				return pw, true
+			}
+			return "", false
+		}
+	}
+	st, err := store.Open(cfg, env("s3ntinel-pw"))
+	if err != nil {
+		t.Fatalf("open with the Sentinel password: %v", err)
+	}
+	defer st.Close()
+	if _, err := st.Create(context.Background(), rrec("pw-1", "alice", true, 1, "x"), store.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pw := range []string{"", "wrong-s3ntinel-pw"} {
+		st, err := store.Open(cfg, env(pw))
+		if err == nil {
+			_ = st.Close()
+			t.Fatalf("open with Sentinel password %q succeeded", pw)
+		}
+		if strings.Contains(err.Error(), "s3ntinel-pw") {
+			t.Errorf("error carries the password: %v", err)
+		}
+	}
 }

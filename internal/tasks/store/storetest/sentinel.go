@@ -36,6 +36,7 @@ func NeedBinary(t testing.TB, name, pkg string) string {
 // primary down after 1 s without an answer, so a killed primary is replaced within seconds.
 type Sentinel struct {
 	Master    string // the name the Sentinel monitors
+	Password  string // the Sentinel's requirepass ("" = none)
 	Addr      string // the Sentinel's host:port
 	Primary   string // the primary's host:port at start
 	Replica   string // the replica's host:port at start
@@ -44,11 +45,15 @@ type Sentinel struct {
 
 // StartSentinel starts the set and waits until the Sentinel knows the replica (it must, to
 // promote it). Skips without redis-server or redis-sentinel (fails in CI).
-func StartSentinel(t *testing.T) *Sentinel {
+func StartSentinel(t *testing.T) *Sentinel { t.Helper(); return StartSentinelWithPassword(t, "") }
+
+// StartSentinelWithPassword is StartSentinel with the Sentinel requiring password (its
+// requirepass; the Redis servers require none).
+func StartSentinelWithPassword(t *testing.T, password string) *Sentinel {
 	t.Helper()
 	server := NeedBinary(t, "redis-server", "redis-server")
 	sentinel := NeedBinary(t, "redis-sentinel", "redis-sentinel")
-	s := &Sentinel{Master: "tollgate-test"}
+	s := &Sentinel{Master: "tollgate-test", Password: password}
 	var stop func()
 	s.Primary, stop = startConfigured(t, server, "")
 	s.killFirst = stop
@@ -60,11 +65,15 @@ func StartSentinel(t *testing.T) *Sentinel {
 		return strings.Contains(info, "master_link_status:up")
 	})
 	host, port, _ := net.SplitHostPort(s.Primary)
-	s.Addr, _ = startConfigured(t, sentinel, fmt.Sprintf(
+	extra := fmt.Sprintf(
 		"sentinel monitor %[1]s %s %s 1\nsentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 10000\nsentinel parallel-syncs %[1]s 1\n",
-		s.Master, host, port))
+		s.Master, host, port)
+	if password != "" {
+		extra += "requirepass " + password + "\n"
+	}
+	s.Addr, _ = startConfiguredAuth(t, sentinel, extra, password)
 	waitUntil(t, "the Sentinel to know the replica", func(ctx context.Context) bool {
-		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, Password: s.Password, MaxRetries: -1})
 		defer c.Close()
 		r, err := c.Replicas(ctx, s.Master).Result()
 		return err == nil && len(r) > 0
@@ -77,7 +86,7 @@ func (s *Sentinel) KillPrimary() { s.killFirst() }
 
 // CurrentPrimary asks the Sentinel for the primary's address.
 func (s *Sentinel) CurrentPrimary(ctx context.Context) (string, error) {
-	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, Password: s.Password, MaxRetries: -1})
 	defer c.Close()
 	a, err := c.GetMasterAddrByName(ctx, s.Master).Result()
 	if err != nil {
@@ -107,6 +116,12 @@ func (s *Sentinel) WaitFailover(t testing.TB) {
 // port, without persistence, and waits for its PING. Retries a port taken meanwhile.
 func startConfigured(t testing.TB, bin, extra string) (addr string, stop func()) {
 	t.Helper()
+	return startConfiguredAuth(t, bin, extra, "")
+}
+
+// startConfiguredAuth is startConfigured for a server that requires password.
+func startConfiguredAuth(t testing.TB, bin, extra, password string) (addr string, stop func()) {
+	t.Helper()
 	var lastErr error
 	for range 3 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -123,7 +138,7 @@ func startConfigured(t testing.TB, bin, extra string) (addr string, stop func())
 		}
 		addr = net.JoinHostPort("127.0.0.1", port)
 		stop, err = startProcess(t, dir, bin, []string{conf}, func(ctx context.Context) error {
-			c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			c := redis.NewClient(&redis.Options{Addr: addr, Password: password, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 			defer c.Close()
 			return c.Ping(ctx).Err()
 		})
