@@ -14,7 +14,7 @@
 #                    login proxy), in the background while the rest downloads, and cached by
 #                    version in ~/.cache/tollgate for the next clone; optional, the test skips
 #                    without it.
-#   Debian packages  redis-server (Redis task store tests), prometheus (promtool checks the
+#   Debian packages  redis-server and redis-sentinel (Redis task store tests, Sentinel failover), prometheus (promtool checks the
 #                    metrics exposition), chromium (console screenshots) — only when missing.
 #
 # Safe to re-run: each step checks first and does nothing when its result is already there.
@@ -158,13 +158,13 @@ done
 
 # --- Debian packages ---------------------------------------------------------------------
 # command → package
-declare -A PKG=([redis-server]=redis-server [promtool]=prometheus [chromium]=chromium)
+declare -A PKG=([redis-server]=redis-server [redis-sentinel]=redis-sentinel [promtool]=prometheus [chromium]=chromium)
 missing=()
-for cmd in redis-server promtool chromium; do
+for cmd in redis-server redis-sentinel promtool chromium; do
 	command -v "$cmd" >/dev/null || missing+=("${PKG[$cmd]}")
 done
 if ((${#missing[@]} == 0)); then
-	log "debian packages present (redis-server, promtool, chromium)"
+	log "debian packages present (redis-server, redis-sentinel, promtool, chromium)"
 elif [[ "${SKIP_APT:-}" == 1 ]]; then
 	log "SKIP_APT=1: not installing ${missing[*]}; tests that need them will skip"
 elif [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
@@ -185,6 +185,9 @@ else
 	if [[ -x /etc/init.d/redis-server ]] && command -v service >/dev/null; then
 		# Tests start their own redis-server on a free port; a stray system one only holds 6379.
 		service redis-server stop >/dev/null 2>&1 || true
+	fi
+	if [[ -x /etc/init.d/redis-sentinel ]] && command -v service >/dev/null; then
+		service redis-sentinel stop >/dev/null 2>&1 || true # tests start their own Sentinels
 	fi
 fi
 # --- oauth2-proxy: wait for the build started above ----------------------------------------

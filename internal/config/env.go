@@ -30,6 +30,8 @@ const (
 	EnvSlackBotToken       = "TOLLGATE_SLACK_BOT_TOKEN"
 	EnvSlackSigningSecret  = "TOLLGATE_SLACK_SIGNING_SECRET"
 	EnvSlackAPIURL         = "TOLLGATE_SLACK_API_URL"
+	// EnvRedisSentinelPassword is the Sentinels' password (tasks.store.sentinel).
+	EnvRedisSentinelPassword = "TOLLGATE_REDIS_SENTINEL_PASSWORD"
 )
 
 // DefaultSlackAPIURL is Slack's Web API base ($TOLLGATE_SLACK_API_URL replaces it, for tests).
@@ -70,6 +72,8 @@ var EnvVars = []EnvVar{
 	{EnvArgumentHashKey + FileSuffix, "", "File holding $TOLLGATE_ARGUMENT_HASH_KEY instead (at least 32 bytes). Read at start; setting both is an error."},
 	{EnvSlackBotToken + FileSuffix, "", "File holding $TOLLGATE_SLACK_BOT_TOKEN instead. Read at start; setting both is an error."},
 	{EnvSlackSigningSecret + FileSuffix, "", "File holding $TOLLGATE_SLACK_SIGNING_SECRET instead. Read at start; setting both is an error."},
+	{EnvRedisSentinelPassword, "", "Password of the Redis Sentinels named by tasks.store.sentinel (their requirepass, or the password of tasks.store.sentinel.username). The Redis primary's own password goes in tasks.store.url. Never logged."},
+	{EnvRedisSentinelPassword + FileSuffix, "", "File holding $TOLLGATE_REDIS_SENTINEL_PASSWORD instead. Read at start; setting both is an error."},
 }
 
 // expand replaces ${VAR} and ${VAR:-default} in s; "$$" is a literal "$" and any

@@ -12,7 +12,7 @@ import (
 // <NAME>_FILE is the path of a file holding the value (a Kubernetes Secret mounted as files),
 // so the secret never sits in Tollgate's environment, where every process of the same user
 // can read it (/proc/<pid>/environ).
-var SecretEnvVars = []string{EnvAdminToken, EnvOwnerHashKey, EnvArgumentHashKey, EnvSlackBotToken, EnvSlackSigningSecret}
+var SecretEnvVars = []string{EnvAdminToken, EnvOwnerHashKey, EnvArgumentHashKey, EnvSlackBotToken, EnvSlackSigningSecret, EnvRedisSentinelPassword}
 
 // FileSuffix names the file variant of a secret variable.
 const FileSuffix = "_FILE"

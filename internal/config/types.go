@@ -345,6 +345,38 @@ type Store struct {
 	Type string `yaml:"type"` // auto (default: file if a data directory is writable, else memory) | file | memory | redis
 	Path string `yaml:"path"` // file store
 	URL  string `yaml:"url"`  // redis://…
+	// Sentinel reaches the Redis primary through Redis Sentinel (a failover client) instead of
+	// the host in URL; URL then names no host and carries only credentials, database and options.
+	Sentinel RedisSentinel `yaml:"sentinel"`
+	// TLS names a private CA, a client certificate and the name to verify for rediss:// (or
+	// Sentinel with TLS); any key set turns TLS on.
+	TLS RedisTLS `yaml:"tls"`
+}
+
+// RedisSentinel names the Sentinel-monitored primary (tasks.store.sentinel). The Sentinels'
+// password, if they require one, is $TOLLGATE_REDIS_SENTINEL_PASSWORD (or its _FILE).
+type RedisSentinel struct {
+	MasterName string   `yaml:"master_name"` // the name the Sentinels monitor (sentinel monitor <name> …)
+	Addresses  []string `yaml:"addresses"`   // host:port of each Sentinel (at least one)
+	Username   string   `yaml:"username"`    // ACL user on the Sentinels; "" = password only
+}
+
+// Set reports whether any Sentinel key is given.
+func (s RedisSentinel) Set() bool {
+	return s.MasterName != "" || len(s.Addresses) > 0 || s.Username != ""
+}
+
+// RedisTLS configures TLS to Redis (and to the Sentinels) (tasks.store.tls).
+type RedisTLS struct {
+	CAFile     string `yaml:"ca_file"`     // PEM CA bundle to verify the server; "" = system roots
+	CertFile   string `yaml:"cert_file"`   // PEM client certificate (Redis tls-auth-clients)
+	KeyFile    string `yaml:"key_file"`    // its private key
+	ServerName string `yaml:"server_name"` // name to verify in the server's certificate; "" = the host dialled
+}
+
+// Set reports whether any TLS key is given.
+func (t RedisTLS) Set() bool {
+	return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != ""
 }
 
 // Quotas bound what callers can hold (docs/contract.md §3).

@@ -680,13 +680,17 @@ func (v *validator) tasks() {
 			v.add("tasks.store.path", "is required for the file store (or set $%s)", EnvDataDir)
 		}
 	case StoreRedis:
-		if t.Store.URL == "" {
-			v.add("tasks.store.url", "is required for the redis store")
-		} else if u, err := url.Parse(t.Store.URL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
-			v.add("tasks.store.url", "must be a redis://, rediss:// or unix:// URL")
-		}
+		v.redisStore(t.Store)
 	default:
 		v.add("tasks.store.type", "must be auto, file, memory or redis, got %q", t.Store.Type)
+	}
+	if t.Store.Type != StoreRedis {
+		if t.Store.Sentinel.Set() {
+			v.add("tasks.store.sentinel", "is only used with tasks.store.type: redis")
+		}
+		if t.Store.TLS.Set() {
+			v.add("tasks.store.tls", "is only used with tasks.store.type: redis")
+		}
 	}
 	q := t.Quotas
 	if q.MaxPendingPerOwner <= 0 {
@@ -1049,5 +1053,53 @@ func (v *validator) pins(p Pins) {
 	}
 	if p.Enabled() {
 		v.workflowRef("governance.pins.workflow", p.Workflow)
+	}
+}
+
+// redisStore checks tasks.store for the redis store: one Redis named by url, or a
+// Sentinel-monitored primary (sentinel.master_name + sentinel.addresses), with url then naming
+// no host (it may still carry the scheme, credentials, database and options).
+func (v *validator) redisStore(s Store) {
+	sen := s.Sentinel
+	var u *url.URL
+	if s.URL != "" {
+		var err error
+		u, err = url.Parse(s.URL)
+		if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix") {
+			v.add("tasks.store.url", "must be a redis://, rediss:// or unix:// URL")
+			u = nil
+		}
+	}
+	switch {
+	case !sen.Set() && s.URL == "":
+		v.add("tasks.store.url", "is required for the redis store (or tasks.store.sentinel)")
+	case sen.Set():
+		if sen.MasterName == "" {
+			v.add("tasks.store.sentinel.master_name", "is required with tasks.store.sentinel (the name the Sentinels monitor)")
+		}
+		if len(sen.Addresses) == 0 {
+			v.add("tasks.store.sentinel.addresses", "must list at least one Sentinel host:port")
+		}
+		for i, a := range sen.Addresses {
+			if h, p, err := net.SplitHostPort(a); err != nil || h == "" || p == "" {
+				v.add(fmt.Sprintf("tasks.store.sentinel.addresses[%d]", i), "must be host:port, got %q", a)
+			}
+		}
+		if u != nil && (u.Host != "" || u.Scheme == "unix") {
+			v.add("tasks.store.url", "must not name a host with tasks.store.sentinel: the Sentinels name the primary "+
+				"(keep only scheme, credentials, database and options, e.g. rediss://:password@/0?key_prefix=tollgate:)")
+		}
+	}
+	tl := s.TLS
+	if tl.Set() && u != nil && u.Scheme != "rediss" {
+		v.add("tasks.store.tls", "needs a rediss:// tasks.store.url (%s:// is plain text)", u.Scheme)
+	}
+	if (tl.CertFile == "") != (tl.KeyFile == "") {
+		v.add("tasks.store.tls", "cert_file and key_file go together")
+	}
+	for _, f := range [][2]string{{"ca_file", tl.CAFile}, {"cert_file", tl.CertFile}, {"key_file", tl.KeyFile}} {
+		if f[1] != "" {
+			v.file("tasks.store.tls."+f[0], f[1])
+		}
 	}
 }

@@ -32,12 +32,9 @@ type openedStore struct {
 // otherwise in the first writable per-user or system state directory; with none writable it
 // falls back to memory, logs a WARN and keeps a warning for /readyz.
 func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *slog.Logger) (*openedStore, error) {
-	c := cfg.Tasks.Store
-	if c.Path != "" {
-		c.Path = cfg.ResolvePath(c.Path) // relative to the config file
-	}
+	c := resolveStorePaths(cfg)
 	if c.Type != config.StoreAuto {
-		st, err := store.Open(c)
+		st, err := store.Open(c, lookupEnv)
 		if errors.Is(err, store.ErrCorrupt) {
 			return nil, fmt.Errorf("tasks.store: %w; move the file aside (keep it for inspection) to start with an empty store", err)
 		}
@@ -45,7 +42,11 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 			return nil, fmt.Errorf("tasks.store: %w", err)
 		}
 		logSkipped(log, st)
-		log.Info("task store", "type", c.Type, "path", c.Path, "why", "tasks.store.type: "+c.Type)
+		if c.Sentinel.MasterName != "" {
+			log.Info("task store", "type", c.Type, "sentinel_master", c.Sentinel.MasterName, "sentinels", strings.Join(c.Sentinel.Addresses, ","), "why", "tasks.store.type: "+c.Type)
+		} else {
+			log.Info("task store", "type", c.Type, "path", c.Path, "why", "tasks.store.type: "+c.Type)
+		}
 		if r, ok := st.(*store.Redis); ok {
 			warnPersistence(r, log)
 		}
@@ -76,6 +77,18 @@ func openStore(cfg *config.Config, lookupEnv func(string) (string, bool), log *s
 	return &openedStore{Store: store.NewMemory(), cfg: config.Store{Type: config.StoreMemory}, warning: warning}, nil
 }
 
+// resolveStorePaths is tasks.store with its paths (store file, TLS files) resolved against
+// the config file's directory.
+func resolveStorePaths(cfg *config.Config) config.Store {
+	c := cfg.Tasks.Store
+	for _, p := range []*string{&c.Path, &c.TLS.CAFile, &c.TLS.CertFile, &c.TLS.KeyFile} {
+		if *p != "" {
+			*p = cfg.ResolvePath(*p)
+		}
+	}
+	return c
+}
+
 // autoCandidates lists the store files auto tries, in order, and why those (path is
 // tasks.store.path resolved against the config file).
 func autoCandidates(cfg *config.Config, path string, lookupEnv func(string) (string, bool)) (candidates []string, why string) {
@@ -102,17 +115,14 @@ func memoryWarning(problems []string) string {
 // directory or file cannot be written, a Redis URL that does not parse), a warning where auto
 // would fall back to memory. It does not connect to Redis.
 func CheckStore(cfg *config.Config, lookupEnv func(string) (string, bool)) (warning string, err error) {
-	c := cfg.Tasks.Store
-	if c.Path != "" {
-		c.Path = cfg.ResolvePath(c.Path)
-	}
+	c := resolveStorePaths(cfg)
 	switch c.Type {
 	case config.StoreFile:
 		if err := checkStoreFile(c.Path); err != nil {
 			return "", fmt.Errorf("tasks.store: file task store: %w", err)
 		}
 	case config.StoreRedis:
-		if err := store.CheckRedisURL(c.URL); err != nil {
+		if err := store.CheckRedisConfig(store.RedisConfigOf(c, lookupEnv)); err != nil {
 			return "", fmt.Errorf("tasks.store: %w", err)
 		}
 	case config.StoreAuto:

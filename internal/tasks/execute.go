@@ -100,7 +100,13 @@ func (m *Manager) execute(ctx context.Context, id string) {
 		m.mu.Unlock()
 	}()
 	// A cancel committed between the claim and registering stop would be missed; look again.
-	if cur, err := m.load1(ctx, id); err != nil || cur.State != Executing {
+	// The claim is this replica's: while the store does not answer (a Redis failover right
+	// after the claim) read again with backoff, renewing the lease meanwhile, instead of
+	// leaving the claimed task unrun until its lease lapses.
+	if cur, err := m.reread(ctx, id); err != nil || cur.State != Executing {
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			m.log.Error("task: the store did not answer after the claim; the call was not sent and the task will fail as interrupted", "task_id", id, "error", err)
+		}
 		return
 	}
 
@@ -166,6 +172,24 @@ func (m *Manager) commit(ctx context.Context, id string, mutate func(t *Task) er
 		}
 		if backoff == storeRetryMin {
 			m.log.Warn("task: storing execution result failed; retrying while the result is in memory", "task_id", id, "within", commitTimeout.String(), "error", err.Error())
+		}
+		if _, werr := sleepOrTick(ctx, backoff, nil); werr != nil {
+			return t, err
+		}
+		backoff = min(2*backoff, storeRetryMax)
+	}
+}
+
+// reread is load1 tried again with backoff while the store does not answer (ErrStore), for
+// up to commitTimeout.
+func (m *Manager) reread(ctx context.Context, id string) (*Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	defer cancel()
+	backoff := storeRetryMin
+	for {
+		t, err := m.load1(ctx, id)
+		if !storeFailure(err) {
+			return t, err
 		}
 		if _, werr := sleepOrTick(ctx, backoff, nil); werr != nil {
 			return t, err

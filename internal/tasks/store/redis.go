@@ -3,12 +3,16 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -68,11 +72,142 @@ var (
 	_ Checker = (*Redis)(nil)
 )
 
+// RedisConfig says how to reach Redis (config tasks.store): URL alone names one server;
+// with MasterName and SentinelAddrs Tollgate asks those Sentinels for the primary (go-redis's
+// failover client, which follows a failover) and URL, if given, names no host and carries
+// only scheme, credentials, database and options. The TLS files (PEM) apply to Redis and
+// to the Sentinels alike; any of them, or ServerName, turns TLS on.
+type RedisConfig struct {
+	URL              string
+	MasterName       string
+	SentinelAddrs    []string
+	SentinelUsername string
+	SentinelPassword string // never logged, never in an error
+	CAFile           string
+	CertFile         string
+	KeyFile          string
+	ServerName       string
+}
+
+func (c RedisConfig) sentinel() bool { return c.MasterName != "" || len(c.SentinelAddrs) > 0 }
+
+func (c RedisConfig) tls() bool {
+	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.ServerName != ""
+}
+
 // CheckRedisURL reports whether OpenRedis could parse rawURL, without connecting (tollgate
 // validate). The error never contains the URL.
 func CheckRedisURL(rawURL string) error {
-	_, err := parseRedisURL(rawURL, &Redis{})
+	return CheckRedisConfig(RedisConfig{URL: rawURL})
+}
+
+// CheckRedisConfig reports whether OpenRedisConfig could build a client from c (the URL
+// parses, the TLS files load), without connecting. The error never contains the URL.
+func CheckRedisConfig(c RedisConfig) error {
+	_, _, err := redisOptions(c, &Redis{})
 	return err
+}
+
+// redisOptions builds the client options of c: one server's, or (Sentinel) the failover
+// client's. Exactly one of the two results is non-nil without an error.
+func redisOptions(c RedisConfig, r *Redis) (*redis.Options, *redis.FailoverOptions, error) {
+	rawURL := c.URL
+	if c.sentinel() {
+		if c.MasterName == "" || len(c.SentinelAddrs) == 0 {
+			return nil, nil, errors.New("redis task store: Sentinel needs both a master name and at least one Sentinel address")
+		}
+		if rawURL == "" {
+			rawURL = "redis://"
+			if c.tls() {
+				rawURL = "rediss://"
+			}
+		}
+		if u, err := url.Parse(rawURL); err == nil && (u.Host != "" || u.Scheme == "unix") {
+			return nil, nil, errors.New("redis task store: tasks.store.url must name no host with Sentinel (the Sentinels name the primary)")
+		}
+	}
+	opt, err := parseRedisURL(rawURL, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.tls() {
+		if opt.TLSConfig == nil {
+			return nil, nil, errors.New("redis task store: tasks.store.tls is set but tasks.store.url is plain redis://; use rediss://")
+		}
+		if err := applyTLSFiles(opt.TLSConfig, c); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !c.sentinel() {
+		return opt, nil, nil
+	}
+	if opt.TLSConfig != nil && c.ServerName == "" {
+		// go-redis put the URL's (empty) host there; let each dial verify the address the
+		// Sentinels (or the seed list) name instead.
+		opt.TLSConfig.ServerName = ""
+	}
+	fo := &redis.FailoverOptions{
+		MasterName:       c.MasterName,
+		SentinelAddrs:    slices.Clone(c.SentinelAddrs),
+		SentinelUsername: c.SentinelUsername,
+		SentinelPassword: c.SentinelPassword,
+		ClientName:       opt.ClientName,
+		Protocol:         opt.Protocol,
+		Username:         opt.Username,
+		Password:         opt.Password,
+		DB:               opt.DB,
+		MaxRetries:       opt.MaxRetries,
+		MinRetryBackoff:  opt.MinRetryBackoff,
+		MaxRetryBackoff:  opt.MaxRetryBackoff,
+		DialTimeout:      opt.DialTimeout,
+		ReadTimeout:      opt.ReadTimeout,
+		WriteTimeout:     opt.WriteTimeout,
+		PoolFIFO:         opt.PoolFIFO,
+		PoolSize:         opt.PoolSize,
+		PoolTimeout:      opt.PoolTimeout,
+		MinIdleConns:     opt.MinIdleConns,
+		MaxIdleConns:     opt.MaxIdleConns,
+		MaxActiveConns:   opt.MaxActiveConns,
+		ConnMaxIdleTime:  opt.ConnMaxIdleTime,
+		ConnMaxLifetime:  opt.ConnMaxLifetime,
+		TLSConfig:        opt.TLSConfig,
+
+		ContextTimeoutEnabled: opt.ContextTimeoutEnabled,
+	}
+	return nil, fo, nil
+}
+
+// applyTLSFiles loads c's CA bundle, client key pair and server name into tc. Errors name
+// the file, never its contents.
+func applyTLSFiles(tc *tls.Config, c RedisConfig) error {
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return fmt.Errorf("redis task store: tasks.store.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("redis task store: tasks.store.tls.ca_file %s: no PEM certificate in it", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return errors.New("redis task store: tasks.store.tls: cert_file and key_file go together")
+	}
+	if c.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return fmt.Errorf("redis task store: tasks.store.tls cert_file %s / key_file %s: %w", c.CertFile, c.KeyFile, err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	if c.ServerName != "" {
+		tc.ServerName = c.ServerName
+	}
+	if tc.MinVersion == 0 {
+		tc.MinVersion = tls.VersionTLS12
+	}
+	return nil
 }
 
 // parseRedisURL takes key_prefix and expiry_margin out of rawURL into r and parses the rest
@@ -120,15 +255,28 @@ func parseRedisURL(rawURL string, r *Redis) (*redis.Options, error) {
 // tasks must use the same one) and expiry_margin (a Go duration, default 24h). Errors never
 // contain the URL, which may hold a password.
 func OpenRedis(ctx context.Context, rawURL string) (*Redis, error) {
+	return OpenRedisConfig(ctx, RedisConfig{URL: rawURL})
+}
+
+// OpenRedisConfig connects as c says (one server, or the primary the Sentinels name) and
+// pings it. Errors never contain the URL or the Sentinel password.
+func OpenRedisConfig(ctx context.Context, c RedisConfig) (*Redis, error) {
 	r := &Redis{prefix: DefaultRedisKeyPrefix, margin: DefaultRedisExpiryMargin}
-	opt, err := parseRedisURL(rawURL, r)
+	opt, fo, err := redisOptions(c, r)
 	if err != nil {
 		return nil, err
 	}
-	r.client = redis.NewClient(opt)
+	where := ""
+	if fo != nil {
+		r.client = redis.NewFailoverClient(fo)
+		where = fmt.Sprintf("the primary %q of the Sentinels %s", fo.MasterName, strings.Join(fo.SentinelAddrs, ", "))
+	} else {
+		r.client = redis.NewClient(opt)
+		where = opt.Addr
+	}
 	if err := r.client.Ping(ctx).Err(); err != nil {
 		_ = r.client.Close()
-		return nil, fmt.Errorf("redis task store: cannot reach Redis at %s: %w", opt.Addr, err)
+		return nil, fmt.Errorf("redis task store: cannot reach Redis at %s: %w", where, err)
 	}
 	return r, nil
 }

@@ -316,7 +316,7 @@ func TestOpenRedisErrors(t *testing.T) {
 // TestOpenRedisConfig: tasks.store.type redis reaches this backend through store.Open.
 func TestOpenRedisConfig(t *testing.T) {
 	u, _ := withPrefix(t, redisURL(t), nil)
-	st, err := store.Open(config.Store{Type: "redis", URL: u})
+	st, err := store.Open(config.Store{Type: "redis", URL: u}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func TestOpen(t *testing.T) {
 		{config.Store{Type: "etcd"}, true},
 	}
 	for _, tc := range tests {
-		st, err := store.Open(tc.cfg)
+		st, err := store.Open(tc.cfg, nil)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("Open(%+v) err = %v, wantErr %v", tc.cfg, err, tc.wantErr)
 		}
