@@ -355,7 +355,8 @@ func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 			if blocked[name] {
 				continue // quarantined: its new definition awaits an approver (pins)
 			}
-			if lv.hides(s.Rules.DecideFor(name, g.ann.pinnedHints(name, info.hints), lv.view)) {
+			hints := g.ann.pinnedHints(name, info.hints)
+			if lv.hides(s, name, hints, s.Rules.DecideFor(name, hints, lv.view)) {
 				continue // this caller can never call it (a call would still be refused)
 			}
 		}
