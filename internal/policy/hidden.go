@@ -60,4 +60,3 @@ func settled(p *xast.Policy) bool {
 	_, ra := p.Resource.(xast.ScopeTypeAll)
 	return pa && aa && ra && len(p.Conditions) == 0
 }
-
