@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tollgate-mcp/tollgate/internal/demo"
@@ -15,7 +17,8 @@ import (
 )
 
 // TestCredentialAcrossReplicas: two replicas with caller auth share a real redis-server and one
-// recording upstream that needs Tollgate's credential (sources[0].credential). A legacy call
+// recording upstream that needs Tollgate's credential (sources[0].credential: a static one on
+// A, a client-credentials token from a token endpoint on B, obtained once). A legacy call
 // held on replica A and approved through replica B's API runs on A; a 2026-07-28 call held on
 // A, approved through B after A is gone, runs on B. Every request the upstream receives —
 // handshakes, both approved calls — carries Tollgate's credential, never the caller's token,
@@ -44,11 +47,26 @@ func TestCredentialAcrossReplicas(t *testing.T) {
 		d.Handler().ServeHTTP(w, r)
 	}))
 	t.Cleanup(rec.Close)
+	// Replica B gets its upstream token from a token endpoint (client_credentials).
+	var issued atomic.Int64
+	te := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, secret, ok := r.BasicAuth(); !ok || id != "tollgate-b" || secret != "b-client-secret" || r.FormValue("grant_type") != "client_credentials" {
+			http.Error(w, `{"error":"invalid_client"}`, http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":"cc-token-%d","token_type":"Bearer","expires_in":3600}`, issued.Add(1))
+	}))
+	t.Cleanup(te.Close)
 	is := testkit.StartIssuer(t)
 	const aud = "https://tollgate.example.test/mcp" // one resource, two replicas
+	credentials := map[string]string{
+		"a": "{value_file: upstream.cred}",
+		"b": "{client_credentials: {token_url: \"" + te.URL + "/token\", client_id: tollgate-b, client_secret_file: b.secret}}",
+	}
 	cfg := func(replica string) string {
 		return "schema: 1\nsources:\n  - id: upstream\n    kind: mcp\n    url: " + rec.URL + "/mcp?replica=" + replica +
-			"\n    credential: {value_file: upstream.cred}\n" + `server:
+			"\n    credential: " + credentials[replica] + "\n" + `server:
   caller_auth: {type: jwt, issuer: ` + is.URL + `, audience: ` + aud + `}
 governance:
   defaults: {action: forward}
@@ -64,7 +82,7 @@ tasks:
   store: {type: redis, url: "` + url + `?key_prefix=ha-cred-` + strings.ReplaceAll(t.Name(), "/", "-") + `:"}
 `
 	}
-	files := map[string]string{"upstream.cred": "Bearer tollgate-own-upstream-credential\n"}
+	files := map[string]string{"upstream.cred": "Bearer tollgate-own-upstream-credential\n", "b.secret": "b-client-secret\n"}
 	a := testkit.StartGateway(t, cfg("a"), approverEnv, files)
 	b := testkit.StartGateway(t, cfg("b"), approverEnv, files)
 	a.WaitReady(t)
@@ -107,8 +125,8 @@ tasks:
 		if s.call != "" {
 			ranOn[s.call] += s.replica
 		}
-		if s.auth != "Bearer tollgate-own-upstream-credential" {
-			t.Errorf("upstream request %d from replica %s carried Authorization %q, want Tollgate's credential", i, s.replica, s.auth)
+		if want := map[string]string{"a": "Bearer tollgate-own-upstream-credential", "b": "Bearer cc-token-1"}[s.replica]; s.auth != want {
+			t.Errorf("upstream request %d from replica %s carried Authorization %q, want Tollgate's credential %q", i, s.replica, s.auth, want)
 		}
 		if strings.Contains(s.auth, tok) {
 			t.Errorf("upstream request %d from replica %s carried the caller's token", i, s.replica)
