@@ -127,3 +127,27 @@ func TestCedarToolViewOff(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditModeDenyListed: a rule in audit mode records its deny and forwards the call, so a
+// per-caller listing keeps the tool (the old listing hid it although its calls ran).
+func TestAuditModeDenyListed(t *testing.T) {
+	h := newHarness(t, `schema: 1
+server:
+  caller_auth: {type: jwt, issuer: "https://issuer.example"}
+sources:
+  - {id: upstream, kind: mcp, url: "http://127.0.0.1:1/mcp"}
+governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "drop_*", action: deny, mode: audit}
+    - {match: "wipe_*", action: deny}
+`)
+	c := &identity.Caller{Subject: "carl", Verified: true}
+	x := exchange(t, nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	x.Subject, x.Caller = c.Subject, c
+	res := h.router.Route(context.Background(), x)
+	got := string(applyTransform(t, res.Forward, x, `{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"drop_x","inputSchema":{"type":"object"}},{"name":"wipe_x","inputSchema":{"type":"object"}}]}}`))
+	if !strings.Contains(got, `"drop_x"`) || strings.Contains(got, `"wipe_x"`) {
+		t.Fatalf("listing %s: want drop_x (audit mode) shown, wipe_x (enforced deny) hidden", got)
+	}
+}

@@ -108,3 +108,20 @@ func TestForbiddenRegardlessWithoutForbids(t *testing.T) {
 		t.Fatalf("ForbiddenRegardless = %v", got)
 	}
 }
+
+// BenchmarkForbiddenRegardless: the per-tool cost of the listing's Cedar check, for a tool no
+// forbid is scoped to (skipped before a request is built) and one a group forbid settles.
+func BenchmarkForbiddenRegardless(b *testing.B) {
+	e := loadString(b, hidingPolicies)
+	for name, req := range map[string]Request{
+		"other_tool":   {Principal: "bob", Groups: []string{"contractors"}, Tool: "read_file"},
+		"group_forbid": {Principal: "bob", Groups: []string{"contractors"}, Tool: "delete_file"},
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = e.ForbiddenRegardless(req)
+			}
+		})
+	}
+}
