@@ -198,14 +198,21 @@ func (s *Snapshot) EvaluateAt(ctx context.Context, log *slog.Logger, c Caller, t
 	return eff.audit()
 }
 
-// ForbiddenRegardless reports whether c may never call tool: its rule d asks Cedar (and is
-// enforced, not in audit mode) and a forbid denies c whatever the arguments and whenever
-// (policy.Engine.ForbiddenRegardless). Listings leave such a tool out; calls never rely on it.
-func (s *Snapshot) ForbiddenRegardless(c Caller, tool string, hints rules.Hints, d rules.Decision) bool {
-	if d.Action != config.ActionPolicy || d.Audit || s.Policy == nil {
-		return false
+// Forbidder returns, for one listing of c's, whether c may never call a tool: its rule d asks
+// Cedar (and is enforced, not in audit mode) and a forbid denies c whatever the arguments and
+// whenever (policy.Engine.ForbiddenRegardless; c's part of the request is built once).
+// Listings leave such a tool out; calls never rely on it. Not safe for concurrent use.
+func (s *Snapshot) Forbidder(c Caller) func(tool string, hints rules.Hints, d rules.Decision) bool {
+	var p *policy.Prober
+	return func(tool string, hints rules.Hints, d rules.Decision) bool {
+		if d.Action != config.ActionPolicy || d.Audit || s.Policy == nil {
+			return false
+		}
+		if p == nil {
+			p = s.Policy.Prober(s.policyRequest(c, tool, hints, d, nil, time.Time{}))
+		}
+		return len(p.Forbidden(tool, d.PolicyID, hints)) > 0
 	}
-	return len(s.Policy.ForbiddenRegardless(s.policyRequest(c, tool, hints, d, nil, time.Time{}))) > 0
 }
 
 // policyRequest is Cedar's request for c calling tool under rule d.

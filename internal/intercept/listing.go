@@ -188,6 +188,7 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]by
 	arr = append(arr, '[')
 	learned := make(map[string]toolInfo, len(elems))
 	upTasks, mode := g.ann.upstreamTasks.Load(), s.Config.Tasks.SyncApproval
+	hides := lv.hider(s)
 	n := 0
 	sep := func() {
 		if n > 0 {
@@ -213,7 +214,7 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]by
 		}
 		hints := g.ann.pinnedHints(tl.name, tl.info.hints)
 		d := s.Rules.DecideFor(tl.name, hints, lv.view)
-		if lv.hides(s, tl.name, hints, d) {
+		if hides(tl.name, hints, d) {
 			continue // this caller can never call it (a call would still be refused)
 		}
 		sep()
@@ -411,17 +412,23 @@ func principalDigest(c governance.Caller) [16]byte {
 	return d
 }
 
-// hides reports whether tool, decided d for this view, is left out of its listing: denied by
-// a rule, or forbidden by Cedar whatever the arguments. An audit-mode decision hides nothing
-// (the call would be forwarded).
-func (lv listView) hides(s *governance.Snapshot, tool string, hints rules.Hints, d rules.Decision) bool {
-	if !lv.filter || d.Audit {
-		return false
+// hider returns, for one listing under s, whether a tool decided d for this view is left out:
+// denied by a rule, or forbidden by Cedar whatever the arguments. An audit-mode decision hides
+// nothing (the call would be forwarded). Not safe for concurrent use.
+func (lv listView) hider(s *governance.Snapshot) func(tool string, hints rules.Hints, d rules.Decision) bool {
+	var cedar func(string, rules.Hints, rules.Decision) bool
+	if lv.cedar != [16]byte{} {
+		cedar = s.Forbidder(lv.who)
 	}
-	if d.Action == config.ActionDeny {
-		return true
+	return func(tool string, hints rules.Hints, d rules.Decision) bool {
+		if !lv.filter || d.Audit {
+			return false
+		}
+		if d.Action == config.ActionDeny {
+			return true
+		}
+		return cedar != nil && cedar(tool, hints, d)
 	}
-	return lv.cedar != [16]byte{} && s.ForbiddenRegardless(lv.who, tool, hints, d)
 }
 
 // tag is the listing memo's tag part for this view ("" for the shared view).

@@ -341,6 +341,7 @@ func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 	}
 	s := g.d.Snapshots.Load()
 	blocked := g.pinBlocked(elems)
+	hides := lv.hider(s)
 	kept := elems[:0]
 	learned := make(map[string]toolInfo, len(elems))
 	for _, t := range elems {
@@ -356,7 +357,7 @@ func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 				continue // quarantined: its new definition awaits an approver (pins)
 			}
 			hints := g.ann.pinnedHints(name, info.hints)
-			if lv.hides(s, name, hints, s.Rules.DecideFor(name, hints, lv.view)) {
+			if hides(name, hints, s.Rules.DecideFor(name, hints, lv.view)) {
 				continue // this caller can never call it (a call would still be refused)
 			}
 		}
