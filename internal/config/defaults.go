@@ -149,6 +149,9 @@ func (c *Config) applyDefaults(present map[string]int) {
 			num(&c.Sources[i].MaxProcesses, p+".max_processes", DefaultMaxProcesses)
 			dur(&c.Sources[i].IdleTimeout, p+".idle_timeout", DefaultProcessIdleTimeout)
 		}
+		if cc := &c.Sources[i].Credential.ClientCredentials; cc.Set() {
+			str(&cc.AuthStyle, p+".credential.client_credentials.auth_style", AuthStyleBasic)
+		}
 	}
 
 	g := &c.Governance

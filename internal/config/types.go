@@ -88,16 +88,48 @@ type Source struct {
 	Credential Credential `yaml:"credential"`
 }
 
-// Credential is a static header Tollgate sends the upstream, its value read at start from an
-// environment variable or a file (never written in the configuration).
+// Credential is a header Tollgate sends the upstream: a static value read at start from an
+// environment variable or a file (never written in the configuration), or an OAuth access
+// token Tollgate obtains and refreshes with the client-credentials grant.
 type Credential struct {
 	Header    string `yaml:"header"`     // default Authorization
 	ValueEnv  string `yaml:"value_env"`  // variable holding the whole header value, e.g. "Bearer …"
 	ValueFile string `yaml:"value_file"` // or a file holding it
+	// ClientCredentials: the value is "Bearer <token>" from this authorization server.
+	ClientCredentials ClientCredentials `yaml:"client_credentials"`
 }
 
+// ClientCredentials is an OAuth 2.1 client-credentials grant (RFC 6749 §4.4) for the
+// upstream's access token, with a resource indicator (RFC 8707) and an audience.
+type ClientCredentials struct {
+	TokenURL         string   `yaml:"token_url"`
+	ClientID         string   `yaml:"client_id"`
+	ClientSecretEnv  string   `yaml:"client_secret_env"`  // or client_secret_file
+	ClientSecretFile string   `yaml:"client_secret_file"` // relative to the configuration file
+	Scopes           []string `yaml:"scopes"`
+	Resource         string   `yaml:"resource"` // RFC 8707 resource parameter ("" = none)
+	Audience         string   `yaml:"audience"` // audience parameter, for servers that take one ("" = none)
+	// AuthStyle: how the client authenticates at the token endpoint: "basic"
+	// (client_secret_basic, the default) or "post" (client_secret_post).
+	AuthStyle string `yaml:"auth_style"`
+}
+
+// Set reports whether any client_credentials key is given.
+func (c ClientCredentials) Set() bool {
+	return c.TokenURL != "" || c.ClientID != "" || c.ClientSecretEnv != "" || c.ClientSecretFile != "" ||
+		len(c.Scopes) > 0 || c.Resource != "" || c.Audience != "" || c.AuthStyle != ""
+}
+
+// Credential auth styles (sources[].credential.client_credentials.auth_style).
+const (
+	AuthStyleBasic = "basic"
+	AuthStylePost  = "post"
+)
+
 // Set reports whether a credential is configured.
-func (c Credential) Set() bool { return c.ValueEnv != "" || c.ValueFile != "" }
+func (c Credential) Set() bool {
+	return c.ValueEnv != "" || c.ValueFile != "" || c.ClientCredentials.Set()
+}
 
 // RunAs is the numeric user and group a stdio server's processes run as (supplementary
 // groups are dropped). Zero is root and never a choice: both zero means not set.

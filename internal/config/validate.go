@@ -891,8 +891,44 @@ func (v *validator) credential(p string, src Source) {
 		return
 	}
 	p += ".credential"
-	if c.ValueEnv != "" && c.ValueFile != "" || !c.Set() {
-		v.add(p, "needs exactly one of value_env and value_file")
+	n := 0
+	for _, set := range []bool{c.ValueEnv != "", c.ValueFile != "", c.ClientCredentials.Set()} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		v.add(p, "needs exactly one of value_env, value_file and client_credentials")
+	}
+	if cc := c.ClientCredentials; cc.Set() {
+		cp := p + ".client_credentials"
+		if cc.TokenURL == "" {
+			v.add(cp+".token_url", "is required (the authorization server's token endpoint)")
+		} else {
+			v.issuerURL(cp+".token_url", cc.TokenURL)
+		}
+		if cc.ClientID == "" {
+			v.add(cp+".client_id", "is required")
+		}
+		if (cc.ClientSecretEnv == "") == (cc.ClientSecretFile == "") {
+			v.add(cp+".client_secret_env", "exactly one of client_secret_env and client_secret_file is required")
+		}
+		if cc.ClientSecretEnv != "" && !envName.MatchString(cc.ClientSecretEnv) {
+			v.add(cp+".client_secret_env", "must be an environment variable name, got %q", cc.ClientSecretEnv)
+		}
+		for k, sc := range cc.Scopes {
+			if sc == "" || strings.ContainsAny(sc, " \"\\") {
+				v.add(idx(cp+".scopes", k), "must be a scope token (no spaces or quotes), got %q", sc)
+			}
+		}
+		if cc.Resource != "" {
+			if u, err := url.Parse(cc.Resource); err != nil || !u.IsAbs() || u.Fragment != "" {
+				v.add(cp+".resource", "must be an absolute URI without fragment (RFC 8707), got %q", cc.Resource)
+			}
+		}
+		if cc.AuthStyle != "" && cc.AuthStyle != AuthStyleBasic && cc.AuthStyle != AuthStylePost {
+			v.add(cp+".auth_style", "must be basic or post, got %q", cc.AuthStyle)
+		}
 	}
 	if c.ValueEnv != "" && !envName.MatchString(c.ValueEnv) {
 		v.add(p+".value_env", "must be an environment variable name, got %q", c.ValueEnv)

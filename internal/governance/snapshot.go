@@ -241,17 +241,7 @@ func (s *Snapshot) EvaluateAt(ctx context.Context, log *slog.Logger, c Caller, t
 		eff.Action = config.ActionDeny
 		return eff.audit()
 	}
-	req := policy.Request{
-		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
-		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: now,
-		Annotations: hints,
-	}
-	if v := c.Verified; v != nil {
-		req.Groups, req.Email, req.Name, req.Scopes = v.Groups, v.Email, v.Name, v.Scopes
-	} else {
-		req.Groups = c.Groups
-	}
-	pd, err := s.Policy.Decide(req)
+	pd, err := s.Policy.Decide(s.policyRequest(c, tool, hints, d, args, now))
 	if err != nil {
 		if ok, held := cedarWarn.Allow(); ok {
 			log.Warn("cedar evaluation failed; denying", "tool", tool, "policy_id", d.PolicyID,
@@ -269,6 +259,38 @@ func (s *Snapshot) EvaluateAt(ctx context.Context, log *slog.Logger, c Caller, t
 		eff.Action = config.ActionDeny
 	}
 	return eff.audit()
+}
+
+// Forbidder returns, for one listing of c's, whether c may never call a tool: its rule d asks
+// Cedar (and is enforced, not in audit mode) and a forbid denies c whatever the arguments and
+// whenever (policy.Engine.ForbiddenRegardless; c's part of the request is built once).
+// Listings leave such a tool out; calls never rely on it. Not safe for concurrent use.
+func (s *Snapshot) Forbidder(c Caller) func(tool string, hints rules.Hints, d rules.Decision) bool {
+	var p *policy.Prober
+	return func(tool string, hints rules.Hints, d rules.Decision) bool {
+		if d.Action != config.ActionPolicy || d.Audit || s.Policy == nil {
+			return false
+		}
+		if p == nil {
+			p = s.Policy.Prober(s.policyRequest(c, tool, hints, d, nil, time.Time{}))
+		}
+		return len(p.Forbidden(tool, d.PolicyID, hints)) > 0
+	}
+}
+
+// policyRequest is Cedar's request for c calling tool under rule d.
+func (s *Snapshot) policyRequest(c Caller, tool string, hints rules.Hints, d rules.Decision, args json.RawMessage, now time.Time) policy.Request {
+	req := policy.Request{
+		Principal: c.Subject, SessionID: c.SessionID, Tool: tool, Arguments: args,
+		PolicyID: d.PolicyID, SourceID: s.Config.Sources[0].ID, Time: now,
+		Annotations: hints,
+	}
+	if v := c.Verified; v != nil {
+		req.Groups, req.Email, req.Name, req.Scopes = v.Groups, v.Email, v.Name, v.Scopes
+	} else {
+		req.Groups = c.Groups
+	}
+	return req
 }
 
 // RuleName names the rule of a decision as the API and the audit log do: its glob, or

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
 	"github.com/tollgate-mcp/tollgate/internal/governance"
+	"github.com/tollgate-mcp/tollgate/internal/identity"
 	"github.com/tollgate-mcp/tollgate/internal/jsonrpc"
 )
 
@@ -93,5 +94,52 @@ func BenchmarkRewriteTools(b *testing.B) {
 		if _, err := g.rewriteTools(m.Result, true, listView{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkRewriteToolsCedarView measures a per-caller listing of 1000 tools that Cedar
+// decides, remembered listings forgotten before each (the cost of a view's first listing):
+// every tool's forbids partially evaluated for the caller (testdata/contractors.cedar).
+func BenchmarkRewriteToolsCedarView(b *testing.B) {
+	cfg, err := config.Parse([]byte(`schema: 1
+server:
+  caller_auth: {type: jwt, issuer: "https://issuer.example"}
+sources:
+  - {id: upstream, kind: mcp, url: "http://127.0.0.1:1/mcp"}
+governance:
+  rules:
+    - {match: "*", action: policy, policy_id: all}
+cedar: {policies: [contractors.cedar]}
+`), "testdata/bench.yaml", func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, err := governance.Build(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var h governance.Holder
+	h.Store(snap)
+	g := NewGateway(Deps{Snapshots: &h})
+	m, err := jsonrpc.Parse(toolsListResponse(1000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := &Exchange{Subject: "carl", Caller: &identity.Caller{Subject: "carl", Groups: []string{"contractors"}, Verified: true}}
+	lv := g.listView(x)
+	if lv.cedar == [16]byte{} {
+		b.Fatal("no Cedar view")
+	}
+	// "shared" is the same first listing without a principal (no Cedar hiding), for comparison.
+	for name, v := range map[string]listView{"principal": lv, "shared": {}} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.forgetLists()
+				if _, err := g.rewriteTools(m.Result, true, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -3,10 +3,13 @@ package intercept
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -162,7 +165,7 @@ func (g *Gateway) forgetLists() {
 // capabilities are served from a small cache: a 1000-tool list then costs one hash.
 func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]byte, error) {
 	s := g.d.Snapshots.Load()
-	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.ann.upstreamTasks.Load(), own: appendOwn, view: lv}
+	key := listKey{sum: xxhash.Sum64(result), n: len(result), rev: s.Revision, tasks: g.ann.upstreamTasks.Load(), own: appendOwn, view: lv.viewKey}
 	if g.ann.pins != nil {
 		key.pins = g.ann.pins.Gen()
 	}
@@ -185,6 +188,7 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]by
 	arr = append(arr, '[')
 	learned := make(map[string]toolInfo, len(elems))
 	upTasks, mode := g.ann.upstreamTasks.Load(), s.Config.Tasks.SyncApproval
+	hides := lv.hider(s)
 	n := 0
 	sep := func() {
 		if n > 0 {
@@ -208,8 +212,9 @@ func (g *Gateway) rewriteTools(result []byte, appendOwn bool, lv listView) ([]by
 		if blocked[tl.name] {
 			continue // quarantined: its new definition awaits an approver (pins)
 		}
-		d := s.Rules.DecideFor(tl.name, g.ann.pinnedHints(tl.name, tl.info.hints), lv.view)
-		if lv.hides(d) {
+		hints := g.ann.pinnedHints(tl.name, tl.info.hints)
+		d := s.Rules.DecideFor(tl.name, hints, lv.view)
+		if hides(tl.name, hints, d) {
 			continue // this caller can never call it (a call would still be refused)
 		}
 		sep()
@@ -345,34 +350,97 @@ type listKey struct {
 	rev   uint64
 	tasks bool
 	own   bool
-	view  listView
+	view  viewKey
 	pins  uint64 // pins.Keeper.Gen
 }
 
 // listView is what of the caller a listing depends on: with per-caller tool views
 // (server.caller_auth.tool_view: caller), the tools a rule denies for the caller's rules.View
-// are left out; the annotations always follow the caller's view.
+// are left out, and so are the tools a Cedar forbid denies the caller whatever the arguments
+// (governance.Snapshot.ForbiddenRegardless); the annotations always follow the caller's view.
 type listView struct {
+	viewKey
+	who governance.Caller // Cedar's principal, when cedar is set
+}
+
+// viewKey is the part of a listView listings are remembered under: callers with equal keys
+// get the same listing. With Cedar forbids in play it names the principal (cedar), since a
+// forbid may read the subject, groups, claims and scopes: one memo per distinct principal.
+type viewKey struct {
 	filter bool
 	view   rules.View
+	cedar  [16]byte // digest of the Cedar principal's parts; zero when Cedar hides nothing
 }
 
 // listView is x's listing view under the current snapshot.
 func (g *Gateway) listView(x *Exchange) listView {
 	s := g.d.Snapshots.Load()
 	ca := s.Config.Server.CallerAuth
-	return listView{filter: ca.Enabled() && ca.ToolView == config.ToolViewCaller, view: s.Rules.ViewOf(caller(x).Who())}
+	c := caller(x)
+	lv := listView{viewKey: viewKey{filter: ca.Enabled() && ca.ToolView == config.ToolViewCaller, view: s.Rules.ViewOf(c.Who())}}
+	if lv.filter && s.Policy != nil && s.Policy.HasForbid() {
+		lv.who, lv.cedar = c, principalDigest(c)
+	}
+	return lv
 }
 
-// hides reports whether a tool decided d is left out of this view's listing.
-func (lv listView) hides(d rules.Decision) bool { return lv.filter && d.Action == config.ActionDeny }
+// principalDigest is a digest of everything of c a Cedar request reads besides the call
+// (policy.Request: subject or session, groups, e-mail, name, scopes), never zero. SHA-256, so
+// that no caller can choose claims whose listing memo is another's.
+func principalDigest(c governance.Caller) [16]byte {
+	h := sha256.New()
+	put := func(s string) { fmt.Fprintf(h, "%d:%s", len(s), s) }
+	put(c.Subject)
+	if c.Subject == "" {
+		put(c.SessionID)
+	}
+	groups, email, name, scopes := c.Groups, "", "", []string(nil)
+	if v := c.Verified; v != nil {
+		groups, email, name, scopes = v.Groups, v.Email, v.Name, v.Scopes
+	}
+	for _, list := range [][]string{groups, scopes} {
+		put(strconv.Itoa(len(list)))
+		for _, s := range slices.Sorted(slices.Values(list)) {
+			put(s)
+		}
+	}
+	put(email)
+	put(name)
+	var d [16]byte
+	copy(d[:], h.Sum(nil))
+	d[0] |= 1 // never the zero "no Cedar" key
+	return d
+}
+
+// hider returns, for one listing under s, whether a tool decided d for this view is left out:
+// denied by a rule, or forbidden by Cedar whatever the arguments. An audit-mode decision hides
+// nothing (the call would be forwarded). Not safe for concurrent use.
+func (lv listView) hider(s *governance.Snapshot) func(tool string, hints rules.Hints, d rules.Decision) bool {
+	var cedar func(string, rules.Hints, rules.Decision) bool
+	if lv.cedar != [16]byte{} {
+		cedar = s.Forbidder(lv.who)
+	}
+	return func(tool string, hints rules.Hints, d rules.Decision) bool {
+		if !lv.filter || d.Audit {
+			return false
+		}
+		if d.Action == config.ActionDeny {
+			return true
+		}
+		return cedar != nil && cedar(tool, hints, d)
+	}
+}
 
 // tag is the listing memo's tag part for this view ("" for the shared view).
 func (lv listView) tag() string {
 	if !lv.filter && lv.view == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" view=%t/%x", lv.filter, uint64(lv.view))
+	t := fmt.Sprintf(" view=%t/%x", lv.filter, uint64(lv.view))
+	if lv.cedar != [16]byte{} {
+		t += fmt.Sprintf(" cedar=%x", lv.cedar)
+	}
+	return t
 }
 
 // listCache keeps the last few rewritten pages (clients list the same tools again and again).

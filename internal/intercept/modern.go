@@ -341,6 +341,7 @@ func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 	}
 	s := g.d.Snapshots.Load()
 	blocked := g.pinBlocked(elems)
+	hides := lv.hider(s)
 	kept := elems[:0]
 	learned := make(map[string]toolInfo, len(elems))
 	for _, t := range elems {
@@ -355,7 +356,8 @@ func (g *Gateway) appendOwnTools(result []byte, lv listView) ([]byte, error) {
 			if blocked[name] {
 				continue // quarantined: its new definition awaits an approver (pins)
 			}
-			if lv.hides(s.Rules.DecideFor(name, g.ann.pinnedHints(name, info.hints), lv.view)) {
+			hints := g.ann.pinnedHints(name, info.hints)
+			if hides(name, hints, s.Rules.DecideFor(name, hints, lv.view)) {
 				continue // this caller can never call it (a call would still be refused)
 			}
 		}

@@ -291,65 +291,7 @@ func (e *Engine) decideWith(set policyList, req Request) (Decision, types.Diagno
 			fmt.Errorf("policy: tool %q: %w: arguments must be a JSON object", req.Tool, ErrArguments)
 	}
 
-	principal := types.NewEntityUID(EntitySession, types.String(req.SessionID))
-	if req.Principal != "" {
-		principal = types.NewEntityUID(EntityUser, types.String(req.Principal))
-	}
-	resource := types.NewEntityUID(EntityToolCall, types.String(req.Tool))
-	entities := types.EntityMap{
-		resource: {
-			UID: resource,
-			Attributes: types.NewRecord(types.RecordMap{
-				"arguments": rec,
-				"name":      types.String(req.Tool),
-			}),
-		},
-	}
-	if req.Principal != "" {
-		attrs := types.RecordMap{}
-		if req.Email != "" {
-			attrs["email"] = types.String(req.Email)
-		}
-		if req.Name != "" {
-			attrs["name"] = types.String(req.Name)
-		}
-		parents := make([]types.EntityUID, 0, len(req.Groups))
-		for _, g := range req.Groups {
-			gid := types.NewEntityUID(EntityGroup, types.String(g))
-			parents = append(parents, gid)
-			entities[gid] = types.Entity{UID: gid}
-		}
-		entities[principal] = types.Entity{UID: principal, Attributes: types.NewRecord(attrs), Parents: types.NewEntityUIDSet(parents...)}
-	}
-	scopes := make([]types.Value, len(req.Scopes))
-	for i, sc := range req.Scopes {
-		scopes[i] = types.String(sc)
-	}
-	now := req.Time
-	if now.IsZero() {
-		now = time.Now()
-	}
-	now = now.UTC()
-	ann := make(types.RecordMap, 4)
-	for k, v := range req.Annotations.Values() {
-		ann[types.String(k)] = types.Boolean(v)
-	}
-	cedarReq := types.Request{
-		Principal: principal,
-		Action:    types.NewEntityUID(EntityAction, ActionToolCall),
-		Resource:  resource,
-		Context: types.NewRecord(types.RecordMap{
-			"policy_id":   types.String(req.PolicyID),
-			"source_id":   types.String(req.SourceID),
-			"annotations": types.NewRecord(ann),
-			"scopes":      types.NewSet(scopes...),
-			"time": types.NewRecord(types.RecordMap{
-				"unix":    types.Long(now.Unix()),
-				"hour":    types.Long(now.Hour()),
-				"weekday": types.Long(now.Weekday()), // 0 = Sunday
-			}),
-		}),
-	}
+	entities, cedarReq := request(req, rec, nil)
 
 	decision, diag := cedar.Authorize(set, entities, cedarReq)
 	if len(diag.Errors) > 0 {
@@ -376,6 +318,75 @@ func (e *Engine) decideWith(set policyList, req Request) (Decision, types.Diagno
 		return Decision{Outcome: Approve, PolicyIDs: ids, Reason: ReasonApprove}, diag, nil
 	}
 	return Decision{Outcome: Forward, PolicyIDs: reasonIDs(diag.Reasons, nil), Reason: ReasonPermit}, diag, nil
+}
+
+// request builds Cedar's entities and request for req with arguments args (a Record, or
+// batch.Ignore when deciding without them). A non-nil clock replaces context.time (Ignore too).
+func request(req Request, args types.Value, clock types.Value) (types.EntityMap, types.Request) {
+	principal := types.NewEntityUID(EntitySession, types.String(req.SessionID))
+	if req.Principal != "" {
+		principal = types.NewEntityUID(EntityUser, types.String(req.Principal))
+	}
+	resource := types.NewEntityUID(EntityToolCall, types.String(req.Tool))
+	entities := types.EntityMap{
+		resource: {
+			UID: resource,
+			Attributes: types.NewRecord(types.RecordMap{
+				"arguments": args,
+				"name":      types.String(req.Tool),
+			}),
+		},
+	}
+	if req.Principal != "" {
+		attrs := types.RecordMap{}
+		if req.Email != "" {
+			attrs["email"] = types.String(req.Email)
+		}
+		if req.Name != "" {
+			attrs["name"] = types.String(req.Name)
+		}
+		parents := make([]types.EntityUID, 0, len(req.Groups))
+		for _, g := range req.Groups {
+			gid := types.NewEntityUID(EntityGroup, types.String(g))
+			parents = append(parents, gid)
+			entities[gid] = types.Entity{UID: gid}
+		}
+		entities[principal] = types.Entity{UID: principal, Attributes: types.NewRecord(attrs), Parents: types.NewEntityUIDSet(parents...)}
+	}
+	scopes := make([]types.Value, len(req.Scopes))
+	for i, sc := range req.Scopes {
+		scopes[i] = types.String(sc)
+	}
+	if clock == nil {
+		now := req.Time
+		if now.IsZero() {
+			now = time.Now()
+		}
+		now = now.UTC()
+		clock = types.NewRecord(types.RecordMap{
+			"unix":    types.Long(now.Unix()),
+			"hour":    types.Long(now.Hour()),
+			"weekday": types.Long(now.Weekday()), // 0 = Sunday
+		})
+	}
+	ann := make(types.RecordMap, 4)
+	for k, v := range req.Annotations.Values() {
+		ann[types.String(k)] = types.Boolean(v)
+	}
+	cedarReq := types.Request{
+		Principal: principal,
+		Action:    types.NewEntityUID(EntityAction, ActionToolCall),
+		Resource:  resource,
+		Context: types.NewRecord(types.RecordMap{
+			"policy_id":   types.String(req.PolicyID),
+			"source_id":   types.String(req.SourceID),
+			"annotations": types.NewRecord(ann),
+			"scopes":      types.NewSet(scopes...),
+			"time":        clock,
+		}),
+	}
+
+	return entities, cedarReq
 }
 
 // reasonIDs returns the sorted ids of reasons, only those in filter when filter is non-nil.

@@ -14,7 +14,6 @@ import (
 	"reflect"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,7 +184,10 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		if c.ValueFile != "" {
 			c.ValueFile = cfg.ResolvePath(c.ValueFile) // relative to the configuration file
 		}
-		cred, err := upstreamCredential(c, o.LookupEnv)
+		if c.ClientCredentials.ClientSecretFile != "" {
+			c.ClientCredentials.ClientSecretFile = cfg.ResolvePath(c.ClientCredentials.ClientSecretFile)
+		}
+		cred, err := upstreamCredential(c, o.LookupEnv, s.log)
 		if err != nil {
 			return nil, err
 		}
@@ -839,37 +841,3 @@ func (ai *adminIssuer) verifier(current func() *config.Config, log *slog.Logger)
 		}
 	}
 }
-
-// credential is sources[0].credential, read: one header set on every request to the upstream.
-type credential struct{ header, value string }
-
-func upstreamCredential(c config.Credential, lookupEnv func(string) (string, bool)) (credential, error) {
-	h := c.Header
-	if h == "" {
-		h = "Authorization"
-	}
-	if c.ValueFile != "" {
-		v, err := config.ReadSecretFile(c.ValueFile, "sources[0].credential.value_file", 1)
-		return credential{h, v}, err
-	}
-	if lookupEnv == nil {
-		lookupEnv = os.LookupEnv
-	}
-	v, ok := lookupEnv(c.ValueEnv)
-	if !ok || strings.TrimSpace(v) == "" {
-		return credential{}, fmt.Errorf("sources[0].credential.value_env: $%s is not set", c.ValueEnv)
-	}
-	return credential{h, v}, nil
-}
-
-func (c credential) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(r *http.Request) (*http.Response, error) {
-		r = r.Clone(r.Context())
-		r.Header.Set(c.header, c.value)
-		return rt.RoundTrip(r)
-	})
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -376,3 +376,82 @@ func TestUpstreamCredential(t *testing.T) {
 		}
 	}
 }
+
+// TestCedarToolView: a Cedar forbid that denies a group a tool whatever the arguments hides
+// that tool from the group's members' listings, in both eras, and from no one else's; a
+// forbid that depends on the arguments hides nothing; the hidden tool's call is refused and
+// never reaches the upstream, while the other caller's same call runs.
+func TestCedarToolView(t *testing.T) {
+	d, upURL := testkit.StartDemo(t)
+	is := testkit.StartIssuer(t)
+	cfg := `server:
+  caller_auth: {type: jwt, issuer: ` + is.URL + `}
+governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "*", action: policy, policy_id: people}
+cedar: {policies: [people.cedar]}
+`
+	policies := `@id("contractors.no_delete")
+forbid (principal in Group::"contractors", action, resource == ToolCall::"delete_user");
+
+@id("orders.keep")
+forbid (principal, action, resource == ToolCall::"drop_table")
+when { resource.arguments has table && resource.arguments.table == "orders" };
+
+@id("allow")
+permit (principal, action, resource) when { context.policy_id == "people" };
+`
+	g := testkit.StartGateway(t, testkit.BasicConfig(upURL, cfg), approverEnv, map[string]string{"people.cedar": policies})
+	g.WaitReady(t)
+	contractor := withBearer(&testkit.RPC{T: t, URL: g.MCP}, is.Token(t, g.MCP, map[string]any{"sub": "carl", "groups": []string{"contractors"}}))
+	contractor.Initialize()
+	employee := withBearer(&testkit.RPC{T: t, URL: g.MCP}, is.Token(t, g.MCP, map[string]any{"sub": "emma", "groups": []string{"staff"}}))
+	employee.Initialize()
+
+	names := func(c *testkit.RPC) string {
+		m := c.Post(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`).Message(t)
+		var out []string
+		for _, tl := range testkit.Dig(m, "result", "tools").([]any) {
+			out = append(out, tl.(map[string]any)["name"].(string))
+		}
+		return "," + strings.Join(out, ",") + ","
+	}
+	for range 2 { // the second listing of each comes from its view's memo
+		if got := names(contractor); strings.Contains(got, ",delete_user,") || !strings.Contains(got, ",drop_table,") || !strings.Contains(got, ",read_file,") {
+			t.Errorf("contractor lists %s: want delete_user hidden, drop_table and read_file shown", got)
+		}
+		if got := names(employee); !strings.Contains(got, ",delete_user,") || !strings.Contains(got, ",drop_table,") {
+			t.Errorf("employee lists %s: want delete_user and drop_table", got)
+		}
+	}
+	modern := `{"jsonrpc":"2.0","id":13,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	for _, tc := range []struct {
+		c    *testkit.RPC
+		want bool
+	}{{contractor, false}, {employee, true}} {
+		c := &testkit.RPC{T: t, URL: g.MCP, Header: tc.c.Header.Clone()}
+		c.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		c.Header.Set("Mcp-Method", "tools/list")
+		r := c.Post(modern)
+		if r.Status != http.StatusOK {
+			t.Fatalf("modern tools/list: HTTP %d %s", r.Status, r.Body)
+		}
+		if strings.Contains(string(r.Body), `"delete_user"`) != tc.want {
+			t.Errorf("modern tools/list %s: delete_user shown, want %v", r.Body, tc.want)
+		}
+	}
+	// The hidden tool's call is refused by the call's own evaluation; the employee's runs.
+	if m := contractor.Call(10, "delete_user", map[string]any{"user_id": "u-002"}, 0); testkit.Dig(m, "error", "data", "error") != "PolicyDenied" {
+		t.Errorf("hidden delete_user called: %v, want PolicyDenied", m)
+	}
+	if n := d.Calls("delete_user"); n != 0 {
+		t.Fatalf("the contractor's delete_user reached the upstream %d times", n)
+	}
+	if m := employee.Call(11, "delete_user", map[string]any{"user_id": "u-002"}, 0); m["error"] != nil || testkit.Dig(m, "result", "isError") == true {
+		t.Errorf("employee delete_user: %v, want it run", m)
+	}
+	if n := d.Calls("delete_user"); n != 1 {
+		t.Errorf("upstream delete_user calls = %d, want 1 (the employee's)", n)
+	}
+}

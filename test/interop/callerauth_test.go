@@ -361,13 +361,16 @@ func TestCallerAuthRealIssuer(t *testing.T) {
 				}
 			})
 		}
-		// The SDK client of the other agent is refused by the group policy. (Its tools/list
-		// still names greet: the per-caller tool view, server.caller_auth.tool_view, is not
-		// implemented yet.)
+		// The SDK client of the other agent does not see greet (the group policy's forbid
+		// holds for it whatever the arguments: per-caller tool view), and its call is refused.
 		run := runScript(t, tc, "oauthclient.mjs", []string{g.MCP, "legacy", agentB, secretB, iss.URL, "greet", `{"name":"b"}`, "mcp:tools"}, nil)
 		if run.find("result") != nil || run.find("callError") == nil {
 			run.dump(t)
 			t.Errorf("agent-b's greet was not refused")
+		}
+		if e := run.find("tools"); e == nil || slices.Contains(anyStrings(e["names"]), "greet") || !slices.Contains(anyStrings(e["names"]), "slow_compute") {
+			run.dump(t)
+			t.Errorf("agent-b's tools %v: want greet hidden, slow_compute shown", e)
 		}
 	})
 
