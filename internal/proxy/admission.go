@@ -37,12 +37,23 @@ const (
 //
 // A session is bound to the identity that opened it (Options.Identity; none when that was
 // empty): another identity holding its id gets the same 404, on GET, POST and DELETE alike.
+//
+// A session held here that another replica sharing the store ended since (DELETE, or the
+// upstream's 404 there) gets the same 404 (Registry.EndedElsewhere: one store read per
+// request on a held session; while the store cannot answer, the held session keeps working).
 func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, corr string) (*session.Session, bool) {
-	if s, foreign := h.o.Sessions.GetAs(sid, h.identity(r)); foreign {
-		h.foreignSession(w, corr)
-		return nil, false
-	} else if s != nil {
-		return s, true
+	if s := h.o.Sessions.Peek(sid); s != nil {
+		if s.Foreign(h.identity(r)) {
+			h.foreignSession(w, corr)
+			return nil, false
+		}
+		if ended, _ := h.o.Sessions.EndedElsewhere(r.Context(), s); ended {
+			h.unknownSession(w, corr)
+			return nil, false
+		}
+		if s = h.o.Sessions.Get(sid); s != nil { // else evicted meanwhile: asked below as any other
+			return s, true
+		}
 	}
 	if h.o.Sessions.Ended(sid) { // ended sessions stay ended
 		h.unknownSession(w, corr)

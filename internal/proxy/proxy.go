@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -354,8 +355,30 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 		h.foreignSession(w, corr)
 		return
 	}
+	// The end is recorded for the other replicas (store.EndedSessions) when this process holds
+	// the session or the store knows it, as ended by this request's identity: a replica still
+	// holding it answers 404 from then on, unless it is bound to another identity.
+	end := func() {
+		held := sess != nil
+		if !held {
+			held, _ = h.o.Sessions.Known(r.Context(), sid)
+		}
+		h.o.Sessions.End(sid, h.identity(r), h.source(r), held)
+	}
+	if sess == nil && strings.HasPrefix(sid, session.LocalPrefix) {
+		// Minted by another replica (or before a restart): the upstream never knew it.
+		if known, _ := h.o.Sessions.Known(r.Context(), sid); !known {
+			corr := correlationID(r)
+			w.Header().Set("X-Request-Id", corr)
+			h.unknownSession(w, corr)
+			return
+		}
+		h.o.Sessions.End(sid, h.identity(r), h.source(r), true)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if sess != nil && sess.Local {
-		h.o.Sessions.Delete(sid)
+		end()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -368,7 +391,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 300 && sid != "" {
-		h.o.Sessions.Delete(sid)
+		end()
 	}
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)

@@ -13,6 +13,13 @@ type Book interface {
 	Remember(ctx context.Context, id string, expires time.Time) error
 	Known(ctx context.Context, id string) (bool, error)
 	Forget(ctx context.Context, id string) error
+	// End records that session id ended, by identity ("" none), charged to source, until
+	// expires: another replica still holding the session refuses it (bounded per source and
+	// in total by the store).
+	End(ctx context.Context, id, identity, source string, expires time.Time) error
+	// Ended reports whether session id ended in a way a session bound to identity must
+	// honour: any end when identity is "", else an end by that identity.
+	Ended(ctx context.Context, id, identity string) (bool, error)
 }
 
 // DefaultBookTTL is how long a session id stays in the book without use. Use moves it on, at
@@ -78,4 +85,54 @@ func (r *Registry) forget(id string) {
 	if err := r.book.Forget(ctx, id); err != nil && r.bookErr != nil {
 		r.bookErr("forget", err)
 	}
+}
+
+// end records in the book that id ended, by identity, charged to source. Called without r.mu.
+func (r *Registry) end(id, identity, source string) {
+	if r.book == nil || id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
+	defer cancel()
+	if err := r.book.End(ctx, id, identity, source, time.Now().Add(r.bookTTL)); err != nil && r.bookErr != nil {
+		r.bookErr("record the end of", err)
+	}
+}
+
+// EndedElsewhere reports whether s, held in this process, was ended since through another
+// replica sharing the book (DELETE, or the upstream's 404 there): by the identity s is bound
+// to, or by anyone when it is bound to no one. A session idle for longer than the book's TTL
+// — the end's record may have lapsed too — counts as ended unless the book still knows it.
+// It is then forgotten here; the caller answers 404. Call it before Get, so an ended session
+// is not written back to the book. A store error is returned and ends nothing: the session
+// keeps working in this process while the store is away.
+func (r *Registry) EndedElsewhere(ctx context.Context, s *Session) (bool, error) {
+	if r.book == nil || s == nil {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, bookTimeout)
+	defer cancel()
+	ended, err := r.book.Ended(ctx, s.ID, s.identity)
+	if err == nil && !ended {
+		s.mu.Lock()
+		idle := time.Since(s.lastSeen) >= r.bookTTL
+		s.mu.Unlock()
+		if idle {
+			var known bool
+			known, err = r.book.Known(ctx, s.ID)
+			ended = err == nil && !known
+		}
+	}
+	if err != nil {
+		if r.bookErr != nil {
+			r.bookErr("check the end of", err)
+		}
+		return false, err
+	}
+	if ended {
+		if held := r.drop(s.ID); held != nil && r.onDel != nil {
+			r.onDel(held) // its streams close
+		}
+	}
+	return ended, nil
 }

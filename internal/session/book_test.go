@@ -12,8 +12,30 @@ import (
 type fakeBook struct {
 	mu      sync.Mutex
 	exp     map[string]time.Time
+	ended   map[string]string // id → identity that ended it
 	writes  int
 	forgets int
+	err     error // returned by Ended
+}
+
+func (b *fakeBook) End(_ context.Context, id, identity, _ string, _ time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended == nil {
+		b.ended = map[string]string{}
+	}
+	b.ended[id] = identity
+	return nil
+}
+
+func (b *fakeBook) Ended(_ context.Context, id, identity string) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err != nil {
+		return false, b.err
+	}
+	by, ok := b.ended[id]
+	return ok && (identity == "" || by == identity), nil
 }
 
 func (b *fakeBook) Remember(_ context.Context, id string, exp time.Time) error {
@@ -93,4 +115,98 @@ func TestNoBook(t *testing.T) {
 	if ok, err := r.Known(context.Background(), "s1"); ok || err != nil {
 		t.Errorf("without a book Known = %v, %v; want false", ok, err)
 	}
+}
+
+// adoptAs adopts id in r for identity, as a replica does for a session the book knows.
+func adoptAs(t *testing.T, r *Registry, id, identity string) *Session {
+	t.Helper()
+	tk, err := r.Admit("src-" + identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Identity = identity
+	return tk.Adopt(id)
+}
+
+// TestEndedOnOtherReplica: two replicas share a book. A session one of them ended (DELETE, or
+// the upstream's 404) is refused by the other, which still held it in memory — unless the end
+// came from another identity than the one the session is bound to. Before, the other replica
+// served the session until it evicted it.
+func TestEndedOnOtherReplica(t *testing.T) {
+	ctx := context.Background()
+	book := &fakeBook{}
+	a, b := NewRegistry(0, nil), NewRegistry(0, nil)
+	closed := map[string]bool{}
+	b.onDel = func(s *Session) { closed[s.ID] = true }
+	for _, r := range []*Registry{a, b} {
+		r.KeepIn(book, time.Hour, func(op string, err error) {})
+	}
+	for _, c := range []struct {
+		name, bound, ender string
+		viaDelete          bool // the end is a Delete on A (as the session's own identity)
+		want               bool
+	}{
+		{"DELETE by its identity", "alice", "alice", false, true},
+		{"Delete on A (the upstream's 404 there)", "alice", "", true, true},
+		{"bound to no one, ended by anyone", "", "mallory", false, true},
+		{"ended by another identity", "alice", "mallory", false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "sid-" + c.name
+			adoptAs(t, a, id, c.bound)
+			sb := adoptAs(t, b, id, c.bound)
+			if ended, err := b.EndedElsewhere(ctx, sb); err != nil || ended {
+				t.Fatalf("live session: EndedElsewhere = %v, %v", ended, err)
+			}
+			if c.viaDelete {
+				a.Delete(id)
+			} else {
+				a.End(id, c.ender, "src", true)
+			}
+			ended, err := b.EndedElsewhere(ctx, sb)
+			if err != nil || ended != c.want {
+				t.Fatalf("after the end on A: EndedElsewhere = %v, %v; want %v", ended, err, c.want)
+			}
+			if c.want && (b.Peek(id) != nil || !b.Ended(id) || !closed[id]) {
+				t.Errorf("ended elsewhere: still held %v, ended here %v, streams closed %v", b.Peek(id) != nil, b.Ended(id), closed[id])
+			}
+			if !c.want && b.Peek(id) == nil {
+				t.Error("an end by another identity dropped the session")
+			}
+		})
+	}
+}
+
+// TestEndedElsewhereStoreError: while the store cannot answer, a held session keeps working
+// here (the error is reported, nothing is ended).
+func TestEndedElsewhereStoreError(t *testing.T) {
+	book := &fakeBook{err: context.DeadlineExceeded}
+	r := NewRegistry(0, nil)
+	var reported string
+	r.KeepIn(book, time.Hour, func(op string, err error) { reported = op })
+	s := adoptAs(t, r, "sid", "")
+	if ended, err := r.EndedElsewhere(context.Background(), s); ended || err == nil || r.Peek("sid") == nil || reported == "" {
+		t.Errorf("store error: ended %v, err %v, held %v, reported %q", ended, err, r.Peek("sid") != nil, reported)
+	}
+}
+
+// TestEndedElsewhereIdle: a session held here but unused for longer than the book's TTL (the
+// record of its end may have lapsed) counts as ended when the book no longer knows it.
+func TestEndedElsewhereIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		book := &fakeBook{}
+		r := NewRegistry(0, nil)
+		r.KeepIn(book, time.Hour, func(op string, err error) {})
+		s := adoptAs(t, r, "sid", "")
+		keep := adoptAs(t, r, "kept", "")
+		time.Sleep(2 * time.Hour)
+		_ = book.Forget(context.Background(), "sid") // its book entry lapsed (or another replica ended it long ago)
+		_ = book.Remember(context.Background(), "kept", time.Now().Add(time.Hour))
+		if ended, err := r.EndedElsewhere(context.Background(), s); !ended || err != nil {
+			t.Errorf("idle past the TTL, unknown to the book: ended %v, %v; want true", ended, err)
+		}
+		if ended, _ := r.EndedElsewhere(context.Background(), keep); ended {
+			t.Error("idle past the TTL but still in the book: ended")
+		}
+	})
 }

@@ -157,29 +157,7 @@ func deleteSession(t *testing.T, g *testkit.Gateway, sid string) {
 // An upstream without sessions: Tollgate mints tgs_ ids; nothing else is a session, also
 // before any client initialized through this process.
 func TestSessionlessUpstreamRefusesOtherIDs(t *testing.T) {
-	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		if strings.Contains(string(body), `"method":"notifications/`) {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		id := "1"
-		if i := strings.Index(string(body), `"id":`); i >= 0 {
-			rest := string(body)[i+5:]
-			id = rest[:strings.IndexAny(rest, ",}")]
-		}
-		result := `{}`
-		if strings.Contains(string(body), `"method":"initialize"`) {
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
-		} else if strings.Contains(string(body), `"method":"tools/list"`) {
-			result = `{"tools":[{"name":"delete_user","inputSchema":{"type":"object"}}]}`
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
-	})
+	up := sessionlessUpstream(t)
 	cfg := testkit.BasicConfig(up.URL(), approvalRules)
 
 	// Fresh process, nobody initialized yet: the upstream answers a ping on any id, so Tollgate
@@ -311,4 +289,73 @@ func TestForgedWellFormedSessionIDs(t *testing.T) {
 		t.Errorf("%d approvals pending for forged sessions, want none", n)
 	}
 	real.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+}
+
+// sessionlessUpstream is an upstream without sessions: Tollgate mints tgs_ ids for its clients
+// and the upstream never answers 404 for an ended one.
+func sessionlessUpstream(t *testing.T) *testkit.RawUpstream {
+	return testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if strings.Contains(string(body), `"method":"notifications/`) {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		id := "1"
+		if i := strings.Index(string(body), `"id":`); i >= 0 {
+			rest := string(body)[i+5:]
+			id = rest[:strings.IndexAny(rest, ",}")]
+		}
+		result := `{}`
+		if strings.Contains(string(body), `"method":"initialize"`) {
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		} else if strings.Contains(string(body), `"method":"tools/list"`) {
+			result = `{"tools":[{"name":"delete_user","inputSchema":{"type":"object"}}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
+	})
+}
+
+// TestSessionEndedOnOtherReplica: two replicas share a Redis store in front of an upstream
+// that never refuses a session (Tollgate's own tgs_ sessions). A session the client ended
+// through one replica is refused (404, so the client initializes again) by the other, which
+// held it in memory; a DELETE through a replica that does not hold it ends it everywhere. On
+// the old code the other replica kept serving the ended session, and the DELETE through a
+// replica that did not hold it was sent to the upstream (405) and ended nothing.
+func TestSessionEndedOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t) // skips loudly without redis-server
+	up := sessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-end-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+
+	// Ended through A after B served it.
+	c := a.NewClient(t)
+	if !strings.HasPrefix(c.Session, "tgs_") {
+		t.Fatalf("session %q, want a tgs_ id", c.Session)
+	}
+	onB := &testkit.RPC{T: t, URL: b.MCP, Session: c.Session}
+	if r := onB.Post(ping); r.Status != http.StatusOK {
+		t.Fatalf("replica B does not serve the session from A: HTTP %d %s", r.Status, r.Body)
+	}
+	deleteSession(t, a, c.Session)
+	wantSessionNotFound(t, forgedCall(t, b, c.Session), "session ended on replica A, held by replica B")
+	wantSessionNotFound(t, onB.Post(ping), "ended session, again")
+
+	// Ended through B, which never held it: A, which does, refuses it.
+	d := a.NewClient(t)
+	deleteSession(t, b, d.Session)
+	wantSessionNotFound(t, forgedCall(t, a, d.Session), "session ended through replica B, held by replica A")
+
+	// A live session is not affected.
+	e := a.NewClient(t)
+	if r := (&testkit.RPC{T: t, URL: b.MCP, Session: e.Session}).Post(ping); r.Status != http.StatusOK {
+		t.Errorf("a live session on replica B: HTTP %d", r.Status)
+	}
 }

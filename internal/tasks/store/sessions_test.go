@@ -180,3 +180,67 @@ func TestKnownSessionsMemoryKey(t *testing.T) {
 		t.Error("remembered session not known")
 	}
 }
+
+// TestEndedSessionsBounded: ended sessions are bounded per source (the source's own entry
+// expiring soonest makes room) and in total (the source holding the most makes room), so one
+// source ending session after session cannot push out the ends another source recorded.
+func TestEndedSessionsBounded(t *testing.T) {
+	defer store.SetMaxEndedSessions(3, 5)()
+	u, _ := withPrefix(t, redisURL(t), nil)
+	f, err := store.OpenFile(filepath.Join(t.TempDir(), "tasks.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for name, st := range map[string]store.EndedSessions{"memory": store.NewMemory(), "file": f, "redis": openRedis(t, u)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Now()
+			end := func(id, src string, h int) {
+				t.Helper()
+				if err := st.EndSession(ctx, id, "", src, now.Add(time.Duration(h)*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			end("b1", "B", 1)
+			end("b2", "B", 2)
+			for i := range 6 { // a flood from A: past its share of 3, its own oldest give way
+				end(fmt.Sprint("a", i), "A", 3+i)
+			}
+			want := map[string]bool{"b1": true, "b2": true, "a0": false, "a1": false, "a2": false, "a3": true, "a4": true, "a5": true}
+			for id, w := range want {
+				if _, ok, err := st.SessionEnded(ctx, id); err != nil || ok != w {
+					t.Errorf("%s ended = %v (%v), want %v", id, ok, err, w)
+				}
+			}
+			end("c1", "C", 20) // the total (5) is full: A holds the most, its soonest gives way
+			for id, w := range map[string]bool{"b1": true, "b2": true, "a3": false, "a4": true, "c1": true} {
+				if _, ok, _ := st.SessionEnded(ctx, id); ok != w {
+					t.Errorf("after C: %s ended = %v, want %v", id, ok, w)
+				}
+			}
+		})
+	}
+}
+
+// TestEndedSessionsAcrossReplicas: an end recorded through one replica is seen by another on
+// the same Redis, and honoured only for a session bound to no one or to the identity that
+// ended it.
+func TestEndedSessionsAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	u, _ := withPrefix(t, redisURL(t), nil)
+	ka, _ := store.NewKnownSessions(openRedis(t, u), key)
+	kb, _ := store.NewKnownSessions(openRedis(t, u), key)
+	if err := ka.End(ctx, "sid-1", "alice", "10.0.0.1", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id, bound string
+		want      bool
+	}{{"sid-1", "", true}, {"sid-1", "alice", true}, {"sid-1", "mallory", false}, {"sid-2", "", false}} {
+		if ok, err := kb.Ended(ctx, c.id, c.bound); err != nil || ok != c.want {
+			t.Errorf("Ended(%s) for a session bound to %q = %v, %v; want %v", c.id, c.bound, ok, err, c.want)
+		}
+	}
+}
