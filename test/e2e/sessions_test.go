@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -294,7 +295,17 @@ func TestForgedWellFormedSessionIDs(t *testing.T) {
 // sessionlessUpstream is an upstream without sessions: Tollgate mints tgs_ ids for its clients
 // and the upstream never answers 404 for an ended one.
 func sessionlessUpstream(t *testing.T) *testkit.RawUpstream {
+	up, _ := countingSessionlessUpstream(t)
+	return up
+}
+
+// countingSessionlessUpstream is sessionlessUpstream counting the tools/call requests it got.
+func countingSessionlessUpstream(t *testing.T) (*testkit.RawUpstream, *atomic.Int64) {
+	calls := &atomic.Int64{}
 	return testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if strings.Contains(string(body), `"method":"tools/call"`) {
+			calls.Add(1)
+		}
 		if r.Method != http.MethodPost {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
@@ -316,7 +327,7 @@ func sessionlessUpstream(t *testing.T) *testkit.RawUpstream {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
-	})
+	}), calls
 }
 
 // TestSessionEndedOnOtherReplica: two replicas share a Redis store in front of an upstream
@@ -357,5 +368,31 @@ func TestSessionEndedOnOtherReplica(t *testing.T) {
 	e := a.NewClient(t)
 	if r := (&testkit.RPC{T: t, URL: b.MCP, Session: e.Session}).Post(ping); r.Status != http.StatusOK {
 		t.Errorf("a live session on replica B: HTTP %d", r.Status)
+	}
+}
+
+// TestApprovedAfterSessionEndedOnOtherReplica: a call held in a session that the client then
+// ended through another replica is not run when approved: the replica that holds the session
+// and runs the call reads the end in the store and fails the task with SessionGone.
+func TestApprovedAfterSessionEndedOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t)
+	up, calls := countingSessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-end-exec-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	c := a.NewClient(t)
+	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	deleteSession(t, b, c.Session)
+	if st, _ := a.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	status, view := waitTaskDone(t, a, tid)
+	if status != "failed" || testkit.Dig(view, "failure", "name") != "SessionGone" {
+		t.Errorf("task %s, failure %v; want failed with SessionGone", status, view["failure"])
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the upstream got %d tools/call; the session had ended", n)
 	}
 }
