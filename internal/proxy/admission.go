@@ -60,7 +60,7 @@ func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, co
 		return nil, false
 	}
 	// The lookup comes before admission: a made-up id takes no rate token and evicts nothing.
-	known, err := h.o.Sessions.Known(r.Context(), sid)
+	known, err := h.o.Sessions.Known(r.Context(), sid, h.identity(r))
 	if err != nil {
 		if r.Context().Err() == nil {
 			h.log.Warn("the task store could not say whether a session is known", "correlation_id", corr, "error", err.Error())
@@ -79,8 +79,11 @@ func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, co
 		return nil, false
 	}
 	defer ticket.Release()
-	// Known from the task store, not held here (a restart, another replica, evicted): the
-	// store keeps ids only, so the first identity to use it here binds it again.
+	// Known from the task store, not held here (a restart, another replica, evicted), for this
+	// identity: the store keeps each session under its id and the identity that opened it, so
+	// it is bound to that identity here too (an entry written bound to no one — a session
+	// opened without an identity, or before bindings were stored — binds the first identity to
+	// use it here).
 	return ticket.Adopt(sid), true
 }
 

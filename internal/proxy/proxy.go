@@ -361,13 +361,13 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	end := func() {
 		held := sess != nil
 		if !held {
-			held, _ = h.o.Sessions.Known(r.Context(), sid)
+			held, _ = h.o.Sessions.Known(r.Context(), sid, h.identity(r))
 		}
 		h.o.Sessions.End(sid, h.identity(r), h.source(r), held)
 	}
 	if sess == nil && strings.HasPrefix(sid, session.LocalPrefix) {
 		// Minted by another replica (or before a restart): the upstream never knew it.
-		if known, _ := h.o.Sessions.Known(r.Context(), sid); !known {
+		if known, _ := h.o.Sessions.Known(r.Context(), sid, h.identity(r)); !known {
 			corr := correlationID(r)
 			w.Header().Set("X-Request-Id", corr)
 			h.unknownSession(w, corr)

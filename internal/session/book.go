@@ -10,9 +10,12 @@ import (
 // id is accepted only if some Tollgate adopted it — never because the upstream answers on it
 // (docs/SECURITY.md, Sessions).
 type Book interface {
-	Remember(ctx context.Context, id string, expires time.Time) error
-	Known(ctx context.Context, id string) (bool, error)
-	Forget(ctx context.Context, id string) error
+	// Remember records session id, bound to identity ("" no one), until expires.
+	Remember(ctx context.Context, id, identity string, expires time.Time) error
+	// Known reports whether id is recorded bound to identity or to no one.
+	Known(ctx context.Context, id, identity string) (bool, error)
+	// Forget removes id's record bound to identity and the one bound to no one.
+	Forget(ctx context.Context, id, identity string) error
 	// End records that session id ended, by identity ("" none), charged to source, until
 	// expires: another replica still holding the session refuses it (bounded per source and
 	// in total by the store).
@@ -42,15 +45,17 @@ func (r *Registry) KeepIn(book Book, ttl time.Duration, onError func(op string, 
 	r.mu.Unlock()
 }
 
-// Known reports whether id is in the book (false without one). The proxy asks it for an id
-// this process does not hold; the in-process table stays the fast path.
-func (r *Registry) Known(ctx context.Context, id string) (bool, error) {
+// Known reports whether id is in the book for a request made as identity: a session opened by
+// identity, or by no one (false without a book). The proxy asks it for an id this process does
+// not hold; the in-process table stays the fast path. A session opened by another identity is
+// not known to it, on any replica.
+func (r *Registry) Known(ctx context.Context, id, identity string) (bool, error) {
 	if r.book == nil || id == "" {
 		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, bookTimeout)
 	defer cancel()
-	return r.book.Known(ctx, id)
+	return r.book.Known(ctx, id, identity)
 }
 
 // remember writes s to the book when it was never written or half its TTL has passed since.
@@ -70,19 +75,19 @@ func (r *Registry) remember(s *Session, now time.Time) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
 	defer cancel()
-	if err := r.book.Remember(ctx, s.ID, now.Add(r.bookTTL)); err != nil && r.bookErr != nil {
+	if err := r.book.Remember(ctx, s.ID, s.identity, now.Add(r.bookTTL)); err != nil && r.bookErr != nil {
 		r.bookErr("remember", err)
 	}
 }
 
-// forget removes id from the book. Called without r.mu.
-func (r *Registry) forget(id string) {
+// forget removes id from the book as identity may end it. Called without r.mu.
+func (r *Registry) forget(id, identity string) {
 	if r.book == nil || id == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bookTimeout)
 	defer cancel()
-	if err := r.book.Forget(ctx, id); err != nil && r.bookErr != nil {
+	if err := r.book.Forget(ctx, id, identity); err != nil && r.bookErr != nil {
 		r.bookErr("forget", err)
 	}
 }
@@ -119,7 +124,7 @@ func (r *Registry) EndedElsewhere(ctx context.Context, s *Session) (bool, error)
 		s.mu.Unlock()
 		if idle {
 			var known bool
-			known, err = r.book.Known(ctx, s.ID)
+			known, err = r.book.Known(ctx, s.ID, s.identity)
 			ended = err == nil && !known
 		}
 	}

@@ -38,7 +38,8 @@ func (b *fakeBook) Ended(_ context.Context, id, identity string) (bool, error) {
 	return ok && (identity == "" || by == identity), nil
 }
 
-func (b *fakeBook) Remember(_ context.Context, id string, exp time.Time) error {
+func (b *fakeBook) Remember(_ context.Context, id, identity string, exp time.Time) error {
+	id += "\x00" + identity
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.exp == nil {
@@ -49,17 +50,22 @@ func (b *fakeBook) Remember(_ context.Context, id string, exp time.Time) error {
 	return nil
 }
 
-func (b *fakeBook) Known(_ context.Context, id string) (bool, error) {
+func (b *fakeBook) Known(_ context.Context, id, identity string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	exp, ok := b.exp[id]
-	return ok && time.Now().Before(exp), nil
+	for _, who := range []string{identity, ""} {
+		if exp, ok := b.exp[id+"\x00"+who]; ok && time.Now().Before(exp) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
-func (b *fakeBook) Forget(_ context.Context, id string) error {
+func (b *fakeBook) Forget(_ context.Context, id, identity string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.exp, id)
+	delete(b.exp, id+"\x00"+identity)
+	delete(b.exp, id+"\x00")
 	b.forgets++
 	return nil
 }
@@ -70,11 +76,11 @@ func TestBook(t *testing.T) {
 		book := &fakeBook{}
 		r := NewRegistry(1, nil)
 		r.KeepIn(book, time.Hour, func(op string, err error) { t.Errorf("%s: %v", op, err) })
-		if ok, _ := r.Known(ctx, "s1"); ok {
+		if ok, _ := r.Known(ctx, "s1", ""); ok {
 			t.Fatal("unknown id is known")
 		}
 		touch(r, "s1")
-		if ok, _ := r.Known(ctx, "s1"); !ok || book.writes != 1 {
+		if ok, _ := r.Known(ctx, "s1", ""); !ok || book.writes != 1 {
 			t.Fatalf("adopted session: known %v after %d writes, want true after 1", ok, book.writes)
 		}
 		// Use moves the expiry on, but at most once every half TTL.
@@ -85,25 +91,25 @@ func TestBook(t *testing.T) {
 		}
 		time.Sleep(25 * time.Minute)
 		r.Get("s1")
-		if book.writes != 2 || !book.exp["s1"].Equal(time.Now().Add(time.Hour)) {
-			t.Errorf("after half the TTL: %d writes, expiry %v; want 2, one TTL from now", book.writes, book.exp["s1"])
+		if book.writes != 2 || !book.exp["s1\x00"].Equal(time.Now().Add(time.Hour)) {
+			t.Errorf("after half the TTL: %d writes, expiry %v; want 2, one TTL from now", book.writes, book.exp["s1\x00"])
 		}
 		// Eviction (max 1) does not forget: the evicted id stays valid for a later adoption.
 		touch(r, "s2")
 		if r.Peek("s1") != nil {
 			t.Fatal("s1 not evicted")
 		}
-		if ok, _ := r.Known(ctx, "s1"); !ok || book.forgets != 0 {
+		if ok, _ := r.Known(ctx, "s1", ""); !ok || book.forgets != 0 {
 			t.Errorf("evicted session forgotten by the book (known %v, %d forgets)", ok, book.forgets)
 		}
 		// Delete (the session ended) forgets.
 		r.Delete("s2")
-		if ok, _ := r.Known(ctx, "s2"); ok {
+		if ok, _ := r.Known(ctx, "s2", ""); ok {
 			t.Error("an ended session is still in the book")
 		}
 		// Unused for a whole TTL, an id expires.
 		time.Sleep(2 * time.Hour)
-		if ok, _ := r.Known(ctx, "s1"); ok {
+		if ok, _ := r.Known(ctx, "s1", ""); ok {
 			t.Error("an id unused for longer than the TTL is known")
 		}
 	})
@@ -112,7 +118,7 @@ func TestBook(t *testing.T) {
 func TestNoBook(t *testing.T) {
 	r := NewRegistry(0, nil)
 	touch(r, "s1")
-	if ok, err := r.Known(context.Background(), "s1"); ok || err != nil {
+	if ok, err := r.Known(context.Background(), "s1", ""); ok || err != nil {
 		t.Errorf("without a book Known = %v, %v; want false", ok, err)
 	}
 }
@@ -200,8 +206,8 @@ func TestEndedElsewhereIdle(t *testing.T) {
 		s := adoptAs(t, r, "sid", "")
 		keep := adoptAs(t, r, "kept", "")
 		time.Sleep(2 * time.Hour)
-		_ = book.Forget(context.Background(), "sid") // its book entry lapsed (or another replica ended it long ago)
-		_ = book.Remember(context.Background(), "kept", time.Now().Add(time.Hour))
+		_ = book.Forget(context.Background(), "sid", "") // its book entry lapsed (or another replica ended it long ago)
+		_ = book.Remember(context.Background(), "kept", "", time.Now().Add(time.Hour))
 		if ended, err := r.EndedElsewhere(context.Background(), s); !ended || err != nil {
 			t.Errorf("idle past the TTL, unknown to the book: ended %v, %v; want true", ended, err)
 		}

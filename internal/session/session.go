@@ -475,7 +475,7 @@ func (r *Registry) Delete(id string) {
 // identity.
 func (r *Registry) End(id, identity, source string, record bool) {
 	s := r.drop(id)
-	r.forget(id) // ended: no replica may adopt it again
+	r.forget(id, identity) // ended: no replica may adopt it again
 	if record {
 		r.end(id, identity, source)
 	}

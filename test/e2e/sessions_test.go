@@ -396,3 +396,43 @@ func TestApprovedAfterSessionEndedOnOtherReplica(t *testing.T) {
 		t.Errorf("the upstream got %d tools/call; the session had ended", n)
 	}
 }
+
+// TestSessionBindingOnOtherReplica: with server.identity_header, a session is bound to the
+// identity that opened it on every replica sharing the store, not only the one that saw
+// initialize: another identity holding its id gets 404 on the other replica too (and its
+// DELETE there ends nothing), while its own identity is served. Before, the store kept ids
+// only, and the first identity to use the id on another replica took the session.
+func TestSessionBindingOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t)
+	up := sessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"server:\n  identity_header: X-Forwarded-User\ntasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-bind-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	alice := &testkit.RPC{T: t, URL: a.MCP, Header: http.Header{"X-Forwarded-User": {"alice"}}}
+	alice.Initialize()
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	as := func(g *testkit.Gateway, user string) *testkit.RPC {
+		return &testkit.RPC{T: t, URL: g.MCP, Session: alice.Session, Header: http.Header{"X-Forwarded-User": {user}}}
+	}
+	wantSessionNotFound(t, as(b, "mallory").Post(ping), "alice's session used by mallory on replica B")
+	req, _ := http.NewRequest(http.MethodDelete, b.MCP, nil)
+	req.Header.Set("Mcp-Session-Id", alice.Session)
+	req.Header.Set("X-Forwarded-User", "mallory")
+	if resp, err := testkit.HTTPClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("mallory's DELETE of alice's session on replica B: HTTP %d, want 404", resp.StatusCode)
+		}
+	}
+	if r := as(b, "alice").Post(ping); r.Status != http.StatusOK {
+		t.Fatalf("alice on replica B: HTTP %d %s", r.Status, r.Body)
+	}
+	if r := as(a, "alice").Post(ping); r.Status != http.StatusOK {
+		t.Errorf("alice on replica A after mallory's attempts: HTTP %d", r.Status)
+	}
+	wantSessionNotFound(t, as(b, "mallory").Post(ping), "alice's session, held by replica B now, used by mallory")
+}

@@ -69,6 +69,17 @@ func NewKnownSessions(st Store, key []byte) (*KnownSessions, error) {
 // with the same key.
 func (k *KnownSessions) hash(id string) string { return k.labelled("tollgate mcp-session-id", id) }
 
+// bound is the known-set entry of session id opened by identity: the id's hash for a session
+// bound to no one (as every entry was before sessions were bound), else a hash of both, so a
+// replica adopting the id learns whom it is bound to and no other identity finds it. An id
+// carries no NUL (an HTTP header cannot), so id and identity cannot run into each other.
+func (k *KnownSessions) bound(id, identity string) string {
+	if identity == "" {
+		return k.hash(id)
+	}
+	return k.hash(id + "\x00" + identity)
+}
+
 // labelled is the keyed hash of v under label ("" stays "": no identity).
 func (k *KnownSessions) labelled(label, v string) string {
 	if v == "" && label != "tollgate mcp-session-id" {
@@ -96,18 +107,31 @@ func (k *KnownSessions) Ended(ctx context.Context, id, identity string) (bool, e
 	return identity == "" || hmac.Equal([]byte(by), []byte(k.labelled("tollgate session ender", identity))), nil
 }
 
-// Remember records that Tollgate saw session id created (or used) until expires.
-func (k *KnownSessions) Remember(ctx context.Context, id string, expires time.Time) error {
-	return k.s.RememberSession(ctx, k.hash(id), expires)
+// Remember records that Tollgate saw session id created (or used), bound to identity ("" no
+// one), until expires.
+func (k *KnownSessions) Remember(ctx context.Context, id, identity string, expires time.Time) error {
+	return k.s.RememberSession(ctx, k.bound(id, identity), expires)
 }
 
-// Known reports whether Tollgate saw session id created and it has not expired or ended.
-func (k *KnownSessions) Known(ctx context.Context, id string) (bool, error) {
+// Known reports whether Tollgate saw session id created, it has not expired or ended, and
+// identity may use it: it is bound to identity, or to no one.
+func (k *KnownSessions) Known(ctx context.Context, id, identity string) (bool, error) {
+	if identity != "" {
+		if ok, err := k.s.SessionKnown(ctx, k.bound(id, identity)); ok || err != nil {
+			return ok, err
+		}
+	}
 	return k.s.SessionKnown(ctx, k.hash(id))
 }
 
-// Forget removes session id (ended by the client or the upstream).
-func (k *KnownSessions) Forget(ctx context.Context, id string) error {
+// Forget removes session id (ended by the client or the upstream) as identity may end it:
+// its entry bound to identity, and the one bound to no one.
+func (k *KnownSessions) Forget(ctx context.Context, id, identity string) error {
+	if identity != "" {
+		if err := k.s.ForgetSession(ctx, k.bound(id, identity)); err != nil {
+			return err
+		}
+	}
 	return k.s.ForgetSession(ctx, k.hash(id))
 }
 

@@ -55,7 +55,7 @@ func TestKnownSessionsAcrossRestartAndReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k1.Remember(ctx, sid, time.Now().Add(time.Hour)); err != nil {
+	if err := k1.Remember(ctx, sid, "", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := f1.SessionKnown(ctx, sid); ok {
@@ -74,14 +74,14 @@ func TestKnownSessionsAcrossRestartAndReplicas(t *testing.T) {
 	}
 	defer f2.Close()
 	k2, _ := store.NewKnownSessions(f2, key)
-	if ok, err := k2.Known(ctx, sid); err != nil || !ok {
+	if ok, err := k2.Known(ctx, sid, ""); err != nil || !ok {
 		t.Errorf("after reopening the file: Known = %v, %v; want true", ok, err)
 	}
 	if ok, _ := f2.SessionKnown(ctx, "expired"); ok {
 		t.Error("an expired session came back after reopening")
 	}
 	other, _ := store.NewKnownSessions(f2, []byte("another key, another hash ......"))
-	if ok, _ := other.Known(ctx, sid); ok {
+	if ok, _ := other.Known(ctx, sid, ""); ok {
 		t.Error("known under another hash key")
 	}
 
@@ -89,16 +89,16 @@ func TestKnownSessionsAcrossRestartAndReplicas(t *testing.T) {
 	a, b := openRedis(t, u), openRedis(t, u)
 	ka, _ := store.NewKnownSessions(a, key)
 	kb, _ := store.NewKnownSessions(b, key)
-	if err := ka.Remember(ctx, sid, time.Now().Add(time.Hour)); err != nil {
+	if err := ka.Remember(ctx, sid, "", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := kb.Known(ctx, sid); err != nil || !ok {
+	if ok, err := kb.Known(ctx, sid, ""); err != nil || !ok {
 		t.Errorf("other replica: Known = %v, %v; want true", ok, err)
 	}
-	if err := kb.Forget(ctx, sid); err != nil {
+	if err := kb.Forget(ctx, sid, ""); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := ka.Known(ctx, sid); ok {
+	if ok, _ := ka.Known(ctx, sid, ""); ok {
 		t.Error("a session one replica forgot is known to the other")
 	}
 }
@@ -151,14 +151,14 @@ func BenchmarkKnownSessions(b *testing.B) {
 		k, _ := store.NewKnownSessions(st, key)
 		b.Run(name+"/Remember", func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
-				if err := k.Remember(ctx, fmt.Sprint("mcp-session-", i), time.Now().Add(time.Hour)); err != nil {
+				if err := k.Remember(ctx, fmt.Sprint("mcp-session-", i), "", time.Now().Add(time.Hour)); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run(name+"/Known", func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
-				if _, err := k.Known(ctx, fmt.Sprint("forged-", i)); err != nil {
+				if _, err := k.Known(ctx, fmt.Sprint("forged-", i), ""); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -173,10 +173,10 @@ func TestKnownSessionsMemoryKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := k.Remember(ctx, "s", time.Now().Add(time.Hour)); err != nil {
+	if err := k.Remember(ctx, "s", "", time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _ := k.Known(ctx, "s"); !ok {
+	if ok, _ := k.Known(ctx, "s", ""); !ok {
 		t.Error("remembered session not known")
 	}
 }
@@ -242,5 +242,50 @@ func TestEndedSessionsAcrossReplicas(t *testing.T) {
 		if ok, err := kb.Ended(ctx, c.id, c.bound); err != nil || ok != c.want {
 			t.Errorf("Ended(%s) for a session bound to %q = %v, %v; want %v", c.id, c.bound, ok, err, c.want)
 		}
+	}
+}
+
+// TestKnownSessionsBoundToIdentity: a session remembered as opened by an identity is known to
+// that identity only (on any replica sharing the store); one opened by no one to everyone; a
+// Forget by another identity leaves it, its own removes it.
+func TestKnownSessionsBoundToIdentity(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	u, _ := withPrefix(t, redisURL(t), nil)
+	for name, pair := range map[string][2]store.Store{
+		"memory": func() [2]store.Store { m := store.NewMemory(); return [2]store.Store{m, m} }(),
+		"redis":  {openRedis(t, u), openRedis(t, u)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ka, _ := store.NewKnownSessions(pair[0], key)
+			kb, _ := store.NewKnownSessions(pair[1], key)
+			exp := time.Now().Add(time.Hour)
+			if err := ka.Remember(ctx, "sid-alice", "alice", exp); err != nil {
+				t.Fatal(err)
+			}
+			if err := ka.Remember(ctx, "sid-open", "", exp); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				id, who string
+				want    bool
+			}{{"sid-alice", "alice", true}, {"sid-alice", "mallory", false}, {"sid-alice", "", false}, {"sid-open", "mallory", true}, {"sid-open", "", true}} {
+				if ok, err := kb.Known(ctx, c.id, c.who); err != nil || ok != c.want {
+					t.Errorf("Known(%s) as %q = %v, %v; want %v", c.id, c.who, ok, err, c.want)
+				}
+			}
+			if err := kb.Forget(ctx, "sid-alice", "mallory"); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := ka.Known(ctx, "sid-alice", "alice"); !ok {
+				t.Error("another identity's Forget removed alice's session")
+			}
+			if err := kb.Forget(ctx, "sid-alice", "alice"); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := ka.Known(ctx, "sid-alice", "alice"); ok {
+				t.Error("alice's own Forget left her session known")
+			}
+		})
 	}
 }
