@@ -45,6 +45,14 @@ func (r *Registry) KeepIn(book Book, ttl time.Duration, onError func(op string, 
 	r.mu.Unlock()
 }
 
+// SharedEnds makes EndedElsewhere read the book: other processes share it (a Redis store).
+// Call it before use.
+func (r *Registry) SharedEnds() {
+	r.mu.Lock()
+	r.sharedEnds = true
+	r.mu.Unlock()
+}
+
 // Known reports whether id is in the book for a request made as identity: a session opened by
 // identity, or by no one (false without a book). The proxy asks it for an id this process does
 // not hold; the in-process table stays the fast path. A session opened by another identity is
@@ -111,8 +119,12 @@ func (r *Registry) end(id, identity, source string) {
 // It is then forgotten here; the caller answers 404. Call it before Get, so an ended session
 // is not written back to the book. A store error is returned and ends nothing: the session
 // keeps working in this process while the store is away.
+//
+// Only with SharedEnds: a store no other process writes (memory, file) has no ends but this
+// process's own, which Delete applies here at once, so the read would cost every request
+// (two keyed hashes) for nothing.
 func (r *Registry) EndedElsewhere(ctx context.Context, s *Session) (bool, error) {
-	if r.book == nil || s == nil {
+	if r.book == nil || !r.sharedEnds || s == nil {
 		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, bookTimeout)

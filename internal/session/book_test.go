@@ -146,6 +146,7 @@ func TestEndedOnOtherReplica(t *testing.T) {
 	b.onDel = func(s *Session) { closed[s.ID] = true }
 	for _, r := range []*Registry{a, b} {
 		r.KeepIn(book, time.Hour, func(op string, err error) {})
+		r.SharedEnds()
 	}
 	for _, c := range []struct {
 		name, bound, ender string
@@ -190,6 +191,7 @@ func TestEndedElsewhereStoreError(t *testing.T) {
 	r := NewRegistry(0, nil)
 	var reported string
 	r.KeepIn(book, time.Hour, func(op string, err error) { reported = op })
+	r.SharedEnds()
 	s := adoptAs(t, r, "sid", "")
 	if ended, err := r.EndedElsewhere(context.Background(), s); ended || err == nil || r.Peek("sid") == nil || reported == "" {
 		t.Errorf("store error: ended %v, err %v, held %v, reported %q", ended, err, r.Peek("sid") != nil, reported)
@@ -203,6 +205,7 @@ func TestEndedElsewhereIdle(t *testing.T) {
 		book := &fakeBook{}
 		r := NewRegistry(0, nil)
 		r.KeepIn(book, time.Hour, func(op string, err error) {})
+		r.SharedEnds()
 		s := adoptAs(t, r, "sid", "")
 		keep := adoptAs(t, r, "kept", "")
 		time.Sleep(2 * time.Hour)
@@ -215,4 +218,15 @@ func TestEndedElsewhereIdle(t *testing.T) {
 			t.Error("idle past the TTL but still in the book: ended")
 		}
 	})
+}
+
+// TestEndedElsewhereNotShared: with a book no other process writes (memory, file store), a
+// held session costs no read of it per request: only this process ends its sessions.
+func TestEndedElsewhereNotShared(t *testing.T) {
+	book := &fakeBook{err: context.DeadlineExceeded} // any read would fail
+	r := NewRegistry(0, nil)
+	r.KeepIn(book, time.Hour, func(op string, err error) { t.Errorf("the book was read: %s", op) })
+	if ended, err := r.EndedElsewhere(context.Background(), adoptAs(t, r, "sid", "")); ended || err != nil {
+		t.Errorf("not shared: EndedElsewhere = %v, %v; want false, nil", ended, err)
+	}
 }

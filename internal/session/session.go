@@ -222,9 +222,10 @@ type Registry struct {
 	sources map[string]*rate.Limiter
 	held    map[string]int // sessions tracked per source
 
-	book    Book // nil = this process only (book.go)
-	bookTTL time.Duration
-	bookErr func(op string, err error)
+	book       Book // nil = this process only (book.go)
+	bookTTL    time.Duration
+	sharedEnds bool // other processes write the book: EndedElsewhere reads it
+	bookErr    func(op string, err error)
 }
 
 // NewRegistry returns a registry holding at most max sessions (default 10000). onDelete, if not

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -285,6 +286,33 @@ func TestKnownSessionsBoundToIdentity(t *testing.T) {
 			}
 			if ok, _ := ka.Known(ctx, "sid-alice", "alice"); ok {
 				t.Error("alice's own Forget left her session known")
+			}
+		})
+	}
+}
+
+// BenchmarkSessionEnded: the read a replica makes on every request on a session it holds
+// (Registry.EndedElsewhere), per backend; Redis with TOLLGATE_TEST_REDIS_URL set.
+func BenchmarkSessionEnded(b *testing.B) {
+	ctx := context.Background()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	stores := map[string]store.Store{"memory": store.NewMemory()}
+	if u := os.Getenv("TOLLGATE_TEST_REDIS_URL"); u != "" {
+		st, err := store.OpenRedis(ctx, u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		stores["redis"] = st
+	}
+	for name, st := range stores {
+		k, _ := store.NewKnownSessions(st, key)
+		_ = k.End(ctx, "ended", "", "src", time.Now().Add(time.Hour))
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := k.Ended(ctx, "live-session", "alice"); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
