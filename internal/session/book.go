@@ -45,6 +45,13 @@ func (r *Registry) KeepIn(book Book, ttl time.Duration, onError func(op string, 
 	r.mu.Unlock()
 }
 
+// HasBook reports whether the registry keeps its sessions in a book (KeepIn).
+func (r *Registry) HasBook() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.book != nil
+}
+
 // SharedEnds makes EndedElsewhere read the book: other processes share it (a Redis store).
 // Call it before use.
 func (r *Registry) SharedEnds() {

@@ -436,3 +436,44 @@ func TestSessionBindingOnOtherReplica(t *testing.T) {
 	}
 	wantSessionNotFound(t, as(b, "mallory").Post(ping), "alice's session, held by replica B now, used by mallory")
 }
+
+// TestForeignDeleteOnOtherReplica: in front of an upstream that keeps sessions, a DELETE of
+// alice's session by another identity through a replica that does not hold it is refused
+// (404) and never sent upstream: alice's session goes on working. Before, that replica sent
+// the DELETE on and the upstream ended alice's session.
+func TestForeignDeleteOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t)
+	_, upURL := testkit.StartDemo(t)
+	cfg := testkit.BasicConfig(upURL, approvalRules+"server:\n  identity_header: X-Forwarded-User\ntasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-fdel-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	alice := &testkit.RPC{T: t, URL: a.MCP, Header: http.Header{"X-Forwarded-User": {"alice"}}}
+	alice.Initialize()
+	del := func(sid, user string) int {
+		req, _ := http.NewRequest(http.MethodDelete, b.MCP, nil)
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("X-Forwarded-User", user)
+		resp, err := testkit.HTTPClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := del(alice.Session, "mallory"); st != http.StatusNotFound {
+		t.Errorf("mallory's DELETE of alice's session through replica B: HTTP %d, want 404", st)
+	}
+	if st := del("mcp-session-"+uuid.NewString(), "mallory"); st != http.StatusNotFound {
+		t.Errorf("DELETE of a made-up session through replica B: HTTP %d, want 404", st)
+	}
+	if r := alice.Post(`{"jsonrpc":"2.0","id":7,"method":"ping"}`); r.Status != http.StatusOK {
+		t.Fatalf("alice's session after mallory's DELETE elsewhere: HTTP %d %s", r.Status, r.Body)
+	}
+	// Alice herself may end it through B.
+	if st := del(alice.Session, "alice"); st >= 300 {
+		t.Fatalf("alice's DELETE through replica B: HTTP %d", st)
+	}
+	wantSessionNotFound(t, alice.Post(`{"jsonrpc":"2.0","id":8,"method":"ping"}`), "alice's session after her DELETE through replica B")
+}
