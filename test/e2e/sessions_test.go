@@ -1,8 +1,13 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -476,4 +481,69 @@ func TestForeignDeleteOnOtherReplica(t *testing.T) {
 		t.Fatalf("alice's DELETE through replica B: HTTP %d", st)
 	}
 	wantSessionNotFound(t, alice.Post(`{"jsonrpc":"2.0","id":8,"method":"ping"}`), "alice's session after her DELETE through replica B")
+}
+
+// TestSessionEndedAcrossProcesses: TestSessionEndedOnOtherReplica with replica A the real
+// binary in its own process: a session ended through either process is refused by the other,
+// which held it, through the one redis-server they share.
+func TestSessionEndedAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	url := storetest.RedisURL(t)
+	up := sessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-proc-"+t.Name()+":\"}\n")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tollgate.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen, admin := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfgPath)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TOLLGATE_LISTEN=" + listen, "TOLLGATE_ADMIN_LISTEN=" + admin,
+		"TOLLGATE_ADMIN_TOKEN=" + testkit.AdminToken, "TOLLGATE_DATA_DIR=" + filepath.Join(dir, "data")}
+	for k, v := range approverEnv {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var logA bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logA, &logA
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("replica A's output:\n%s", logA.String())
+		}
+	})
+	waitFor(t, "replica A ready", func() bool {
+		resp, err := testkit.HTTPClient.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	a := &testkit.Gateway{MCP: "http://" + listen + "/mcp", Admin: "http://" + admin}
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b.WaitReady(t)
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+
+	for _, dir := range []struct {
+		name       string
+		open, peer *testkit.Gateway
+	}{{"ended through the process, held in-process", a, b}, {"ended in-process, held by the process", b, a}} {
+		c := dir.open.NewClient(t)
+		if r := (&testkit.RPC{T: t, URL: dir.peer.MCP, Session: c.Session}).Post(ping); r.Status != http.StatusOK {
+			t.Fatalf("%s: the other replica does not serve the session: HTTP %d", dir.name, r.Status)
+		}
+		deleteSession(t, dir.open, c.Session)
+		wantSessionNotFound(t, forgedCall(t, dir.peer, c.Session), dir.name)
+	}
 }
