@@ -69,6 +69,12 @@ func (r *Runner) Execute(ctx context.Context, t *tasks.Task) (json.RawMessage, *
 	if r.o.Sessions.Ended(t.SessionID) {
 		return nil, sessionGone(t)
 	}
+	// Ended through another replica sharing the store (it records the end): the same.
+	if s := r.o.Sessions.Peek(t.SessionID); s != nil {
+		if ended, _ := r.o.Sessions.EndedElsewhere(ctx, s); ended {
+			return nil, sessionGone(t)
+		}
+	}
 	hdr := CallerHeaders(t.Headers, t.SessionID)
 	id, _ := jsonrpc.Marshal("tollgate-exec-" + t.ID)
 	// No client is connected to an execution Tollgate runs itself: the upstream's

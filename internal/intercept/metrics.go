@@ -28,6 +28,7 @@ type gatewayMetrics struct {
 	// 2026-07-28 upstream task ids bound to their creators that gave way (source share, total).
 	upTasksEvicted *prometheus.CounterVec
 	parkedEvicted  *prometheus.CounterVec
+	parkedAway     prometheus.Counter
 }
 
 // Outcomes of a held call, the label of tollgate_hold_wait_seconds.
@@ -84,6 +85,9 @@ func newGatewayMetrics(reg prometheus.Registerer, label func(tool string) string
 	m.parkedEvicted = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tollgate_parked_calls_evicted_total",
 		Help: "Bridged 2026-07-28 calls parked between MRTR rounds that gave way to a new one, by reason (source_share: their source was at server.limits.max_parked_calls_per_source; total: all were at max_parked_calls and their source held the most). The upstream call is cancelled; its requestState is then refused."}, []string{"reason"})
 	reg.MustRegister(m.parkedEvicted)
+	m.parkedAway = prometheus.NewCounter(prometheus.CounterOpts{Name: "tollgate_parked_calls_elsewhere_total",
+		Help: "Retries of bridged 2026-07-28 calls whose requestState another replica (or this one before a restart) issued: refused with -32602 RequestStateOnOtherReplica. Non-zero with several replicas: the load balancer does not keep a caller on one replica."})
+	reg.MustRegister(m.parkedAway)
 	for _, r := range []string{source.EvictedSourceShare, source.EvictedTotal} {
 		m.parkedEvicted.WithLabelValues(r)
 	}
@@ -182,6 +186,12 @@ func (m *gatewayMetrics) holdStarted(attached bool) (end func(outcome string)) {
 func (m *gatewayMetrics) holdReplayed() {
 	if m != nil {
 		m.heldReplayed.Inc()
+	}
+}
+
+func (m *gatewayMetrics) parkedElsewhere() {
+	if m != nil {
+		m.parkedAway.Inc()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,6 +87,10 @@ type parking struct {
 	once  sync.Once
 	m     *source.Shares[*parkedCall]
 	slots Slots // nil: not counted
+	// replica names this process in the requestStates it issues (random, made at start), so
+	// a retry that reaches another replica — whose memory has no such parked call — is told
+	// so, apart from an expired or foreign state (docs/kubernetes.md, load balancer).
+	replica string
 
 	perSource, total int
 	evicted          func(reason, source string) // counted and warned of (nil: not)
@@ -100,6 +105,9 @@ func (p *parking) table() *source.Shares[*parkedCall] {
 			p.perSource = max(p.total/4, 1)
 		}
 		p.m = source.NewShares[*parkedCall](p.perSource, p.total, p.evicted).OnDrop(p.release)
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		p.replica = hex.EncodeToString(b[:])
 	})
 	return p.m
 }
@@ -128,7 +136,7 @@ func (p *parking) put(pc *parkedCall, src string) (string, bool) {
 	t := p.table()
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	tok := requestStatePrefix + hex.EncodeToString(b[:])
+	tok := requestStatePrefix + p.replica + "_" + hex.EncodeToString(b[:])
 	if p.slots != nil {
 		if !p.slots.Hold() {
 			return "", false
@@ -187,6 +195,21 @@ func (g *Gateway) Close() {
 	}
 }
 
+// elsewhere reports whether tok is a requestState another Tollgate process issued (another
+// replica, or this one before a restart): tgrs_<replica>_<random>, another replica.
+func (p *parking) elsewhere(tok string) bool {
+	p.table()
+	rest, ok := strings.CutPrefix(tok, requestStatePrefix)
+	replica, random, ok2 := strings.Cut(rest, "_")
+	return ok && ok2 && len(replica) == len(p.replica) && len(random) == 32 && replica != p.replica &&
+		isHex(replica) && isHex(random)
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
 // take resumes the call parked under tok when owner parked it; nil otherwise (it stays).
 func (p *parking) take(tok, owner string) *parkedCall {
 	pc, ok := p.table().Take(tok, func(pc *parkedCall) bool { return pc.owner == owner })
@@ -208,6 +231,14 @@ func (g *Gateway) bridgeRound(ctx context.Context, x *Exchange, timeout time.Dur
 	_ = json.Unmarshal(x.Msg.Params, &p)
 	var pc *parkedCall
 	if p.RequestState != "" {
+		if g.modern.parked.elsewhere(p.RequestState) {
+			// Parked in another process: its upstream call, and the question, live there. Say
+			// so (the load balancer must keep a caller on one replica), never start it again.
+			g.m.parkedElsewhere()
+			return nil, jsonrpc.NewError(jsonrpc.CodeInvalidParams, "RequestStateOnOtherReplica",
+				"Invalid params: requestState was issued by another Tollgate replica (or before a restart), where the call waits for this input; send a caller's requests to one replica (docs/kubernetes.md), or call again without requestState to start the call anew",
+				"correlation_id", x.CorrID), nil
+		}
 		if pc = g.modern.parked.take(p.RequestState, own); pc == nil {
 			// Not a state Tollgate issued to this caller (or it expired): refuse rather than
 			// start the call again (mrtr: servers validate requestState).

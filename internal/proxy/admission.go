@@ -37,19 +37,30 @@ const (
 //
 // A session is bound to the identity that opened it (Options.Identity; none when that was
 // empty): another identity holding its id gets the same 404, on GET, POST and DELETE alike.
+//
+// A session held here that another replica sharing the store ended since (DELETE, or the
+// upstream's 404 there) gets the same 404 (Registry.EndedElsewhere: one store read per
+// request on a held session; while the store cannot answer, the held session keeps working).
 func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, corr string) (*session.Session, bool) {
-	if s, foreign := h.o.Sessions.GetAs(sid, h.identity(r)); foreign {
-		h.foreignSession(w, corr)
-		return nil, false
-	} else if s != nil {
-		return s, true
+	if s := h.o.Sessions.Peek(sid); s != nil {
+		if s.Foreign(h.identity(r)) {
+			h.foreignSession(w, corr)
+			return nil, false
+		}
+		if ended, _ := h.o.Sessions.EndedElsewhere(r.Context(), s); ended {
+			h.unknownSession(w, corr)
+			return nil, false
+		}
+		if s = h.o.Sessions.Get(sid); s != nil { // else evicted meanwhile: asked below as any other
+			return s, true
+		}
 	}
 	if h.o.Sessions.Ended(sid) { // ended sessions stay ended
 		h.unknownSession(w, corr)
 		return nil, false
 	}
 	// The lookup comes before admission: a made-up id takes no rate token and evicts nothing.
-	known, err := h.o.Sessions.Known(r.Context(), sid)
+	known, err := h.o.Sessions.Known(r.Context(), sid, h.identity(r))
 	if err != nil {
 		if r.Context().Err() == nil {
 			h.log.Warn("the task store could not say whether a session is known", "correlation_id", corr, "error", err.Error())
@@ -68,8 +79,11 @@ func (h *Handler) resolveSession(w http.ResponseWriter, r *http.Request, sid, co
 		return nil, false
 	}
 	defer ticket.Release()
-	// Known from the task store, not held here (a restart, another replica, evicted): the
-	// store keeps ids only, so the first identity to use it here binds it again.
+	// Known from the task store, not held here (a restart, another replica, evicted), for this
+	// identity: the store keeps each session under its id and the identity that opened it, so
+	// it is bound to that identity here too (an entry written bound to no one — a session
+	// opened without an identity, or before bindings were stored — binds the first identity to
+	// use it here).
 	return ticket.Adopt(sid), true
 }
 

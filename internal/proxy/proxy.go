@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,8 +358,33 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 		h.foreignSession(w, corr)
 		return
 	}
+	// Not held here: the store says whether this identity may end it (a session another
+	// replica holds, bound to this identity or to no one). Another identity's session, or a
+	// made-up id, gets 404 and is not sent upstream, where it would end the owner's upstream
+	// session. When the store cannot answer, a session the upstream keeps is ended there as
+	// before; one of Tollgate's own (tgs_) is not.
+	var known bool
+	if sess == nil && sid != "" && h.o.Sessions.HasBook() {
+		var err error
+		known, err = h.o.Sessions.Known(r.Context(), sid, h.identity(r))
+		if !known && (err == nil || strings.HasPrefix(sid, session.LocalPrefix)) {
+			corr := correlationID(r)
+			w.Header().Set("X-Request-Id", corr)
+			h.unknownSession(w, corr)
+			return
+		}
+	}
+	// The end is recorded for the other replicas (store.EndedSessions) when this process holds
+	// the session or the store knows it, as ended by this request's identity: a replica still
+	// holding it answers 404 from then on, unless it is bound to another identity.
+	end := func() { h.o.Sessions.End(sid, h.identity(r), h.source(r), sess != nil || known) }
+	if sess == nil && strings.HasPrefix(sid, session.LocalPrefix) {
+		end() // minted by another replica (or before a restart): the upstream never knew it
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if sess != nil && sess.Local {
-		h.o.Sessions.Delete(sid)
+		end()
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
@@ -371,7 +397,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 300 && sid != "" {
-		h.o.Sessions.Delete(sid)
+		end()
 	}
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)

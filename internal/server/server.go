@@ -226,6 +226,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	s.sessions.KeepIn(known, session.DefaultBookTTL, func(op string, err error) {
 		s.log.Warn("task store: could not "+op+" a session id; it holds in this process only", "error", err.Error())
 	})
+	if store.IsShared(s.store) { // another replica may end a session this one holds
+		s.sessions.SharedEnds()
+	}
 	s.metrics.SetSessionCount(s.sessions.Len)
 
 	// The listeners are bound here, before the parts that name the admin address: webhook/Slack

@@ -222,9 +222,10 @@ type Registry struct {
 	sources map[string]*rate.Limiter
 	held    map[string]int // sessions tracked per source
 
-	book    Book // nil = this process only (book.go)
-	bookTTL time.Duration
-	bookErr func(op string, err error)
+	book       Book // nil = this process only (book.go)
+	bookTTL    time.Duration
+	sharedEnds bool // other processes write the book: EndedElsewhere reads it
+	bookErr    func(op string, err error)
 }
 
 // NewRegistry returns a registry holding at most max sessions (default 10000). onDelete, if not
@@ -458,13 +459,40 @@ func (r *Registry) Peek(id string) *Session {
 
 // Delete removes a session (DELETE /mcp succeeded, or the upstream answered 404 on it) and
 // remembers that it ended, so a task approved later is not executed in it (upstreams do not
-// all refuse ended sessions); the Book forgets it.
+// all refuse ended sessions); the Book forgets it and records the end for the other replicas
+// (EndedElsewhere), as by the identity the session is bound to.
 func (r *Registry) Delete(id string) {
+	var identity, source string
+	held := r.Peek(id)
+	if held != nil {
+		identity, source = held.identity, held.source
+	}
+	r.End(id, identity, source, held != nil)
+}
+
+// End is Delete for a client's DELETE made as identity from source: the end is recorded for
+// the other replicas when record is set (the session is held here, or the book knows it), so
+// a replica still holding it answers 404 from then on — when it is bound to no one or to
+// identity.
+func (r *Registry) End(id, identity, source string, record bool) {
+	s := r.drop(id)
+	r.forget(id, identity) // ended: no replica may adopt it again
+	if record {
+		r.end(id, identity, source)
+	}
+	if s != nil && r.onDel != nil {
+		r.onDel(s)
+	}
+}
+
+// drop removes id from the table (returned if it was held) and marks it ended here.
+func (r *Registry) drop(id string) *Session {
 	r.mu.Lock()
-	e, ok := r.m[id]
-	if ok {
+	var s *Session
+	if e, ok := r.m[id]; ok {
+		s = e.Value.(*Session)
 		r.lru.Remove(e)
-		r.dropLocked(e.Value.(*Session))
+		r.dropLocked(s)
 	}
 	if r.ended == nil {
 		r.ended = map[string]struct{}{}
@@ -478,10 +506,7 @@ func (r *Registry) Delete(id string) {
 		r.endedOrder = append(r.endedOrder, id)
 	}
 	r.mu.Unlock()
-	r.forget(id) // ended: no replica may adopt it again
-	if ok && r.onDel != nil {
-		r.onDel(e.Value.(*Session))
-	}
+	return s
 }
 
 // Ended reports whether the client ended session id with DELETE (as far as this process

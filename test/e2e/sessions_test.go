@@ -1,9 +1,15 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,29 +163,7 @@ func deleteSession(t *testing.T, g *testkit.Gateway, sid string) {
 // An upstream without sessions: Tollgate mints tgs_ ids; nothing else is a session, also
 // before any client initialized through this process.
 func TestSessionlessUpstreamRefusesOtherIDs(t *testing.T) {
-	up := testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		if r.Method != http.MethodPost {
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			return
-		}
-		if strings.Contains(string(body), `"method":"notifications/`) {
-			w.WriteHeader(http.StatusAccepted)
-			return
-		}
-		id := "1"
-		if i := strings.Index(string(body), `"id":`); i >= 0 {
-			rest := string(body)[i+5:]
-			id = rest[:strings.IndexAny(rest, ",}")]
-		}
-		result := `{}`
-		if strings.Contains(string(body), `"method":"initialize"`) {
-			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
-		} else if strings.Contains(string(body), `"method":"tools/list"`) {
-			result = `{"tools":[{"name":"delete_user","inputSchema":{"type":"object"}}]}`
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
-	})
+	up := sessionlessUpstream(t)
 	cfg := testkit.BasicConfig(up.URL(), approvalRules)
 
 	// Fresh process, nobody initialized yet: the upstream answers a ping on any id, so Tollgate
@@ -311,4 +295,255 @@ func TestForgedWellFormedSessionIDs(t *testing.T) {
 		t.Errorf("%d approvals pending for forged sessions, want none", n)
 	}
 	real.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+}
+
+// sessionlessUpstream is an upstream without sessions: Tollgate mints tgs_ ids for its clients
+// and the upstream never answers 404 for an ended one.
+func sessionlessUpstream(t *testing.T) *testkit.RawUpstream {
+	up, _ := countingSessionlessUpstream(t)
+	return up
+}
+
+// countingSessionlessUpstream is sessionlessUpstream counting the tools/call requests it got.
+func countingSessionlessUpstream(t *testing.T) (*testkit.RawUpstream, *atomic.Int64) {
+	calls := &atomic.Int64{}
+	return testkit.NewRawUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if strings.Contains(string(body), `"method":"tools/call"`) {
+			calls.Add(1)
+		}
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if strings.Contains(string(body), `"method":"notifications/`) {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		id := "1"
+		if i := strings.Index(string(body), `"id":`); i >= 0 {
+			rest := string(body)[i+5:]
+			id = rest[:strings.IndexAny(rest, ",}")]
+		}
+		result := `{}`
+		if strings.Contains(string(body), `"method":"initialize"`) {
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		} else if strings.Contains(string(body), `"method":"tools/list"`) {
+			result = `{"tools":[{"name":"delete_user","inputSchema":{"type":"object"}}]}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
+	}), calls
+}
+
+// TestSessionEndedOnOtherReplica: two replicas share a Redis store in front of an upstream
+// that never refuses a session (Tollgate's own tgs_ sessions). A session the client ended
+// through one replica is refused (404, so the client initializes again) by the other, which
+// held it in memory; a DELETE through a replica that does not hold it ends it everywhere. On
+// the old code the other replica kept serving the ended session, and the DELETE through a
+// replica that did not hold it was sent to the upstream (405) and ended nothing.
+func TestSessionEndedOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t) // skips loudly without redis-server
+	up := sessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-end-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+
+	// Ended through A after B served it.
+	c := a.NewClient(t)
+	if !strings.HasPrefix(c.Session, "tgs_") {
+		t.Fatalf("session %q, want a tgs_ id", c.Session)
+	}
+	onB := &testkit.RPC{T: t, URL: b.MCP, Session: c.Session}
+	if r := onB.Post(ping); r.Status != http.StatusOK {
+		t.Fatalf("replica B does not serve the session from A: HTTP %d %s", r.Status, r.Body)
+	}
+	deleteSession(t, a, c.Session)
+	wantSessionNotFound(t, forgedCall(t, b, c.Session), "session ended on replica A, held by replica B")
+	wantSessionNotFound(t, onB.Post(ping), "ended session, again")
+
+	// Ended through B, which never held it: A, which does, refuses it.
+	d := a.NewClient(t)
+	deleteSession(t, b, d.Session)
+	wantSessionNotFound(t, forgedCall(t, a, d.Session), "session ended through replica B, held by replica A")
+
+	// A live session is not affected.
+	e := a.NewClient(t)
+	if r := (&testkit.RPC{T: t, URL: b.MCP, Session: e.Session}).Post(ping); r.Status != http.StatusOK {
+		t.Errorf("a live session on replica B: HTTP %d", r.Status)
+	}
+}
+
+// TestApprovedAfterSessionEndedOnOtherReplica: a call held in a session that the client then
+// ended through another replica is not run when approved: the replica that holds the session
+// and runs the call reads the end in the store and fails the task with SessionGone.
+func TestApprovedAfterSessionEndedOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t)
+	up, calls := countingSessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-end-exec-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	c := a.NewClient(t)
+	tid := c.CallTask(1, "delete_user", `{"user_id":"u-002"}`)
+	deleteSession(t, b, c.Session)
+	if st, _ := a.AdminRequest(t, "POST", "/api/v1/approvals/"+tid+"/approve", "alice-secret-token", `{}`); st != 200 {
+		t.Fatalf("approve: %d", st)
+	}
+	status, view := waitTaskDone(t, a, tid)
+	if status != "failed" || testkit.Dig(view, "failure", "name") != "SessionGone" {
+		t.Errorf("task %s, failure %v; want failed with SessionGone", status, view["failure"])
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("the upstream got %d tools/call; the session had ended", n)
+	}
+}
+
+// TestSessionBindingOnOtherReplica: with server.identity_header, a session is bound to the
+// identity that opened it on every replica sharing the store, not only the one that saw
+// initialize: another identity holding its id gets 404 on the other replica too (and its
+// DELETE there ends nothing), while its own identity is served. Before, the store kept ids
+// only, and the first identity to use the id on another replica took the session.
+func TestSessionBindingOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t)
+	up := sessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"server:\n  identity_header: X-Forwarded-User\ntasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-bind-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	alice := &testkit.RPC{T: t, URL: a.MCP, Header: http.Header{"X-Forwarded-User": {"alice"}}}
+	alice.Initialize()
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+	as := func(g *testkit.Gateway, user string) *testkit.RPC {
+		return &testkit.RPC{T: t, URL: g.MCP, Session: alice.Session, Header: http.Header{"X-Forwarded-User": {user}}}
+	}
+	wantSessionNotFound(t, as(b, "mallory").Post(ping), "alice's session used by mallory on replica B")
+	req, _ := http.NewRequest(http.MethodDelete, b.MCP, nil)
+	req.Header.Set("Mcp-Session-Id", alice.Session)
+	req.Header.Set("X-Forwarded-User", "mallory")
+	if resp, err := testkit.HTTPClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("mallory's DELETE of alice's session on replica B: HTTP %d, want 404", resp.StatusCode)
+		}
+	}
+	if r := as(b, "alice").Post(ping); r.Status != http.StatusOK {
+		t.Fatalf("alice on replica B: HTTP %d %s", r.Status, r.Body)
+	}
+	if r := as(a, "alice").Post(ping); r.Status != http.StatusOK {
+		t.Errorf("alice on replica A after mallory's attempts: HTTP %d", r.Status)
+	}
+	wantSessionNotFound(t, as(b, "mallory").Post(ping), "alice's session, held by replica B now, used by mallory")
+}
+
+// TestForeignDeleteOnOtherReplica: in front of an upstream that keeps sessions, a DELETE of
+// alice's session by another identity through a replica that does not hold it is refused
+// (404) and never sent upstream: alice's session goes on working. Before, that replica sent
+// the DELETE on and the upstream ended alice's session.
+func TestForeignDeleteOnOtherReplica(t *testing.T) {
+	url := storetest.RedisURL(t)
+	_, upURL := testkit.StartDemo(t)
+	cfg := testkit.BasicConfig(upURL, approvalRules+"server:\n  identity_header: X-Forwarded-User\ntasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-fdel-"+t.Name()+":\"}\n")
+	a := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	a.WaitReady(t)
+	b.WaitReady(t)
+	alice := &testkit.RPC{T: t, URL: a.MCP, Header: http.Header{"X-Forwarded-User": {"alice"}}}
+	alice.Initialize()
+	del := func(sid, user string) int {
+		req, _ := http.NewRequest(http.MethodDelete, b.MCP, nil)
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("X-Forwarded-User", user)
+		resp, err := testkit.HTTPClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if st := del(alice.Session, "mallory"); st != http.StatusNotFound {
+		t.Errorf("mallory's DELETE of alice's session through replica B: HTTP %d, want 404", st)
+	}
+	if st := del("mcp-session-"+uuid.NewString(), "mallory"); st != http.StatusNotFound {
+		t.Errorf("DELETE of a made-up session through replica B: HTTP %d, want 404", st)
+	}
+	if r := alice.Post(`{"jsonrpc":"2.0","id":7,"method":"ping"}`); r.Status != http.StatusOK {
+		t.Fatalf("alice's session after mallory's DELETE elsewhere: HTTP %d %s", r.Status, r.Body)
+	}
+	// Alice herself may end it through B.
+	if st := del(alice.Session, "alice"); st >= 300 {
+		t.Fatalf("alice's DELETE through replica B: HTTP %d", st)
+	}
+	wantSessionNotFound(t, alice.Post(`{"jsonrpc":"2.0","id":8,"method":"ping"}`), "alice's session after her DELETE through replica B")
+}
+
+// TestSessionEndedAcrossProcesses: TestSessionEndedOnOtherReplica with replica A the real
+// binary in its own process: a session ended through either process is refused by the other,
+// which held it, through the one redis-server they share.
+func TestSessionEndedAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	url := storetest.RedisURL(t)
+	up := sessionlessUpstream(t)
+	cfg := testkit.BasicConfig(up.URL(), approvalRules+"tasks:\n  store: {type: redis, url: \""+url+"?key_prefix=sess-proc-"+t.Name()+":\"}\n")
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "tollgate.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen, admin := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfgPath)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TOLLGATE_LISTEN=" + listen, "TOLLGATE_ADMIN_LISTEN=" + admin,
+		"TOLLGATE_ADMIN_TOKEN=" + testkit.AdminToken, "TOLLGATE_DATA_DIR=" + filepath.Join(dir, "data")}
+	for k, v := range approverEnv {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var logA bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logA, &logA
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("replica A's output:\n%s", logA.String())
+		}
+	})
+	waitFor(t, "replica A ready", func() bool {
+		resp, err := testkit.HTTPClient.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	a := &testkit.Gateway{MCP: "http://" + listen + "/mcp", Admin: "http://" + admin}
+	b := testkit.StartGateway(t, cfg, approverEnv, nil)
+	b.WaitReady(t)
+	ping := `{"jsonrpc":"2.0","id":7,"method":"ping"}`
+
+	for _, dir := range []struct {
+		name       string
+		open, peer *testkit.Gateway
+	}{{"ended through the process, held in-process", a, b}, {"ended in-process, held by the process", b, a}} {
+		c := dir.open.NewClient(t)
+		if r := (&testkit.RPC{T: t, URL: dir.peer.MCP, Session: c.Session}).Post(ping); r.Status != http.StatusOK {
+			t.Fatalf("%s: the other replica does not serve the session: HTTP %d", dir.name, r.Status)
+		}
+		deleteSession(t, dir.open, c.Session)
+		wantSessionNotFound(t, forgedCall(t, dir.peer, c.Session), dir.name)
+	}
 }

@@ -41,9 +41,11 @@ var (
 	_ Sessions = (*Redis)(nil)
 )
 
-// KnownSessions stores keyed hashes of session ids in a backend's Sessions set.
+// KnownSessions stores keyed hashes of session ids in a backend's Sessions set, and of the
+// sessions that ended in its EndedSessions.
 type KnownSessions struct {
 	s   Sessions
+	e   EndedSessions
 	key []byte
 }
 
@@ -52,37 +54,84 @@ type KnownSessions struct {
 // as for the memory store, draws a random key for this process).
 func NewKnownSessions(st Store, key []byte) (*KnownSessions, error) {
 	s, ok := st.(Sessions)
-	if !ok {
+	e, ok2 := st.(EndedSessions)
+	if !ok || !ok2 {
 		return nil, errors.New("task store keeps no session ids")
 	}
 	if len(key) == 0 { // the memory store: one process, a key of its own (as the manager's)
 		key = make([]byte, 32)
 		_, _ = rand.Read(key) // crypto/rand.Read never fails (Go 1.24)
 	}
-	return &KnownSessions{s: s, key: key}, nil
+	return &KnownSessions{s: s, e: e, key: key}, nil
 }
 
 // hash keeps the id out of the store; the label separates it from the arguments hash made
 // with the same key.
-func (k *KnownSessions) hash(id string) string {
+func (k *KnownSessions) hash(id string) string { return k.labelled("tollgate mcp-session-id", id) }
+
+// bound is the known-set entry of session id opened by identity: the id's hash for a session
+// bound to no one (as every entry was before sessions were bound), else a hash of both, so a
+// replica adopting the id learns whom it is bound to and no other identity finds it. An id
+// carries no NUL (an HTTP header cannot), so id and identity cannot run into each other.
+func (k *KnownSessions) bound(id, identity string) string {
+	if identity == "" {
+		return k.hash(id)
+	}
+	return k.hash(id + "\x00" + identity)
+}
+
+// labelled is the keyed hash of v under label ("" stays "": no identity).
+func (k *KnownSessions) labelled(label, v string) string {
+	if v == "" && label != "tollgate mcp-session-id" {
+		return ""
+	}
 	m := hmac.New(sha256.New, k.key)
-	m.Write([]byte("tollgate mcp-session-id\x00"))
-	m.Write([]byte(id))
+	m.Write([]byte(label + "\x00"))
+	m.Write([]byte(v))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Remember records that Tollgate saw session id created (or used) until expires.
-func (k *KnownSessions) Remember(ctx context.Context, id string, expires time.Time) error {
-	return k.s.RememberSession(ctx, k.hash(id), expires)
+// End records that session id ended, by identity ("" none), charged to source, until expires
+// (store.EndedSessions: bounded per source and in total).
+func (k *KnownSessions) End(ctx context.Context, id, identity, source string, expires time.Time) error {
+	return k.e.EndSession(ctx, k.hash(id), k.labelled("tollgate session ender", identity), k.labelled("tollgate session source", source), expires)
 }
 
-// Known reports whether Tollgate saw session id created and it has not expired or ended.
-func (k *KnownSessions) Known(ctx context.Context, id string) (bool, error) {
+// Ended reports whether session id ended in a way a session bound to identity ("" none) must
+// honour: any end when it is bound to no one, else only an end by that identity.
+func (k *KnownSessions) Ended(ctx context.Context, id, identity string) (bool, error) {
+	by, ended, err := k.e.SessionEnded(ctx, k.hash(id))
+	if err != nil || !ended {
+		return false, err
+	}
+	return identity == "" || hmac.Equal([]byte(by), []byte(k.labelled("tollgate session ender", identity))), nil
+}
+
+// Remember records that Tollgate saw session id created (or used), bound to identity ("" no
+// one), until expires.
+func (k *KnownSessions) Remember(ctx context.Context, id, identity string, expires time.Time) error {
+	return k.s.RememberSession(ctx, k.bound(id, identity), expires)
+}
+
+// Known reports whether Tollgate saw session id created, it has not expired or ended, and
+// identity may use it: it is bound to identity, or to no one.
+func (k *KnownSessions) Known(ctx context.Context, id, identity string) (bool, error) {
+	if identity != "" {
+		if ok, err := k.s.SessionKnown(ctx, k.bound(id, identity)); ok || err != nil {
+			return ok, err
+		}
+	}
 	return k.s.SessionKnown(ctx, k.hash(id))
 }
 
-// Forget removes session id (ended by the client or the upstream).
-func (k *KnownSessions) Forget(ctx context.Context, id string) error {
+// Forget removes session id (ended by the client or the upstream) as identity may end it:
+// its entry bound to identity, and the one bound to no one.
+func (k *KnownSessions) Forget(ctx context.Context, id, identity string) error {
+	if identity != "" {
+		if err := k.s.ForgetSession(ctx, k.bound(id, identity)); err != nil {
+			return err
+		}
+	}
 	return k.s.ForgetSession(ctx, k.hash(id))
 }
 
@@ -90,7 +139,8 @@ func (k *KnownSessions) Forget(ctx context.Context, id string) error {
 // hold the backend's lock.
 type knownSet struct {
 	m      map[string]time.Time
-	loaded bool // the file backend reads its bucket on first use
+	loaded bool     // the file backend reads its bucket on first use
+	ended  endedSet // sessions_ended.go
 }
 
 // victims returns the ids to drop before id is added, to stay within MaxKnownSessions: the

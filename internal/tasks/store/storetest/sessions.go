@@ -85,6 +85,46 @@ func RunSessions(t *testing.T, newStore func(t *testing.T) store.Store) {
 		}
 	})
 
+	t.Run("Ended", func(t *testing.T) {
+		st := newStore(t)
+		e, ok := st.(store.EndedSessions)
+		if !ok {
+			t.Fatalf("%T does not implement store.EndedSessions", st)
+		}
+		ended := func(id string) (string, bool) {
+			t.Helper()
+			by, ok, err := e.SessionEnded(ctx, id)
+			if err != nil {
+				t.Fatalf("SessionEnded(%s): %v", id, err)
+			}
+			return by, ok
+		}
+		if _, ok := ended("h1"); ok {
+			t.Fatal("a session nobody ended is ended")
+		}
+		if err := e.EndSession(ctx, "h1", "alice", "src", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.EndSession(ctx, "h2", "", "src", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if by, ok := ended("h1"); !ok || by != "alice" {
+			t.Errorf("h1: ended %v by %q, want true by alice", ok, by)
+		}
+		if by, ok := ended("h2"); !ok || by != "" {
+			t.Errorf("h2: ended %v by %q, want true by nobody", ok, by)
+		}
+		if _, ok := ended("h3"); ok {
+			t.Error("another id is ended")
+		}
+		if err := e.EndSession(ctx, "past", "", "src", time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ended("past"); ok {
+			t.Error("an end recorded with a passed expiry counts")
+		}
+	})
+
 	t.Run("Closed", func(t *testing.T) {
 		st := newStore(t)
 		s := st.(store.Sessions)
