@@ -20,6 +20,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/callerauth"
 	"github.com/tollgate-mcp/tollgate/internal/identity"
+	"github.com/tollgate-mcp/tollgate/internal/upstreamcred"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -187,12 +188,12 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		if c.ClientCredentials.ClientSecretFile != "" {
 			c.ClientCredentials.ClientSecretFile = cfg.ResolvePath(c.ClientCredentials.ClientSecretFile)
 		}
-		cred, err := upstreamCredential(c, o.LookupEnv, s.log)
+		cred, err := upstreamcred.New(c, o.LookupEnv, s.log)
 		if err != nil {
 			return nil, err
 		}
 		wrap := upOpts.WrapTransport
-		upOpts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return cred.wrap(wrap(rt)) }
+		upOpts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return cred.Wrap(wrap(rt)) }
 	}
 	if s.up, err = upstream.New(upURL, upOpts); err != nil {
 		return nil, err

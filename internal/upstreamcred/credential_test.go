@@ -1,4 +1,4 @@
-package server
+package upstreamcred
 
 import (
 	"bytes"
@@ -91,12 +91,12 @@ func TestClientCredentials(t *testing.T) {
 	te := newTokenEndpoint(t,
 		`{"access_token":"tok-1","token_type":"bearer","expires_in":1}`,
 		`{"access_token":"tok-2","token_type":"Bearer","expires_in":3600}`)
-	cred, err := upstreamCredential(ccConfig(te.srv.URL+"/token"), env, slog.New(slog.DiscardHandler))
+	cred, err := New(ccConfig(te.srv.URL+"/token"), env, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &recordingTransport{}
-	client := &http.Client{Transport: cred.wrap(rec)}
+	client := &http.Client{Transport: cred.Wrap(rec)}
 	for range 3 {
 		req, _ := http.NewRequest(http.MethodPost, "http://upstream.invalid/mcp", strings.NewReader(`{}`))
 		req.Header.Set("Authorization", "Bearer the-callers-token")
@@ -132,13 +132,13 @@ func TestClientCredentialsRefused(t *testing.T) {
 	for name, u := range map[string]string{"refused": te.srv.URL + "/token", "redirect": redirect.URL + "/token"} {
 		t.Run(name, func(t *testing.T) {
 			var logs bytes.Buffer
-			cred, err := upstreamCredential(ccConfig(u), env, slog.New(slog.NewTextHandler(&logs, nil)))
+			cred, err := New(ccConfig(u), env, slog.New(slog.NewTextHandler(&logs, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := &recordingTransport{}
 			req, _ := http.NewRequest(http.MethodPost, "http://upstream.invalid/mcp", strings.NewReader(`{}`))
-			_, err = (&http.Client{Transport: cred.wrap(rec)}).Do(req)
+			_, err = (&http.Client{Transport: cred.Wrap(rec)}).Do(req)
 			if err == nil {
 				t.Fatal("the upstream request went through without a token")
 			}
@@ -165,11 +165,11 @@ func TestClientCredentialsRefused(t *testing.T) {
 func TestClientCredentialsSecret(t *testing.T) {
 	c := ccConfig("https://idp.example/token")
 	c.ClientCredentials.ClientSecretEnv = "MISSING"
-	if _, err := upstreamCredential(c, env, nil); err == nil || !strings.Contains(err.Error(), "client_credentials.client_secret_env: $MISSING is not set") {
+	if _, err := New(c, env, nil); err == nil || !strings.Contains(err.Error(), "client_credentials.client_secret_env: $MISSING is not set") {
 		t.Errorf("missing variable: %v", err)
 	}
 	c.ClientCredentials.ClientSecretEnv, c.ClientCredentials.ClientSecretFile = "", t.TempDir()+"/none"
-	if _, err := upstreamCredential(c, env, nil); err == nil || !strings.Contains(err.Error(), "client_credentials.client_secret_file") {
+	if _, err := New(c, env, nil); err == nil || !strings.Contains(err.Error(), "client_credentials.client_secret_file") {
 		t.Errorf("missing file: %v", err)
 	}
 }

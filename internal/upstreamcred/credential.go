@@ -1,4 +1,10 @@
-package server
+// Package upstreamcred is Tollgate's own credential for the upstream (sources[].credential):
+// the header it sets on every request to the server behind it — a static value from an
+// environment variable or a file, or an OAuth client-credentials access token it obtains and
+// refreshes — in place of anything a caller sent under that name. The caller's own token is
+// never passed on unless forward_authorization says so (docs/SECURITY.md, no token
+// passthrough); this package only supplies Tollgate's.
+package upstreamcred
 
 import (
 	"context"
@@ -18,11 +24,11 @@ import (
 	"github.com/tollgate-mcp/tollgate/internal/logcap"
 )
 
-// credential is sources[0].credential, read: one header set on every request to the upstream
+// Credential is sources[0].credential, read: one header set on every request to the upstream
 // (Tollgate's own sessions, forwarded calls, approved calls run later), in place of anything
 // a caller sent under that name. Its value is static, or a client-credentials access token
 // (tokens) obtained when first needed and again shortly before it expires.
-type credential struct {
+type Credential struct {
 	header, value string
 	tokens        oauth2.TokenSource // client_credentials; nil for a static value
 	log           *slog.Logger
@@ -31,7 +37,9 @@ type credential struct {
 // tokenTimeout bounds one request to the token endpoint.
 const tokenTimeout = 10 * time.Second
 
-func upstreamCredential(c config.Credential, lookupEnv func(string) (string, bool), log *slog.Logger) (credential, error) {
+// New reads c: the secret from its variable or file now, a client-credentials token when the
+// first request needs it. lookupEnv nil is os.LookupEnv.
+func New(c config.Credential, lookupEnv func(string) (string, bool), log *slog.Logger) (*Credential, error) {
 	h := c.Header
 	if h == "" {
 		h = "Authorization"
@@ -41,17 +49,17 @@ func upstreamCredential(c config.Credential, lookupEnv func(string) (string, boo
 	}
 	if cc := c.ClientCredentials; cc.Set() {
 		ts, err := clientCredentialsSource(cc, lookupEnv)
-		return credential{header: h, tokens: ts, log: log}, err
+		return &Credential{header: h, tokens: ts, log: log}, err
 	}
 	if c.ValueFile != "" {
 		v, err := config.ReadSecretFile(c.ValueFile, "sources[0].credential.value_file", 1)
-		return credential{header: h, value: v}, err
+		return &Credential{header: h, value: v}, err
 	}
 	v, ok := lookupEnv(c.ValueEnv)
 	if !ok || strings.TrimSpace(v) == "" {
-		return credential{}, fmt.Errorf("sources[0].credential.value_env: $%s is not set", c.ValueEnv)
+		return nil, fmt.Errorf("sources[0].credential.value_env: $%s is not set", c.ValueEnv)
 	}
-	return credential{header: h, value: v}, nil
+	return &Credential{header: h, value: v}, nil
 }
 
 // clientCredentialsSource is the token source of an OAuth client-credentials grant
@@ -104,7 +112,8 @@ func clientCredentialsSource(cc config.ClientCredentials, lookupEnv func(string)
 // fails the same way).
 var tokenWarn = logcap.NewSampler(10*time.Second, 1)
 
-func (c credential) wrap(rt http.RoundTripper) http.RoundTripper {
+// Wrap returns rt setting the credential's header on every request it sends.
+func (c *Credential) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(r *http.Request) (*http.Response, error) {
 		v := c.value
 		if c.tokens != nil {
