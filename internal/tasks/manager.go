@@ -431,6 +431,32 @@ func (m *Manager) ListAll(ctx context.Context, f Filter) ([]*Task, error) {
 	return m.list(ctx, "", false, f)
 }
 
+// Position is a place in the order of tasks awaiting approval (PageAwaiting): created time,
+// then id.
+type Position = store.Position
+
+// PageAwaiting reads up to n tasks awaiting approval after the position after (exclusive; nil
+// = from the oldest, or with newest from the newest), from the store's ordered index: n index
+// entries read and n tasks decoded however many are pending. last is the position of the last
+// entry read, nil at the end of the order. A task whose deadline passed is settled first and
+// returned as it now stands, so callers still filter by state.
+func (m *Manager) PageAwaiting(ctx context.Context, after *Position, newest bool, n int) (ts []*Task, last *Position, err error) {
+	res, err := m.st.Page(ctx, store.PageQuery{State: string(AwaitingApproval), After: after, Newest: newest, Limit: n})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list tasks awaiting approval: %w", err)
+	}
+	ts = make([]*Task, 0, len(res.Records))
+	for _, r := range res.Records {
+		t, err := decodeTask(r)
+		if err != nil {
+			m.log.Error("task store: undecodable task skipped", "task_id", r.ID, "error", err)
+			continue
+		}
+		ts = append(ts, m.settle(ctx, t))
+	}
+	return ts, res.Last, nil
+}
+
 // Cancel cancels the owner's task. A terminal task yields ErrTerminal together with the
 // task as it stands (spec 2025-11-25 tasks: cancel of a terminal task is -32602).
 func (m *Manager) Cancel(ctx context.Context, owner, id string) (*Task, error) {

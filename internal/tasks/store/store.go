@@ -108,6 +108,9 @@ type Store interface {
 	List(ctx context.Context, f Filter) ([]Record, error)
 	// Usage reports pending counts for owner and overall.
 	Usage(ctx context.Context, owner string) (Usage, error)
+	// Page reads the ordered index of pending records (Pager): O(q.Limit), however many are
+	// pending.
+	Pager
 	// Close releases the backend; later calls return ErrClosed.
 	Close() error
 }
