@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -614,13 +615,11 @@ func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 		CreatedAt:     t.CreatedAt.UTC(),
 		UpdatedAt:     t.UpdatedAt.UTC(),
 	}
-	args := h.redact(t)
-	if summarise && len(args) > MaxListArgumentsBytes {
-		summariseArguments(&v, args) // not indented: the text would only be thrown away
-	} else if text := disclose.Pretty(args); summarise && len(text) > 2*MaxListArgumentsBytes {
-		summariseArguments(&v, args)
+	if summarise {
+		h.listArguments(&v, t)
 	} else {
-		v.Arguments, v.ArgumentsText = args, text
+		args := h.redact(t)
+		v.Arguments, v.ArgumentsText = args, disclose.Pretty(args)
 	}
 	if !t.ApprovalDeadline.IsZero() {
 		d := t.ApprovalDeadline.UTC()
@@ -653,12 +652,47 @@ func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 }
 
 // summariseArguments puts the summary of redacted arguments into a list row in their place.
-func summariseArguments(v *View, args json.RawMessage) {
-	sum := sha256.Sum256(args)
+// listArguments sets a list row's arguments: whole when the redacted arguments fit
+// MaxListArgumentsBytes (and twice that indented), else summarised. They are redacted as a
+// stream (disclose.WriteArguments) into argSummary, which keeps only their first bytes, so a
+// large row costs its size, hash and preview, never a redacted copy of its arguments.
+func (h *handler) listArguments(v *View, t *tasks.Task) {
+	s := argSummary{hash: sha256.New()}
+	_ = disclose.WriteArguments(&s, t.Arguments, t.Workflow, h.opts.Workflow) // argSummary never fails
+	if s.n > MaxListArgumentsBytes {
+		summariseArguments(v, s.n, s.hash.Sum(nil), s.head) // not indented: the text would only be thrown away
+		return
+	}
+	args := json.RawMessage(s.head)
+	if text := disclose.Pretty(args); len(text) > 2*MaxListArgumentsBytes {
+		summariseArguments(v, s.n, s.hash.Sum(nil), s.head)
+	} else {
+		v.Arguments, v.ArgumentsText = args, text
+	}
+}
+
+// argSummary is a writer that counts and hashes what it is given and keeps its first
+// MaxListArgumentsBytes+1 bytes.
+type argSummary struct {
+	n    int
+	hash hash.Hash
+	head []byte
+}
+
+func (s *argSummary) Write(p []byte) (int, error) {
+	s.n += len(p)
+	s.hash.Write(p)
+	if keep := MaxListArgumentsBytes + 1 - len(s.head); keep > 0 {
+		s.head = append(s.head, p[:min(keep, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func summariseArguments(v *View, n int, sum []byte, head []byte) {
 	v.ArgumentsTruncated = true
-	v.ArgumentsBytes = len(args)
-	v.ArgumentsSha256 = hex.EncodeToString(sum[:])
-	v.ArgumentsPreview = utf8Prefix(args, ArgumentsPreviewBytes)
+	v.ArgumentsBytes = n
+	v.ArgumentsSha256 = hex.EncodeToString(sum)
+	v.ArgumentsPreview = utf8Prefix(head, ArgumentsPreviewBytes)
 }
 
 // utf8Prefix is at most n bytes of b, cut before a UTF-8 character that would not fit whole.

@@ -209,14 +209,25 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 
 // load schedules the deadlines of stored tasks and resumes or fails interrupted work: tasks
 // that were executing when Tollgate stopped are failed (at most once must hold), approved ones
-// execute. Run calls it first.
+// execute. Run calls it first. Tasks are read and decoded one at a time (the list comes
+// without their data), so a store full of large arguments is never held whole.
 func (m *Manager) load(ctx context.Context) {
-	recs, err := m.st.List(ctx, store.Filter{})
+	recs, err := m.st.List(ctx, store.Filter{NoData: true})
 	if err != nil {
 		m.log.Error("task store: loading tasks failed", "error", err)
 		return
 	}
-	for _, r := range recs {
+	for i, r := range recs {
+		recs[i] = store.Record{} // not held past its turn
+		if r.Data == nil {
+			id := r.ID
+			if r, err = m.st.Get(ctx, id); errors.Is(err, store.ErrNotFound) {
+				continue // deleted meanwhile
+			} else if err != nil {
+				m.log.Error("task store: loading a task failed", "task_id", id, "error", err)
+				continue
+			}
+		}
 		t, err := decodeTask(r)
 		if err != nil {
 			m.log.Error("task store: undecodable task skipped", "task_id", r.ID, "error", err)

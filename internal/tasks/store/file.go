@@ -376,6 +376,9 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 	if f.closed {
 		return nil, ErrClosed
 	}
+	if flt.NoData {
+		return f.ix.list(flt), nil
+	}
 	return f.withDataAll(f.ix.list(flt))
 }
 
