@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,7 @@ import (
 type Tasks interface {
 	Lookup(ctx context.Context, id string) (*tasks.Task, error)
 	ListAll(ctx context.Context, f tasks.Filter) ([]*tasks.Task, error)
+	PageAwaiting(ctx context.Context, after *tasks.Position, newest bool, n int) ([]*tasks.Task, *tasks.Position, error)
 	Approve(ctx context.Context, id, approver, reason string) (*tasks.Task, error)
 	Reject(ctx context.Context, id, approver, reason string) (*tasks.Task, error)
 }
@@ -77,6 +79,10 @@ const (
 	// page ends early (with nextCursor) rather than exceed it. A page holds at least one
 	// approval, so the cursor always moves on.
 	MaxListPageBytes = 2 << 20
+	// MaxListScan bounds the pending approvals one page of GET /api/v1/approvals reads from
+	// the store's ordered index (status=pending, sort=oldest or newest): a page whose filters
+	// or the caller's authorisation skip more ends early, with nextCursor where it stopped.
+	MaxListScan = 5 * MaxListLimit
 )
 
 // View is the JSON form of an approval request. It never carries the owner id (an MCP session
@@ -301,9 +307,14 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error(), nil)
 		return
 	}
-	// Every match is read and sorted, then the page is cut after the cursor: the list has no
-	// fixed order in the store for newest or expiry, and pending tasks are bounded by the
-	// quotas (tasks.quotas.max_pending_total).
+	may := h.authz.of(r).Policy().For(approverOf(r))
+	if lq.indexed() {
+		h.listIndexed(w, r, lq, may)
+		return
+	}
+	// Other statuses and sort=expiry: every match is read and sorted, then the page is cut
+	// after the cursor (the store orders only pending tasks by creation; pending tasks are
+	// bounded by the quotas, tasks.quotas.max_pending_total).
 	q := lq.status.query()
 	ts, err := h.tasks.ListAll(r.Context(), q)
 	if err != nil {
@@ -311,7 +322,6 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only what the caller may decide, before the page is cut (authorize.go).
-	may := h.authz.of(r).Policy().For(approverOf(r))
 	ts = slices.DeleteFunc(ts, func(t *tasks.Task) bool { return t == nil || !lq.match(t) || !may(t) })
 	keys := make(map[*tasks.Task]int64, len(ts))
 	for _, t := range ts {
@@ -331,29 +341,114 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	// The page ends at ?limit= rows or before its encoded rows exceed MaxListPageBytes,
 	// whichever comes first; rows with large arguments are summarised (listView). Each row is
 	// encoded once, as it is added, so serving a page never holds more than the page.
-	resp := encodedPage{Approvals: make([]json.RawMessage, 0, min(len(ts), lq.limit))}
-	size := 0
-	for i, t := range ts {
-		if i == lq.limit {
-			break
-		}
-		b, err := json.Marshal(h.listView(t))
+	p := newPageBuilder(h, lq)
+	for _, t := range ts {
+		added, err := p.add(t)
 		if err != nil {
 			h.internalError(w, "encode approval "+t.ID, err)
 			return
 		}
-		if i > 0 && size+len(b) > MaxListPageBytes {
+		if !added {
 			break
 		}
-		size += len(b)
-		resp.Approvals = append(resp.Approvals, b)
 	}
-	if n := len(resp.Approvals); n < len(ts) {
+	if n := len(p.resp.Approvals); n < len(ts) {
 		last := ts[n-1]
-		resp.Truncated = true
-		resp.NextCursor = cursor{Sort: lq.sort, Key: keys[last], ID: last.ID}.encode()
+		p.resp.Truncated = true
+		p.resp.NextCursor = cursor{Sort: lq.sort, Key: keys[last], ID: last.ID}.encode()
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, p.resp)
+}
+
+// pageBuilder encodes the rows of one page as they are added, so serving a page never holds
+// more than the page.
+type pageBuilder struct {
+	h     *handler
+	limit int
+	size  int
+	resp  encodedPage
+}
+
+func newPageBuilder(h *handler, lq listQuery) *pageBuilder {
+	return &pageBuilder{h: h, limit: lq.limit, resp: encodedPage{Approvals: make([]json.RawMessage, 0, min(lq.limit, 128))}}
+}
+
+// add encodes t as the next row and reports whether it was added: the page ends at ?limit=
+// rows or before its encoded rows exceed MaxListPageBytes, whichever comes first (a page holds
+// at least one row); rows with large arguments are summarised (listView).
+func (p *pageBuilder) add(t *tasks.Task) (bool, error) {
+	if len(p.resp.Approvals) == p.limit {
+		return false, nil
+	}
+	b, err := json.Marshal(p.h.listView(t))
+	if err != nil {
+		return false, err
+	}
+	if len(p.resp.Approvals) > 0 && p.size+len(b) > MaxListPageBytes {
+		return false, nil
+	}
+	p.size += len(b)
+	p.resp.Approvals = append(p.resp.Approvals, b)
+	return true, nil
+}
+
+// listBatch is how many tasks listIndexed reads from the store at a time: decoded tasks are
+// held until their rows are encoded, and each may carry up to tasks.quotas.max_argument_bytes.
+const listBatch = 16
+
+// listIndexed serves pending approvals oldest or newest first from the store's ordered index
+// (tasks.Manager.PageAwaiting): a page reads the rows it shows, the rows its filters and the
+// caller's authorisation skip, and one more to know whether there is a next page; never more
+// than MaxListScan entries. A page that reaches MaxListScan ends there, with fewer rows (even
+// none) and nextCursor at the last entry read, so the next page goes on from it.
+func (h *handler) listIndexed(w http.ResponseWriter, r *http.Request, lq listQuery, may func(*tasks.Task) bool) {
+	var pos *tasks.Position
+	if c := lq.cursor; c != nil {
+		pos = &tasks.Position{CreatedAt: time.Unix(0, c.Key), ID: c.ID}
+	}
+	p := newPageBuilder(h, lq)
+	var lastRow *tasks.Task
+	scanned, full, end := 0, false, false
+	for !full && !end && scanned < MaxListScan {
+		n := min(listBatch, lq.limit-len(p.resp.Approvals)+1, MaxListScan-scanned)
+		ts, last, err := h.tasks.PageAwaiting(r.Context(), pos, lq.sort == SortNewest, n)
+		if err != nil {
+			h.internalError(w, "list approvals", err)
+			return
+		}
+		if last == nil {
+			end = true
+			break
+		}
+		scanned += n
+		for i, t := range ts {
+			ts[i] = nil // encoded or skipped: no longer held by the batch
+			if t == nil || !lq.match(t) || !may(t) {
+				continue
+			}
+			added, err := p.add(t)
+			if err != nil {
+				h.internalError(w, "encode approval "+t.ID, err)
+				return
+			}
+			if !added {
+				full = true // a further row exists: the page has a next one
+				break
+			}
+			lastRow = t
+		}
+		pos = last
+	}
+	switch {
+	case full && lastRow != nil:
+		p.resp.Truncated = true
+		p.resp.NextCursor = cursor{Sort: lq.sort, Key: lastRow.CreatedAt.UnixNano(), ID: lastRow.ID}.encode()
+	case !end && !full && pos != nil:
+		// the scan bound was reached: go on from the last entry read
+		p.resp.Truncated = true
+		p.resp.NextCursor = cursor{Sort: lq.sort, Key: pos.CreatedAt.UnixNano(), ID: pos.ID}.encode()
+	}
+	writeJSON(w, http.StatusOK, p.resp)
 }
 
 // encodedPage is ListResponse with each row already encoded (list).
@@ -496,13 +591,11 @@ func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 		CreatedAt:     t.CreatedAt.UTC(),
 		UpdatedAt:     t.UpdatedAt.UTC(),
 	}
-	args := h.redact(t)
-	if summarise && len(args) > MaxListArgumentsBytes {
-		summariseArguments(&v, args) // not indented: the text would only be thrown away
-	} else if text := disclose.Pretty(args); summarise && len(text) > 2*MaxListArgumentsBytes {
-		summariseArguments(&v, args)
+	if summarise {
+		h.listArguments(&v, t)
 	} else {
-		v.Arguments, v.ArgumentsText = args, text
+		args := h.redact(t)
+		v.Arguments, v.ArgumentsText = args, disclose.Pretty(args)
 	}
 	if !t.ApprovalDeadline.IsZero() {
 		d := t.ApprovalDeadline.UTC()
@@ -535,12 +628,47 @@ func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 }
 
 // summariseArguments puts the summary of redacted arguments into a list row in their place.
-func summariseArguments(v *View, args json.RawMessage) {
-	sum := sha256.Sum256(args)
+// listArguments sets a list row's arguments: whole when the redacted arguments fit
+// MaxListArgumentsBytes (and twice that indented), else summarised. They are redacted as a
+// stream (disclose.WriteArguments) into argSummary, which keeps only their first bytes, so a
+// large row costs its size, hash and preview, never a redacted copy of its arguments.
+func (h *handler) listArguments(v *View, t *tasks.Task) {
+	s := argSummary{hash: sha256.New()}
+	_ = disclose.WriteArguments(&s, t.Arguments, t.Workflow, h.opts.Workflow) // argSummary never fails
+	if s.n > MaxListArgumentsBytes {
+		summariseArguments(v, s.n, s.hash.Sum(nil), s.head) // not indented: the text would only be thrown away
+		return
+	}
+	args := json.RawMessage(s.head)
+	if text := disclose.Pretty(args); len(text) > 2*MaxListArgumentsBytes {
+		summariseArguments(v, s.n, s.hash.Sum(nil), s.head)
+	} else {
+		v.Arguments, v.ArgumentsText = args, text
+	}
+}
+
+// argSummary is a writer that counts and hashes what it is given and keeps its first
+// MaxListArgumentsBytes+1 bytes.
+type argSummary struct {
+	n    int
+	hash hash.Hash
+	head []byte
+}
+
+func (s *argSummary) Write(p []byte) (int, error) {
+	s.n += len(p)
+	s.hash.Write(p)
+	if keep := MaxListArgumentsBytes + 1 - len(s.head); keep > 0 {
+		s.head = append(s.head, p[:min(keep, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func summariseArguments(v *View, n int, sum []byte, head []byte) {
 	v.ArgumentsTruncated = true
-	v.ArgumentsBytes = len(args)
-	v.ArgumentsSha256 = hex.EncodeToString(sum[:])
-	v.ArgumentsPreview = utf8Prefix(args, ArgumentsPreviewBytes)
+	v.ArgumentsBytes = n
+	v.ArgumentsSha256 = hex.EncodeToString(sum)
+	v.ArgumentsPreview = utf8Prefix(head, ArgumentsPreviewBytes)
 }
 
 // utf8Prefix is at most n bytes of b, cut before a UTF-8 character that would not fit whole.

@@ -1,10 +1,12 @@
 package approval
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,4 +147,34 @@ func testWorkflows(name string) (config.Workflow, bool) {
 
 func testAuth() Authenticator {
 	return StaticTokens(map[string]string{aliceToken: "alice", bobToken: "bob", carolToken: "carol"})
+}
+
+// PageAwaiting reads the fake's awaiting tasks in the order of the store's index (created,
+// then id), after the position.
+func (f *fakeTasks) PageAwaiting(ctx context.Context, after *tasks.Position, newest bool, n int) ([]*tasks.Task, *tasks.Position, error) {
+	all, err := f.ListAll(ctx, tasks.Filter{States: []tasks.State{tasks.AwaitingApproval}})
+	if err != nil {
+		return nil, nil, err
+	}
+	cmpPos := func(t *tasks.Task, p *tasks.Position) int {
+		return cmp.Or(t.CreatedAt.Compare(p.CreatedAt), strings.Compare(t.ID, p.ID))
+	}
+	slices.SortFunc(all, func(a, b *tasks.Task) int { return cmpPos(a, &tasks.Position{CreatedAt: b.CreatedAt, ID: b.ID}) })
+	if newest {
+		slices.Reverse(all)
+	}
+	var out []*tasks.Task
+	for _, t := range all {
+		if after != nil && (cmpPos(t, after) <= 0) != newest || after != nil && cmpPos(t, after) == 0 {
+			continue
+		}
+		if out = append(out, t); len(out) == n {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil, nil
+	}
+	last := out[len(out)-1]
+	return out, &tasks.Position{CreatedAt: last.CreatedAt, ID: last.ID}, nil
 }

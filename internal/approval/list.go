@@ -176,6 +176,13 @@ func parseListQuery(qv url.Values) (listQuery, error) {
 	return lq, nil
 }
 
+// indexed reports whether the store's ordered index of pending tasks serves the query
+// (listIndexed): pending approvals only, oldest or newest first.
+func (lq listQuery) indexed() bool {
+	f := lq.status
+	return lq.sort != SortExpiry && !f.all && len(f.approved) == 0 && len(f.states) == 1 && f.states[tasks.AwaitingApproval]
+}
+
 func (lq listQuery) match(t *tasks.Task) bool {
 	switch {
 	case !lq.status.match(t):

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"sync/atomic"
 
 	"github.com/tollgate-mcp/tollgate/internal/config"
@@ -68,21 +69,53 @@ func Pretty(args json.RawMessage) string {
 // reload, or no lookup given), are replaced whole by "[REDACTED]". A task without a workflow
 // ("", an accelerated forward that nobody approves) hides nothing; absent arguments are {}.
 func Arguments(args json.RawMessage, workflow string, lookup Workflows) json.RawMessage {
-	if len(args) == 0 {
-		return json.RawMessage("{}")
-	}
-	if !json.Valid(args) {
-		return redactedJSON // cannot be redacted by path, and would break the JSON around it
-	}
-	if workflow == "" {
+	root, whole := argumentsPlan(args, workflow, lookup)
+	switch {
+	case whole != nil:
+		return whole
+	case root == nil:
 		return args
 	}
+	return redactBytes(args, root)
+}
+
+// WriteArguments writes to w the bytes Arguments returns, in one pass over args and without
+// building them: a caller that only needs their size, hash and first bytes (the approvals list
+// summarising a large row) holds none of them. Only w's errors are returned.
+func WriteArguments(w io.Writer, args json.RawMessage, workflow string, lookup Workflows) error {
+	root, whole := argumentsPlan(args, workflow, lookup)
+	switch {
+	case whole != nil:
+		_, err := w.Write(whole)
+		return err
+	case root == nil:
+		_, err := w.Write(args)
+		return err
+	}
+	return redactTo(w, args, root)
+}
+
+// argumentsPlan decides what Arguments shows: whole, when it replaces args whole ({} or
+// "[REDACTED]"); else the fields to redact (nil: args as they are).
+func argumentsPlan(args json.RawMessage, workflow string, lookup Workflows) (root *redactNode, whole json.RawMessage) {
+	if len(args) == 0 {
+		return nil, json.RawMessage("{}")
+	}
+	if !json.Valid(args) {
+		return nil, redactedJSON // cannot be redacted by path, and would break the JSON around it
+	}
+	if workflow == "" {
+		return nil, nil
+	}
 	if lookup == nil {
-		return redactedJSON
+		return nil, redactedJSON
 	}
 	wf, ok := lookup(workflow)
 	if !ok {
-		return redactedJSON
+		return nil, redactedJSON
 	}
-	return Redact(args, wf.RedactFields)
+	if root = buildRedactTree(wf.RedactFields); len(root.children) == 0 {
+		return nil, nil
+	}
+	return root, nil
 }

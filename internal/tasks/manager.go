@@ -218,14 +218,25 @@ func NewManager(st store.Store, exec Executor, recheck Recheck, opts Options) *M
 
 // load schedules the deadlines of stored tasks and resumes or fails interrupted work: tasks
 // that were executing when Tollgate stopped are failed (at most once must hold), approved ones
-// execute. Run calls it first.
+// execute. Run calls it first. Tasks are read and decoded one at a time (the list comes
+// without their data), so a store full of large arguments is never held whole.
 func (m *Manager) load(ctx context.Context) {
-	recs, err := m.st.List(ctx, store.Filter{})
+	recs, err := m.st.List(ctx, store.Filter{NoData: true})
 	if err != nil {
 		m.log.Error("task store: loading tasks failed", "error", err)
 		return
 	}
-	for _, r := range recs {
+	for i, r := range recs {
+		recs[i] = store.Record{} // not held past its turn
+		if r.Data == nil {
+			id := r.ID
+			if r, err = m.st.Get(ctx, id); errors.Is(err, store.ErrNotFound) {
+				continue // deleted meanwhile
+			} else if err != nil {
+				m.log.Error("task store: loading a task failed", "task_id", id, "error", err)
+				continue
+			}
+		}
 		t, err := decodeTask(r)
 		if err != nil {
 			m.log.Error("task store: undecodable task skipped", "task_id", r.ID, "error", err)
@@ -438,6 +449,32 @@ func (m *Manager) Lookup(ctx context.Context, id string) (*Task, error) {
 // ListAll is the approvers' view of all tasks, oldest first.
 func (m *Manager) ListAll(ctx context.Context, f Filter) ([]*Task, error) {
 	return m.list(ctx, "", false, f)
+}
+
+// Position is a place in the order of tasks awaiting approval (PageAwaiting): created time,
+// then id.
+type Position = store.Position
+
+// PageAwaiting reads up to n tasks awaiting approval after the position after (exclusive; nil
+// = from the oldest, or with newest from the newest), from the store's ordered index: n index
+// entries read and n tasks decoded however many are pending. last is the position of the last
+// entry read, nil at the end of the order. A task whose deadline passed is settled first and
+// returned as it now stands, so callers still filter by state.
+func (m *Manager) PageAwaiting(ctx context.Context, after *Position, newest bool, n int) (ts []*Task, last *Position, err error) {
+	res, err := m.st.Page(ctx, store.PageQuery{State: string(AwaitingApproval), After: after, Newest: newest, Limit: n})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list tasks awaiting approval: %w", err)
+	}
+	ts = make([]*Task, 0, len(res.Records))
+	for _, r := range res.Records {
+		t, err := decodeTask(r)
+		if err != nil {
+			m.log.Error("task store: undecodable task skipped", "task_id", r.ID, "error", err)
+			continue
+		}
+		ts = append(ts, m.settle(ctx, t))
+	}
+	return ts, res.Last, nil
 }
 
 // Cancel cancels the owner's task. A terminal task yields ErrTerminal together with the

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +39,7 @@ type File struct {
 var (
 	_ Store   = (*File)(nil)
 	_ Checker = (*File)(nil)
+	_ Pager   = (*File)(nil)
 )
 
 var bucketMeta = []byte("meta")
@@ -59,6 +62,52 @@ type fileRecord struct {
 	Data      []byte    `json:"data"` // base64, so the bytes come back exactly
 	Key       string    `json:"key,omitempty"`
 	Delivered bool      `json:"delivered,omitempty"`
+}
+
+// fileMeta is a fileRecord whose Data is checked but not kept, as OpenFile reads it.
+type fileMeta struct {
+	Data      dataCheck `json:"data"`
+	ID        string    `json:"id"`
+	Owner     string    `json:"owner"`
+	Source    string    `json:"source,omitempty"`
+	State     string    `json:"state"`
+	Pending   bool      `json:"pending"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	ArgBytes  int64     `json:"arg_bytes"`
+	Version   uint64    `json:"version"`
+	Key       string    `json:"key,omitempty"`
+	Delivered bool      `json:"delivered,omitempty"`
+}
+
+// dataCheck checks that a stored record's data is base64 as encoding/json wrote it, through a
+// small buffer, without keeping it (a record that does not decode is skipped at open, as
+// before).
+type dataCheck struct{}
+
+func (*dataCheck) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' || bytes.IndexByte(b, '\\') >= 0 {
+		var d []byte // not as encoding/json writes it: decode it the long way
+		return json.Unmarshal(b, &d)
+	}
+	b = b[1 : len(b)-1]
+	var buf [3 << 10]byte
+	for len(b) > 0 {
+		n := min(len(b), 4<<10) // whole quanta of 4 characters, 3 bytes each
+		if _, err := base64.StdEncoding.Decode(buf[:], b[:n]); err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+func (m fileMeta) record() Record {
+	return Record{ID: m.ID, Owner: m.Owner, Source: m.Source, State: m.State, Pending: m.Pending, CreatedAt: m.CreatedAt,
+		ExpiresAt: m.ExpiresAt, ArgBytes: m.ArgBytes, Version: m.Version, Key: m.Key, Delivered: m.Delivered}
 }
 
 // ErrCorrupt is returned by OpenFile when the store file fails bbolt's consistency check or
@@ -96,14 +145,16 @@ func OpenFile(path string) (*File, error) {
 				return err
 			}
 			return b.ForEach(func(k, v []byte) error {
-				var fr fileRecord
-				if err := json.Unmarshal(v, &fr); err != nil || fr.ID != string(k) {
+				// Decoded without Data: the arguments stay in the file (read back when a
+				// record is returned), so opening a full store does not hold them all.
+				var fm fileMeta
+				if err := json.Unmarshal(v, &fm); err != nil || fm.ID != string(k) {
 					f.skipped++ // kept on disk for inspection; never in the index
 					return nil
 				}
-				fr.Data = nil // on disk only
-				f.ix.put(Record(fr))
-				f.ix.claim(Record(fr))
+				rec := fm.record()
+				f.ix.put(rec) // the order of pending records (Page) is rebuilt here too
+				f.ix.claim(rec)
 				return nil
 			})
 		})
@@ -325,7 +376,24 @@ func (f *File) List(_ context.Context, flt Filter) ([]Record, error) {
 	if f.closed {
 		return nil, ErrClosed
 	}
+	if flt.NoData {
+		return f.ix.list(flt), nil
+	}
 	return f.withDataAll(f.ix.list(flt))
+}
+
+// Page reads one bounded stretch of the ordered index of pending records (Pager); only the
+// records read are read from the file.
+func (f *File) Page(_ context.Context, q PageQuery) (PageResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return PageResult{}, ErrClosed
+	}
+	res := f.ix.page(q)
+	var err error
+	res.Records, err = f.withDataAll(res.Records)
+	return res, err
 }
 
 func (f *File) Usage(_ context.Context, owner string) (Usage, error) {

@@ -23,6 +23,8 @@ type index struct {
 	pendingSourceBytes map[string]int64
 	pendingTotal       int
 	pendingBytes       int64
+	// order holds the pending records by state, CreatedAt and ID (Page).
+	order map[string]*orderedSet
 }
 
 // entry is a Record as the index keeps it, for the pending task the process holds most of:
@@ -80,7 +82,7 @@ func (ix *index) get(id string) (Record, bool) {
 
 func newIndex() *index {
 	return &index{recs: make(map[string]*entry), data: make(map[string][]byte), keys: make(map[string]string), pendingOwner: make(map[string]int),
-		pendingSource: make(map[string]int), pendingSourceBytes: make(map[string]int64)}
+		pendingSource: make(map[string]int), pendingSourceBytes: make(map[string]int64), order: make(map[string]*orderedSet)}
 }
 
 // attached returns the record to attach to for key at now, if any.
@@ -181,6 +183,12 @@ func (ix *index) put(rec Record) {
 		}
 		ix.pendingTotal++
 		ix.pendingBytes += rec.ArgBytes
+		o := ix.order[rec.State]
+		if o == nil {
+			o = &orderedSet{}
+			ix.order[rec.State] = o
+		}
+		o.insert(orderKey{created: unixNano(rec.CreatedAt), id: rec.ID})
 	}
 }
 
@@ -215,7 +223,39 @@ func (ix *index) remove(id string) {
 		}
 		ix.pendingTotal--
 		ix.pendingBytes -= e.argBytes
+		if o := ix.order[e.state.Value()]; o != nil {
+			if o.remove(orderKey{created: e.created, id: id}); o.n == 0 {
+				delete(ix.order, e.state.Value())
+			}
+		}
 	}
+}
+
+// page reads up to q.Limit entries of the order after q.After: the records (without Data for
+// the file backend, which fills it) and the last entry read.
+func (ix *index) page(q PageQuery) PageResult {
+	var res PageResult
+	o := ix.order[q.State]
+	if o == nil {
+		return res
+	}
+	var after *orderKey
+	if q.After != nil {
+		k := keyOf(*q.After)
+		after = &k
+	}
+	keys := o.page(after, q.Newest, max(q.Limit, 1))
+	if len(keys) == 0 {
+		return res
+	}
+	res.Records = make([]Record, 0, len(keys))
+	for _, k := range keys {
+		if r, ok := ix.get(k.id); ok {
+			res.Records = append(res.Records, r)
+		}
+	}
+	res.Last = keys[len(keys)-1].position()
+	return res
 }
 
 func (ix *index) list(f Filter) []Record {

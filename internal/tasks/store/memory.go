@@ -16,7 +16,10 @@ type Memory struct {
 	pins     map[string]PinRecord // pins_memory.go
 }
 
-var _ Store = (*Memory)(nil)
+var (
+	_ Store = (*Memory)(nil)
+	_ Pager = (*Memory)(nil)
+)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory { return &Memory{ix: newIndex()} }
@@ -104,6 +107,16 @@ func (m *Memory) List(_ context.Context, f Filter) ([]Record, error) {
 		return nil, ErrClosed
 	}
 	return m.ix.list(f), nil
+}
+
+// Page reads one bounded stretch of the ordered index of pending records (Pager).
+func (m *Memory) Page(_ context.Context, q PageQuery) (PageResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return PageResult{}, ErrClosed
+	}
+	return m.ix.page(q), nil
 }
 
 func (m *Memory) Usage(_ context.Context, owner string) (Usage, error) {

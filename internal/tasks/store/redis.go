@@ -42,6 +42,9 @@ const (
 //	P p:<owner>     zset: the owner's pending ids; ZCARD = pending per owner
 //	P pbytes        hash: pending id -> ArgBytes
 //	P pbytes_total  string: sum of P pbytes
+//	P pst:<state>   zset: the pending ids in that state, all scored 0, each as its order member
+//	                (redisOrderMember: CreatedAt then id, so ZRANGEBYLEX reads them in order; Page)
+//	P pord          hash: pending id -> "<state> <order member>", to take it out of its pst: set
 //	P k:<key>       string: id of the record created last with that idempotency key
 //	P changed       pub/sub channel: Update publishes the id it changed (Watch)
 //	P ut:<id>       string: owner an upstream task id is bound to (upstream_tasks_redis.go)
@@ -70,6 +73,7 @@ var (
 	_ Store   = (*Redis)(nil)
 	_ Shared  = (*Redis)(nil)
 	_ Checker = (*Redis)(nil)
+	_ Pager   = (*Redis)(nil)
 )
 
 // RedisConfig says how to reach Redis (config tasks.store): URL alone names one server;
@@ -278,6 +282,10 @@ func OpenRedisConfig(ctx context.Context, c RedisConfig) (*Redis, error) {
 		_ = r.client.Close()
 		return nil, fmt.Errorf("redis task store: cannot reach Redis at %s: %w", where, err)
 	}
+	if err := r.migrateOrder(ctx); err != nil {
+		_ = r.client.Close()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -292,7 +300,22 @@ local function nowms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function ms(x) return string.format('%d', x) end
+local function unorder(id)
+  local o = redis.call('HGET', P .. 'pord', id)
+  if o then
+    local sp = string.find(o, ' ', 1, true)
+    redis.call('ZREM', P .. 'pst:' .. string.sub(o, 1, sp - 1), string.sub(o, sp + 1))
+    redis.call('HDEL', P .. 'pord', id)
+  end
+end
+local function order(id, state, ord)
+  if ord and ord ~= '' then
+    redis.call('ZADD', P .. 'pst:' .. state, 0, ord)
+    redis.call('HSET', P .. 'pord', id, state .. ' ' .. ord)
+  end
+end
 local function unpend(id, owner)
+  unorder(id)
   if redis.call('ZREM', P .. 'pending', id) == 1 then
     redis.call('ZREM', P .. 'p:' .. owner, id)
     local src = redis.call('HGET', P .. 'source', id)
@@ -321,7 +344,7 @@ local function prune(now)
   local ids = redis.call('ZRANGEBYSCORE', P .. 'ids', '-inf', ms(now), 'LIMIT', 0, 500)
   for _, id in ipairs(ids) do forget(id) end
 end
-local function index(id, owner, source, pending, bytes, deadline, key)
+local function index(id, owner, source, pending, bytes, deadline, key, state, ord)
   local d = ms(deadline)
   if source and source ~= '' then redis.call('HSET', P .. 'source', id, source) end
   if key and key ~= '' and redis.call('GET', P .. 'k:' .. key) == id then redis.call('PEXPIREAT', P .. 'k:' .. key, d) end
@@ -335,6 +358,7 @@ local function index(id, owner, source, pending, bytes, deadline, key)
     redis.call('HSET', P .. 'pbytes', id, bytes)
     redis.call('INCRBY', P .. 'pbytes_total', bytes)
     if source and source ~= '' then redis.call('INCRBY', P .. 'psb:' .. source, bytes) end
+    order(id, state, ord)
   end
   redis.call('PEXPIREAT', P .. 't:' .. id, d)
 end
@@ -343,7 +367,8 @@ end
 // Create ARGV: 2 id, 3 owner, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
 // 8-11 limits (per owner, total, arg bytes, stored bytes), 12 state, 13 created, 14 expires,
 // 15 data, 16 idempotency key ("" = none), 17 the caller's now in ms (for the key's record),
-// 18 source ("" = none), 19 limit per source, 20 stored bytes per source, 21 delivered.
+// 18 source ("" = none), 19 limit per source, 20 stored bytes per source, 21 delivered,
+// 22 order member (redisOrderMember).
 var redisCreate = redis.NewScript(luaCommon + `
 local now = nowms()
 prune(now)
@@ -376,27 +401,30 @@ if pending then
 end
 redis.call('HSET', key, 'owner', owner, 'source', source, 'state', ARGV[12], 'pending', ARGV[4], 'created_at', ARGV[13],
   'expires_at', ARGV[14], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'version', '1', 'data', ARGV[15], 'key', ikey,
-  'delivered', ARGV[21])
+  'delivered', ARGV[21], 'ord', ARGV[22])
 if ikey ~= '' then redis.call('SET', P .. 'k:' .. ikey, id) end
-index(id, owner, source, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), ikey)
+index(id, owner, source, pending, ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), ikey, ARGV[12], ARGV[22])
 return {'ok'}
 `)
 
 // Update ARGV: 2 id, 3 expected version, 4 pending, 5 arg bytes, 6 expires ms, 7 margin ms,
-// 8 state, 9 expires, 10 data, 11 delivered.
+// 8 state, 9 expires, 10 data, 11 delivered, 12 order member from the caller's CreatedAt (used
+// only for a record an older Tollgate stored without one).
 var redisUpdate = redis.NewScript(luaCommon + `
 local now = nowms()
 local id = ARGV[2]
 local key = P .. 't:' .. id
-local cur = redis.call('HMGET', key, 'version', 'owner', 'created_at', 'key', 'source')
+local cur = redis.call('HMGET', key, 'version', 'owner', 'created_at', 'key', 'source', 'ord')
 if not cur[1] then return {'notfound'} end
 if cur[1] ~= ARGV[3] then return {'conflict'} end
 local owner = cur[2]
+local ord = cur[6]
+if not ord or ord == '' then ord = ARGV[12] end
 unpend(id, owner)
 redis.call('HSET', key, 'state', ARGV[8], 'pending', ARGV[4], 'expires_at', ARGV[9], 'expires_ms', ARGV[6], 'arg_bytes', ARGV[5], 'data', ARGV[10],
-  'delivered', ARGV[11])
+  'delivered', ARGV[11], 'ord', ord)
 local v = redis.call('HINCRBY', key, 'version', 1)
-index(id, owner, cur[5], ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), cur[4])
+index(id, owner, cur[5], ARGV[4] == '1', ARGV[5], math.max(tonumber(ARGV[6]), now) + tonumber(ARGV[7]), cur[4], ARGV[8], ord)
 redis.call('PUBLISH', P .. 'changed', id)
 return {'ok', owner, cur[3], v, cur[4] or '', cur[5] or ''}
 `)
@@ -489,7 +517,7 @@ func (r *Redis) create(ctx context.Context, rec Record, lim Limits, now time.Tim
 		r.prefix, rec.ID, rec.Owner, redisFlag(rec.Pending), rec.ArgBytes, unixMs(rec.ExpiresAt), r.margin.Milliseconds(),
 		lim.MaxPendingPerOwner, lim.MaxPendingTotal, lim.MaxArgBytes, lim.MaxStoredBytes,
 		rec.State, created, expires, rec.Data, rec.Key, unixMs(now), rec.Source, lim.MaxPendingPerSource, lim.MaxStoredBytesPerSource,
-		redisFlag(rec.Delivered)).Slice()
+		redisFlag(rec.Delivered), redisOrderMember(rec.CreatedAt, rec.ID)).Slice()
 	if err != nil {
 		return Record{}, "", r.wrap("create", rec.ID, err)
 	}
@@ -561,7 +589,8 @@ func (r *Redis) Update(ctx context.Context, rec Record, expect uint64) (Record, 
 	}
 	res, err := redisUpdate.Run(ctx, r.client, nil,
 		r.prefix, rec.ID, strconv.FormatUint(expect, 10), redisFlag(rec.Pending), rec.ArgBytes,
-		unixMs(rec.ExpiresAt), r.margin.Milliseconds(), rec.State, expires, rec.Data, redisFlag(rec.Delivered)).Slice()
+		unixMs(rec.ExpiresAt), r.margin.Milliseconds(), rec.State, expires, rec.Data, redisFlag(rec.Delivered),
+		redisOrderMember(rec.CreatedAt, rec.ID)).Slice()
 	if err != nil {
 		return Record{}, r.wrap("update", rec.ID, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -522,4 +523,141 @@ func TestRedisUpstreamTaskRebound(t *testing.T) {
 	if len(evicted) != 0 {
 		t.Errorf("evictions %v, want none", evicted)
 	}
+}
+
+// pageAll reads the whole order of awaiting_approval records.
+func pageAll(t *testing.T, st store.Store) []string {
+	t.Helper()
+	var ids []string
+	var after *store.Position
+	for range 100 {
+		res, err := st.Page(context.Background(), store.PageQuery{State: "awaiting_approval", After: after, Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Last == nil {
+			return ids
+		}
+		for _, r := range res.Records {
+			ids = append(ids, r.ID)
+		}
+		after = res.Last
+	}
+	t.Fatal("Page never reached the end")
+	return nil
+}
+
+// TestRedisOrderMigration: a Redis written by a Tollgate without the order index (no pst:
+// sets, no pord hash, records without their ord field) gets it built when a new one opens it;
+// Page then reads every pending record in order, and an update of a record without ord keeps
+// its place. Fails without migrateOrder (Page reads nothing).
+func TestRedisOrderMigration(t *testing.T) {
+	ctx := context.Background()
+	base := redisURL(t)
+	u, prefix := withPrefix(t, base, nil)
+	st := openRedis(t, u)
+	now := time.Now().UTC()
+	var want []string
+	for i := range 7 {
+		r := rrec(fmt.Sprintf("t%d", i), "alice", i != 3, 1, "{}")
+		r.CreatedAt = now.Add(time.Duration(7-i) * time.Second) // ids and times in opposite orders
+		if _, err := st.Create(ctx, r, store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		if i != 3 {
+			want = append([]string{r.ID}, want...)
+		}
+	}
+	raw := rawClient(t, base)
+	// what an older Tollgate left
+	keys, err := raw.Keys(ctx, prefix+"pst:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("order sets: %v, %v", keys, err)
+	}
+	raw.Del(ctx, append(keys, prefix+"pord")...)
+	for i := range 7 {
+		raw.HDel(ctx, fmt.Sprintf("%st:t%d", prefix, i), "ord")
+	}
+	if got := pageAll(t, st); len(got) != 0 {
+		t.Fatalf("without the index Page read %v", got)
+	}
+	st2 := openRedis(t, u)
+	if got := pageAll(t, st2); !slices.Equal(got, want) {
+		t.Errorf("after migration Page = %v, want %v", got, want)
+	}
+	// verified on open: nothing to do the second time, same answer
+	if got := pageAll(t, openRedis(t, u)); !slices.Equal(got, want) {
+		t.Errorf("after a second open Page = %v, want %v", got, want)
+	}
+}
+
+// TestRedisOrderConsistent: the order sets hold exactly the pending records of their state
+// after creates, decisions, moves to another state, deletes and expiry (Redis dropping the
+// record, the next script pruning its entries): ZCARD of every pst: set adds up to the
+// pending count, and pord has one entry per pending record.
+func TestRedisOrderConsistent(t *testing.T) {
+	ctx := context.Background()
+	base := redisURL(t)
+	u, prefix := withPrefix(t, base, url.Values{"expiry_margin": {"150ms"}})
+	st := openRedis(t, u)
+	raw := rawClient(t, base)
+	check := func(step string, wantAwaiting ...string) {
+		t.Helper()
+		pending, _ := raw.ZCard(ctx, prefix+"pending").Result()
+		ord, _ := raw.HLen(ctx, prefix+"pord").Result()
+		keys, _ := raw.Keys(ctx, prefix+"pst:*").Result()
+		var inSets int64
+		for _, k := range keys {
+			n, _ := raw.ZCard(ctx, k).Result()
+			inSets += n
+		}
+		if pending != ord || pending != inSets {
+			t.Errorf("%s: pending %d, pord %d, in order sets %d", step, pending, ord, inSets)
+		}
+		if got := pageAll(t, st); !slices.Equal(got, wantAwaiting) && (len(got) > 0 || len(wantAwaiting) > 0) {
+			t.Errorf("%s: Page = %v, want %v", step, got, wantAwaiting)
+		}
+	}
+	now := time.Now().UTC()
+	for i := range 5 {
+		r := rrec(fmt.Sprintf("r%d", i), "alice", true, 1, "{}")
+		r.CreatedAt = now.Add(time.Duration(i) * time.Millisecond)
+		if _, err := st.Create(ctx, r, store.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("created", "r0", "r1", "r2", "r3", "r4")
+	r1, _ := st.Get(ctx, "r1")
+	r1.State, r1.Pending = "rejected", false
+	if _, err := st.Update(ctx, r1, r1.Version); err != nil {
+		t.Fatal(err)
+	}
+	check("decided", "r0", "r2", "r3", "r4")
+	r2, _ := st.Get(ctx, "r2")
+	r2.State = "executing"
+	if _, err := st.Update(ctx, r2, r2.Version); err != nil {
+		t.Fatal(err)
+	}
+	check("approved and executing", "r0", "r3", "r4")
+	if err := st.Delete(ctx, "r3"); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", "r0", "r4")
+	// r0 expires: Redis drops its hash after the margin; Usage prunes the entries
+	r0, _ := st.Get(ctx, "r0")
+	r0.ExpiresAt = now.Add(-time.Hour)
+	if _, err := st.Update(ctx, r0, r0.Version); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := st.Usage(ctx, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := raw.HLen(ctx, prefix+"pord").Result(); n == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	check("expired", "r4")
 }

@@ -72,6 +72,10 @@ type Filter struct {
 	States      []string // empty = every state
 	PendingOnly bool
 	Limit       int // 0 = no limit
+	// NoData: the records may come without Data (the file backend then reads nothing from
+	// its file; the others may carry it anyway), for a caller that reads each one's Data
+	// with Get in turn instead of holding every task at once.
+	NoData bool
 }
 
 // Usage is what the pending quotas count.
@@ -108,6 +112,9 @@ type Store interface {
 	List(ctx context.Context, f Filter) ([]Record, error)
 	// Usage reports pending counts for owner and overall.
 	Usage(ctx context.Context, owner string) (Usage, error)
+	// Page reads the ordered index of pending records (Pager): O(q.Limit), however many are
+	// pending.
+	Pager
 	// Close releases the backend; later calls return ErrClosed.
 	Close() error
 }

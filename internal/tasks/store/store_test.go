@@ -1,9 +1,12 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,5 +144,58 @@ func TestFileKeysSurviveRestart(t *testing.T) {
 	r, attached, err := st.CreateOrAttach(ctx, store.Record{ID: "x", Owner: "alice", Pending: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour), Key: "k"}, store.Limits{}, now.Add(3*time.Minute))
 	if err != nil || !attached || r.ID != "a-new" {
 		t.Errorf("after reopen: %+v %v %v; want attached to a-new", r, attached, err)
+	}
+}
+
+// TestFileOrderOnOpen: the file store keeps no index on disk; the order of pending records is
+// built when a file opens, so a file written by an older Tollgate (the same records, nothing
+// else) and a restored backup page in order at once.
+func TestFileOrderOnOpen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var recs []store.Record
+	for i, id := range []string{"c", "a", "d", "b"} {
+		recs = append(recs, store.Record{ID: id, Owner: "o", State: "awaiting_approval", Pending: id != "d", Version: 1,
+			CreatedAt: base.Add(time.Duration(i) * time.Second), ExpiresAt: base.Add(time.Hour), Data: []byte(`{}`)})
+	}
+	old := filepath.Join(dir, "old.db")
+	if err := store.WriteFileRecords(old, recs); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenFile(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := func(st store.Store) []string {
+		res, err := st.Page(ctx, store.PageQuery{State: "awaiting_approval", Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range res.Records {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	if got := page(st); strings.Join(got, ",") != "c,a,b" {
+		t.Errorf("opened file: Page = %v, want [c a b]", got)
+	}
+	var backup bytes.Buffer
+	if _, err := st.Backup(&backup); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	restored := filepath.Join(dir, "restored.db")
+	if err := os.WriteFile(restored, backup.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := store.OpenFile(restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	if got := page(st2); strings.Join(got, ",") != "c,a,b" {
+		t.Errorf("restored backup: Page = %v, want [c a b]", got)
 	}
 }

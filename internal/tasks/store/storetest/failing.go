@@ -103,3 +103,10 @@ func (f *Failing) Check(ctx context.Context) (bool, error) {
 	}
 	return false, nil
 }
+
+func (f *Failing) Page(ctx context.Context, q store.PageQuery) (store.PageResult, error) {
+	if err := f.err(); err != nil {
+		return store.PageResult{}, err
+	}
+	return f.Store.Page(ctx, q)
+}

@@ -15,7 +15,7 @@ import (
 
 // RedisURL returns the URL of a real Redis for this test: TOLLGATE_TEST_REDIS_URL if set,
 // else a redis-server started on a free loopback port and stopped by t.Cleanup.
-func RedisURL(t *testing.T) string {
+func RedisURL(t testing.TB) string {
 	t.Helper()
 	if u := os.Getenv("TOLLGATE_TEST_REDIS_URL"); u != "" {
 		return u
@@ -94,7 +94,7 @@ func (rs *RedisServer) Start() {
 	rs.stop = stop
 }
 
-func startRedis(t *testing.T, bin string) (string, error) {
+func startRedis(t testing.TB, bin string) (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
@@ -110,7 +110,7 @@ func startRedis(t *testing.T, bin string) (string, error) {
 }
 
 // runRedis starts redis-server without persistence on port and waits for its PING.
-func runRedis(t *testing.T, bin, port string) (func(), error) {
+func runRedis(t testing.TB, bin, port string) (func(), error) {
 	dir := t.TempDir()
 	var out strings.Builder
 	cmd := exec.Command(bin, "--save", "", "--appendonly", "no", "--port", port, "--bind", "127.0.0.1", "--dir", dir)

@@ -46,6 +46,7 @@ func createWithin(t *testing.T, st store.Store, r store.Record, lim store.Limits
 // that the suite may Close.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	ctx := context.Background()
+	runPage(t, newStore)
 
 	t.Run("CreateGet", func(t *testing.T) {
 		st := newStore(t)
