@@ -56,6 +56,10 @@ type Options struct {
 	// policies, outcome, what would change it; no argument values), for
 	// GET /api/v1/approvals/{taskId}/explain. Nil = 404 there.
 	Explain func(ctx context.Context, t *tasks.Task) ExplainResponse
+	// CannotRun tells why a pending task's call could no longer run if approved now (nil =
+	// nothing known against it), shown as cannotRun in every view. It must be cheap: the list
+	// asks it for each row of the page only. Nil = never shown.
+	CannotRun func(t *tasks.Task) *tasks.Unrunnable
 }
 
 const (
@@ -120,6 +124,17 @@ type View struct {
 	// DeliveredAt is when the finished call's outcome was written to its requester; from then
 	// on the same call is a new call (docs/contract.md §3, replay only until delivered).
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	// CannotRun: this pending call can no longer run as things stand (its session ended, its
+	// stdio process exited, its tool is quarantined or no longer listed); approving it fails
+	// the task as execution would (docs/contract.md §4). Only on pending approvals.
+	CannotRun *CannotRunView `json:"cannotRun,omitempty"`
+}
+
+// CannotRunView says why a pending call can no longer run: reason is one of session_ended,
+// stdio_process_exited, tool_quarantined, tool_removed; message says it for people.
+type CannotRunView struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // PreviousRejectionView names the earlier rejection of the same call: its task, who rejected
@@ -554,6 +569,11 @@ func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 	if !t.DeliveredAt.IsZero() {
 		at := t.DeliveredAt.UTC()
 		v.DeliveredAt = &at
+	}
+	if t.State == tasks.AwaitingApproval && h.opts.CannotRun != nil {
+		if u := h.opts.CannotRun(t); u != nil {
+			v.CannotRun = &CannotRunView{Reason: u.Reason, Message: u.Message}
+		}
 	}
 	return v
 }

@@ -36,6 +36,9 @@ type Annotations struct {
 
 	mu    sync.RWMutex
 	tools map[string]toolInfo // upstream tool → what its tools/list entry says
+	// complete: tools holds the upstream's last whole tools/list (Refresh read every page),
+	// so a tool not in it is no longer listed (Unrunnable).
+	complete bool
 
 	// pins are the pinned tool definitions (nil = governance.pins.mode off): rules and Cedar
 	// read the accepted definition's annotations, never a newer unaccepted one.
@@ -198,6 +201,32 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 		a.pins.Observe(ctx, seen) // the whole listing at once (trust_first pins it at start)
 	}
 	a.learn(all, true)
+	a.mu.Lock()
+	a.complete = !truncated && len(all) < maxKnownTools
+	a.mu.Unlock()
+	return nil
+}
+
+// Unrunnable tells why pending task t's call would fail if approved now, as far as the tool
+// goes: its definition is quarantined or changed (the pin re-check before execution fails it
+// ToolChanged), or the upstream's last complete tools/list no longer lists it. Nil when
+// neither is known. Cheap (map lookups): the approvals list asks it for every row of a page.
+func (a *Annotations) Unrunnable(t *tasks.Task) *tasks.Unrunnable {
+	if t.Accelerated {
+		return nil
+	}
+	if a.pinRecheck(t) != nil {
+		return &tasks.Unrunnable{Reason: tasks.UnrunnableToolQuarantined, Message: fmt.Sprintf(
+			"The definition of tool %q changed and is quarantined by pins; approved now, the call fails (ToolChanged) unless that definition is accepted again", t.Tool)}
+	}
+	a.mu.RLock()
+	_, listed := a.tools[t.Tool]
+	gone := a.complete && !listed
+	a.mu.RUnlock()
+	if gone {
+		return &tasks.Unrunnable{Reason: tasks.UnrunnableToolRemoved, Message: fmt.Sprintf(
+			"The upstream no longer lists tool %q (tools/list); approved now, the call would most likely fail", t.Tool)}
+	}
 	return nil
 }
 

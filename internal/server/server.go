@@ -91,8 +91,12 @@ type Server struct {
 	approvers  approverTokens // reloaded with the configuration
 	notifier   *notify.Notifier
 	slack      *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
-	cacheOnce  sync.Once
-	cacheOK    chan struct{}
+	// cannotRun tells why a pending call could no longer run (unrunnable.go); endedSessions
+	// are stdio sessions that ended, for refreshEnded.
+	cannotRun     func(*tasks.Task) *tasks.Unrunnable
+	endedSessions chan string
+	cacheOnce     sync.Once
+	cacheOK       chan struct{}
 	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
 	callers *callerauth.Authenticator
 	// adminTokens verifies approvers' access tokens (server.admin_auth.token_issuer).
@@ -128,7 +132,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	// Every part logs through logcap: client-chosen names and texts are clipped.
 	o.Logger = slog.New(logcap.NewHandler(o.Logger.Handler()))
-	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{})}
+	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{}),
+		endedSessions: make(chan string, maxEndedQueue)}
 	var snap *governance.Snapshot
 	snap, err = governance.Build(cfg, nil)
 	if err != nil {
@@ -170,7 +175,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		},
 	}
 	if src.Stdio() {
-		if s.stdio, err = startStdio(src, o.LookupEnv, s.log, s.sessions.Busy); err != nil {
+		if s.stdio, err = startStdio(src, o.LookupEnv, s.log, s.sessions.Busy, s.noteSessionEnd); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { _ = s.stdio.Close() })
@@ -324,6 +329,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	s.mcpSrv = s.httpServer(mcpMux, lim)
 
+	s.cannotRun = s.unrunnable(bridge)
 	s.slack = s.newSlack(consoleURL)
 	adminMux := http.NewServeMux()
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -336,7 +342,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			return s.audit.Recent(would, limit, func(e audit.Event) bool { return visible(e.Workflow) })
 		},
 		AuditMode: func() string { return s.snaps.Load().AuditMode() },
-		Explain:   s.explainTask}),
+		Explain:   s.explainTask, CannotRun: s.cannotRun}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	// Access tokens of server.admin_auth.token_issuer sign approvers in; a token that does
 	// not verify reaches the throttle, which counts it.
@@ -521,6 +527,9 @@ func (s *Server) Run(ctx context.Context) error {
 	run("task store probe", worker(s.storeHealth.run))
 	run("notifier", worker(s.notifier.Run))
 	run("slack", worker(s.slack.Run))
+	if s.stdio != nil {
+		run("ended sessions", worker(s.refreshEnded))
+	}
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
 	run("reloader", worker(s.reloader.Run))
 	if s.pins != nil {

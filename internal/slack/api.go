@@ -99,7 +99,7 @@ func (s *Slack) post(ctx context.Context, j job) error {
 	if s.opts.BotToken == "" {
 		return errors.New("no bot token")
 	}
-	m := requestMessage(j.task, j.wf, s.opts.ConsoleURL)
+	m := requestMessage(j.task, j.wf, s.opts.ConsoleURL, s.cannotRun(j.task))
 	m.Channel = ch
 	var ans struct {
 		Channel string `json:"channel"`
@@ -160,7 +160,7 @@ func (s *Slack) update(ctx context.Context, j job) (done bool, err error) {
 	}
 	m := outcomeMessage(j.task, j.wf, s.opts.ConsoleURL)
 	if j.kind == jobVote {
-		m = requestMessage(j.task, j.wf, s.opts.ConsoleURL)
+		m = requestMessage(j.task, j.wf, s.opts.ConsoleURL, s.cannotRun(j.task))
 	}
 	m.Channel, m.TS = ref.channel, ref.ts
 	err = s.retry(ctx, func(ctx context.Context) error { return s.call(ctx, methodUpdate, m, nil) })

@@ -78,6 +78,10 @@ type Options struct {
 	QueueSize int
 	// Now is the clock of the signature window; nil = time.Now.
 	Now func() time.Time
+	// CannotRun tells why a pending call could no longer run if approved now (nil = nothing
+	// known), read when its request is posted or updated: the message says so and offers
+	// Reject alone. Nil = never.
+	CannotRun func(t *tasks.Task) *tasks.Unrunnable
 }
 
 // Slack posts approval messages and takes the clicks on their buttons. Create it with New,
@@ -179,6 +183,26 @@ func (s *Slack) OnTaskChange(tr tasks.Transition) {
 		return
 	}
 	s.enqueue(job{kind: kind, task: t, wf: wf})
+}
+
+// Refresh brings the request message of pending task t up to date (what approvers must know
+// before deciding: it can no longer run); nothing for a task that is not pending or has no
+// message here. It never blocks: the update is queued, or dropped (counted).
+func (s *Slack) Refresh(t *tasks.Task) {
+	if t == nil || t.State != tasks.AwaitingApproval || t.Accelerated || s.opts.Workflow == nil {
+		return
+	}
+	if wf, ok := s.opts.Workflow(t.Workflow); ok && Uses(wf) {
+		s.enqueue(job{kind: jobVote, task: t.Clone(), wf: wf})
+	}
+}
+
+// cannotRun is Options.CannotRun of a pending task, nil otherwise.
+func (s *Slack) cannotRun(t *tasks.Task) *tasks.Unrunnable {
+	if s.opts.CannotRun == nil || t.State != tasks.AwaitingApproval {
+		return nil
+	}
+	return s.opts.CannotRun(t)
 }
 
 // Resume posts the messages a previous run of this process had queued but not sent: each

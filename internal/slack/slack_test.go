@@ -74,6 +74,8 @@ type fixture struct {
 	// held is what Lookup returns by task id; an id not listed is a pending "pay" call whose
 	// message Tollgate posted at (C1, 1.1).
 	held map[string]*tasks.Task
+	// cannot is what CannotRun says by task id.
+	cannot map[string]*tasks.Unrunnable
 }
 
 const (
@@ -121,6 +123,11 @@ func newFixture(t *testing.T) *fixture {
 		},
 		BotToken: token, SigningSecret: secret, APIURL: f.recv.URL, ConsoleURL: "http://127.0.0.1:7469/approvals",
 		Registerer: f.reg, Now: func() time.Time { return f.now },
+		CannotRun: func(t *tasks.Task) *tasks.Unrunnable {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.cannot[t.ID]
+		},
 	})
 	f.s.backoff = []time.Duration{time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())

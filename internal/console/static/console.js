@@ -158,6 +158,11 @@
 
   function isPending(v) { return !!v && v.state === 'awaiting_approval'; }
 
+  // cannotRun is why a pending call could no longer run if approved now (its session ended,
+  // its stdio process exited, its tool is quarantined or no longer listed), or null. Approve is
+  // disabled for it (approving would only fail the task); Reject stays, to tell the requester.
+  function cannotRun(v) { return isPending(v) && v.cannotRun ? v.cannotRun : null; }
+
   // A task in one of these states changes no more; any other view may be stale.
   var FINAL = { completed: 1, failed: 1, rejected: 1, expired: 1, timed_out: 1, cancelled: 1 };
   function isFinal(v) { return !!v && FINAL.hasOwnProperty(v.state); }
@@ -215,7 +220,8 @@
         deadlineCell(v, now),
         el('td', 'small', [who]),
         el('td', '', [el('span', 'state ' + (v.state || ''), [v.state || '?']),
-          isPending(v) && approvalsText(v) ? el('div', 'small', [approvalsText(v).replace(/ \(.*\)$/, '')]) : ''])
+          isPending(v) && approvalsText(v) ? el('div', 'small', [approvalsText(v).replace(/ \(.*\)$/, '')]) : '',
+          cannotRun(v) ? el('div', 'cannot-run-badge small', ['cannot run']) : ''])
       ]);
       tr.dataset.taskId = v.taskId;
       tr.tabIndex = 0;
@@ -296,7 +302,11 @@
     $('d-decision-text').textContent = dt;
 
     var open = isPending(v) && !state.deciding && !v.argumentsTruncated; // decide on what was read
-    $('approve').disabled = !open;
+    var cr = cannotRun(v);
+    $('d-cannot-run').hidden = !cr;
+    $('d-cannot-run').textContent = cr ? 'Cannot run any more: ' + cr.message + ' [' + cr.reason + ']. Approve is disabled; reject to tell the requester.' : '';
+    $('approve').disabled = !open || !!cr;
+    $('approve').title = cr ? 'This call can no longer run: ' + cr.message : '';
     $('reject').disabled = !open;
     $('reason').disabled = !isPending(v);
     $('decide').hidden = !isPending(v) && !state.deciding;

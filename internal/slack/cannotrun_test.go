@@ -1,0 +1,74 @@
+package slack
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tollgate-mcp/tollgate/internal/slack/slacktest"
+	"github.com/tollgate-mcp/tollgate/internal/tasks"
+)
+
+// TestCannotRunInMessage: a request whose call can no longer run is posted saying so, with
+// Reject alone; a call that becomes unable to run later has its message updated (Refresh) the
+// same way, buttons and all, while it is still pending. Every request is checked against
+// Slack's documented shapes by the stand-in receiver. Fails on main (no flag, both buttons).
+func TestCannotRunInMessage(t *testing.T) {
+	f := newFixture(t)
+	f.cannot = map[string]*tasks.Unrunnable{"tg_dead": {Reason: tasks.UnrunnableStdioExited, Message: "The stdio server process exited"}}
+	dead := heldTask("tg_dead")
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: dead})
+	post := f.recv.Wait(t, "chat.postMessage", 1)[0].Body
+	if text := slacktest.Text(post); !strings.Contains(text, "Cannot run any more") || !strings.Contains(text, "stdio_process_exited") {
+		t.Errorf("posted request does not say it cannot run:\n%s", text)
+	}
+	if raw, _ := json.Marshal(post); strings.Contains(string(raw), ActionApprove) || !strings.Contains(string(raw), ActionReject) {
+		t.Errorf("a call that cannot run is offered Approve (or lost Reject):\n%s", raw)
+	}
+
+	// Posted while it could run; told when that changed.
+	later := heldTask("tg_later")
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: later})
+	post = f.recv.Wait(t, "chat.postMessage", 2)[1].Body
+	if text := slacktest.Text(post); strings.Contains(text, "Cannot run") {
+		t.Fatalf("flagged before anything was known:\n%s", text)
+	}
+	f.mu.Lock()
+	f.cannot["tg_later"] = &tasks.Unrunnable{Reason: tasks.UnrunnableToolQuarantined, Message: "The definition of tool changed"}
+	f.mu.Unlock()
+	f.s.Refresh(later)
+	upd := f.recv.Wait(t, "chat.update", 1)[0].Body
+	if upd["channel"] != slacktest.ChannelID || upd["ts"] == "" {
+		t.Errorf("chat.update channel %v ts %v, want the posted message's", upd["channel"], upd["ts"])
+	}
+	if text := slacktest.Text(upd); !strings.Contains(text, "Cannot run any more") || !strings.Contains(text, "tool_quarantined") {
+		t.Errorf("updated request does not say it cannot run:\n%s", text)
+	}
+	if raw, _ := json.Marshal(upd); strings.Contains(string(raw), ActionApprove) {
+		t.Errorf("updated request still offers Approve:\n%s", raw)
+	}
+	// A decided task is not refreshed as a request.
+	done := *later
+	done.State = tasks.Rejected
+	f.s.Refresh(&done)
+	if n := len(f.recv.Calls("chat.update")); n != 1 {
+		t.Errorf("%d chat.update requests after refreshing a decided task, want 1", n)
+	}
+}
+
+// TestPreviousRejectionInMessage: the request for a call rejected before (and told) names
+// who rejected it, when and why. Fails on main (the message did not show it).
+func TestPreviousRejectionInMessage(t *testing.T) {
+	f := newFixture(t)
+	again := heldTask("tg_again")
+	at := time.Date(2026, 11, 27, 9, 30, 0, 0, time.UTC)
+	again.PreviousRejection = &tasks.PreviousRejection{TaskID: "tg_first", By: "dave", Reason: "wrong <@U0EVE> account", At: at}
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: again})
+	text := slacktest.Text(f.recv.Wait(t, "chat.postMessage", 1)[0].Body)
+	for _, want := range []string{"Rejected before", "dave", "2026-11-27 09:30:00 UTC", "tg_first", "wrong &lt;@U0EVE&gt; account"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("request lacks %q:\n%s", want, text)
+		}
+	}
+}
