@@ -158,6 +158,18 @@
 
   function isPending(v) { return !!v && v.state === 'awaiting_approval'; }
 
+  // previousRejectionText: the same call (same requester, tool and arguments) was rejected
+  // before and the requester told; this is its request again (docs/contract.md §3).
+  function previousRejectionText(v) {
+    var p = v && v.previousRejection;
+    if (!p) { return ''; }
+    var txt = 'by ' + (p.by || 'unknown');
+    if (p.at) { txt += ' at ' + localTime(p.at); }
+    txt += ' (task ' + p.taskId + ')';
+    if (p.reason) { txt += ' — reason: ' + p.reason; }
+    return txt;
+  }
+
   // cannotRun is why a pending call could no longer run if approved now (its session ended,
   // its stdio process exited, its tool is quarantined or no longer listed), or null. Approve is
   // disabled for it (approving would only fail the task); Reject stays, to tell the requester.
@@ -277,6 +289,7 @@
     if (v.expiresAt) { field(dl, 'Task expires', localTime(v.expiresAt)); }
     field(dl, 'Arguments hash', v.argsHash);
     field(dl, 'Approvals', approvalsText(v));
+    field(dl, 'Rejected before', previousRejectionText(v));
     field(dl, 'Status message', v.statusMessage);
     if (v.failure) { field(dl, 'Failure', (v.failure.name || 'error') + ' (' + v.failure.code + ')'); }
     $('d-fields').replaceWith(dl);
