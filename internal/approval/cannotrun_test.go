@@ -83,3 +83,44 @@ func TestCannotRunShownBeforeApproval(t *testing.T) {
 		}
 	}
 }
+
+// TestRequesterNotWaitingShown: a pending held call nobody waits for carries
+// requesterNotWaiting (until when its result is kept) in the API and the CLI; decided tasks
+// never do.
+func TestRequesterNotWaitingShown(t *testing.T) {
+	kept := t0.Add(30 * time.Minute)
+	gone := func(tk *tasks.Task) *tasks.NotWaiting {
+		if tk.ID == "tg_b" || tk.ID == "tg_c" {
+			return &tasks.NotWaiting{ResultKeptUntil: kept, Message: "Requester no longer waiting; the result will be kept for 30m"}
+		}
+		return nil
+	}
+	srv := httptest.NewServer(NewHandler(fixture(), testAuth(), Options{Workflow: testWorkflows, NotWaiting: gone}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	env := map[string]string{"TOLLGATE_ADMIN_URL": srv.URL + "/", "TOLLGATE_ADMIN_TOKEN": aliceToken}
+	var out, errb bytes.Buffer
+	if code := RunCLI(ctx, []string{"list", "--status", "all", "--json"}, &out, &errb, func(k string) string { return env[k] }); code != 0 {
+		t.Fatalf("exit %d %s", code, &errb)
+	}
+	var lr ListResponse
+	if err := json.Unmarshal(out.Bytes(), &lr); err != nil {
+		t.Fatal(err, out.String())
+	}
+	for _, v := range lr.Approvals {
+		want := v.TaskID == "tg_b" // tg_c is approved: nothing to tell
+		if got := v.RequesterNotWaiting != nil; got != want || (got && !v.RequesterNotWaiting.ResultKeptUntil.Equal(kept)) {
+			t.Errorf("%s: requesterNotWaiting %+v", v.TaskID, v.RequesterNotWaiting)
+		}
+	}
+	for _, args := range [][]string{{"list"}, {"show", "tg_b"}} {
+		out.Reset()
+		if code := RunCLI(ctx, args, &out, &errb, func(k string) string { return env[k] }); code != 0 {
+			t.Fatalf("%v: exit %d %s", args, code, &errb)
+		}
+		if o := out.String(); !strings.Contains(o, "requester not waiting") && !strings.Contains(o, "no longer waiting") {
+			t.Errorf("tollgate approvals %v does not say the requester is not waiting:\n%s", args, &out)
+		}
+	}
+}

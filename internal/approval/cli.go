@@ -407,6 +407,9 @@ func stateText(v View) string {
 	if c := v.CannotRun; c != nil {
 		return v.State + " (CANNOT RUN: " + c.Reason + ")"
 	}
+	if v.RequesterNotWaiting != nil {
+		return v.State + " (requester not waiting)"
+	}
 	return v.State
 }
 
@@ -441,6 +444,9 @@ func printView(w io.Writer, v View) {
 	row("State", v.State+" ("+v.Status+")")
 	if c := v.CannotRun; c != nil {
 		row("CANNOT RUN", c.Message+" ["+c.Reason+"]")
+	}
+	if n := v.RequesterNotWaiting; n != nil {
+		row("Requester", n.Message)
 	}
 	if v.StatusMessage != "" {
 		row("Status message", v.StatusMessage)

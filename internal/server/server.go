@@ -94,7 +94,9 @@ type Server struct {
 	// cannotRun tells why a pending call could no longer run (unrunnable.go); endedSessions
 	// are stdio sessions that ended, for refreshEnded.
 	cannotRun     func(*tasks.Task) *tasks.Unrunnable
+	notWaitingFor func(*tasks.Task) *tasks.NotWaiting
 	endedSessions chan string
+	unwaitedTasks chan string // held calls nobody waits for any more (noteStoppedWaiting)
 	cacheOnce     sync.Once
 	cacheOK       chan struct{}
 	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
@@ -133,7 +135,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	// Every part logs through logcap: client-chosen names and texts are clipped.
 	o.Logger = slog.New(logcap.NewHandler(o.Logger.Handler()))
 	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{}),
-		endedSessions: make(chan string, maxEndedQueue)}
+		endedSessions: make(chan string, maxEndedQueue), unwaitedTasks: make(chan string, maxEndedQueue)}
 	var snap *governance.Snapshot
 	snap, err = governance.Build(cfg, nil)
 	if err != nil {
@@ -277,7 +279,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		OwnerKey: ownKey, Promotions: proms, Tasks: s.tasks, Tools: s.tools,
 		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL, UpstreamTasks: upTasks,
 		ParkSlots: mcpLimited, // a parked MRTR call holds descriptors like a connection
-		Audit:     s.audit,
+		Audit:     s.audit, StoppedWaiting: s.noteStoppedWaiting,
 	})
 	if s.pins, err = s.setupPins(context.Background(), cfg); err != nil {
 		return nil, err
@@ -329,7 +331,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	s.mcpSrv = s.httpServer(mcpMux, lim)
 
-	s.cannotRun = s.unrunnable(bridge)
+	s.cannotRun, s.notWaitingFor = s.unrunnable(bridge), s.notWaiting(store.IsShared(s.store))
 	s.slack = s.newSlack(consoleURL)
 	adminMux := http.NewServeMux()
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -342,7 +344,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			return s.audit.Recent(would, limit, func(e audit.Event) bool { return visible(e.Workflow) })
 		},
 		AuditMode: func() string { return s.snaps.Load().AuditMode() },
-		Explain:   s.explainTask, CannotRun: s.cannotRun}),
+		Explain:   s.explainTask, CannotRun: s.cannotRun, NotWaiting: s.notWaitingFor}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	// Access tokens of server.admin_auth.token_issuer sign approvers in; a token that does
 	// not verify reaches the throttle, which counts it.
@@ -527,9 +529,7 @@ func (s *Server) Run(ctx context.Context) error {
 	run("task store probe", worker(s.storeHealth.run))
 	run("notifier", worker(s.notifier.Run))
 	run("slack", worker(s.slack.Run))
-	if s.stdio != nil {
-		run("ended sessions", worker(s.refreshEnded))
-	}
+	run("slack refresh", worker(s.refreshEnded))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
 	run("reloader", worker(s.reloader.Run))
 	if s.pins != nil {

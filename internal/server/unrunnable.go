@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -56,25 +57,34 @@ func (s *Server) noteSessionEnd(id string) {
 }
 
 // refreshEnded updates the Slack request of each pending call whose session ended, so its
-// approvers read that it can no longer run before they decide. Ends that arrive together are
-// handled with one read of the pending tasks.
+// approvers read that it can no longer run before they decide, and of each held call nobody
+// waits for any more (noteStoppedWaiting). Ends that arrive together are handled with one read
+// of the pending tasks.
 func (s *Server) refreshEnded(ctx context.Context) {
 	for {
-		var first string
+		ended, unwaited := map[string]bool{}, map[string]bool{}
 		select {
 		case <-ctx.Done():
 			return
-		case first = <-s.endedSessions:
+		case id := <-s.endedSessions:
+			ended[id] = true
+		case id := <-s.unwaitedTasks:
+			unwaited[id] = true
 		}
-		ended := map[string]bool{first: true}
 	more:
-		for len(ended) < maxEndedQueue {
+		for len(ended)+len(unwaited) < 2*maxEndedQueue {
 			select {
 			case id := <-s.endedSessions:
 				ended[id] = true
+			case id := <-s.unwaitedTasks:
+				unwaited[id] = true
 			default:
 				break more
 			}
+		}
+		if len(ended) == 0 {
+			s.refreshUnwaited(ctx, unwaited)
+			continue
 		}
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		pending, err := s.tasks.ListAll(lctx, tasks.Filter{States: []tasks.State{tasks.AwaitingApproval}})
@@ -84,9 +94,60 @@ func (s *Server) refreshEnded(ctx context.Context) {
 			continue
 		}
 		for _, t := range pending {
-			if t != nil && ended[t.SessionID] {
+			if t != nil && (ended[t.SessionID] || unwaited[t.ID]) {
 				s.slack.Refresh(t)
 			}
+		}
+	}
+}
+
+// waitStartGrace is how young a task may be without a waiting call: a held call's wait begins
+// right after its task is created, so a new task is not reported unwaited for.
+const waitStartGrace = 2 * time.Second
+
+// notWaiting tells that nobody waits for pending held call t any more (docs/contract.md §4
+// requesterNotWaiting): its requester's plain call settled undecided, timed out or went away,
+// and none of its retries waits on this process now. Only without a shared store: a retry
+// may wait on another replica. A map lookup: the approvals list asks it per row.
+func (s *Server) notWaiting(shared bool) func(t *tasks.Task) *tasks.NotWaiting {
+	return func(t *tasks.Task) *tasks.NotWaiting {
+		if shared || t.State != tasks.AwaitingApproval || t.Accelerated || t.Promoted || t.IdemKey == "" ||
+			time.Since(t.CreatedAt) < waitStartGrace || s.gw.RequesterWaiting(t.ID) {
+			return nil
+		}
+		until := t.ExpiresAt()
+		return &tasks.NotWaiting{ResultKeptUntil: until, Message: fmt.Sprintf(
+			"Requester no longer waiting; the result will be kept for %s (until %s) for the same call made again",
+			roughly(time.Until(until)), until.UTC().Format(time.RFC3339))}
+	}
+}
+
+// roughly is d for people: whole minutes from a minute on ("19m", "1h5m"), else seconds.
+func roughly(d time.Duration) string {
+	if d < time.Minute {
+		return max(d, 0).Round(time.Second).String()
+	}
+	s := d.Round(time.Minute).String()
+	return strings.TrimSuffix(s, "0s")
+}
+
+// noteStoppedWaiting queues a task whose last waiting call ended without its outcome
+// (intercept.Deps.StoppedWaiting), for its Slack request; never blocks.
+func (s *Server) noteStoppedWaiting(id string) {
+	select {
+	case s.unwaitedTasks <- id:
+	default:
+	}
+}
+
+// refreshUnwaited updates the Slack requests of the pending tasks ids (one read each).
+func (s *Server) refreshUnwaited(ctx context.Context, ids map[string]bool) {
+	for id := range ids {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		t, err := s.tasks.Lookup(lctx, id)
+		cancel()
+		if err == nil {
+			s.slack.Refresh(t)
 		}
 	}
 }

@@ -72,3 +72,26 @@ func TestPreviousRejectionInMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestNotWaitingInMessage: when nobody waits for a held call any more, its request is updated
+// (Refresh) to say so and how long the result is kept; its buttons stay (approving still runs
+// the call, for the same call made again). Fails on main (no such line).
+func TestNotWaitingInMessage(t *testing.T) {
+	f := newFixture(t)
+	held := heldTask("tg_held")
+	f.s.OnTaskChange(tasks.Transition{To: tasks.AwaitingApproval, Task: held})
+	if text := slacktest.Text(f.recv.Wait(t, "chat.postMessage", 1)[0].Body); strings.Contains(text, "no longer waiting") {
+		t.Fatalf("posted saying nobody waits:\n%s", text)
+	}
+	f.mu.Lock()
+	f.gone = map[string]*tasks.NotWaiting{"tg_held": {ResultKeptUntil: time.Now().Add(20 * time.Minute), Message: "Requester no longer waiting; the result will be kept for 20m"}}
+	f.mu.Unlock()
+	f.s.Refresh(held)
+	upd := f.recv.Wait(t, "chat.update", 1)[0].Body
+	if text := slacktest.Text(upd); !strings.Contains(text, "Requester no longer waiting; the result will be kept for 20m") {
+		t.Errorf("update does not say nobody waits:\n%s", text)
+	}
+	if raw, _ := json.Marshal(upd); !strings.Contains(string(raw), ActionApprove) || !strings.Contains(string(raw), ActionReject) {
+		t.Errorf("a call nobody waits for lost its buttons:\n%s", raw)
+	}
+}

@@ -161,8 +161,12 @@ func contextBlock(t *tasks.Task, consoleURL string) Block {
 // message cannot show the call whole (truncated), a pointer to the console instead.
 // A call that can no longer run (cannot, docs/contract.md §4 cannotRun) says why, and offers
 // Reject alone: approving it would only fail the task.
-func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string, cannot *tasks.Unrunnable) Message {
+// A held call nobody waits for any more (gone) says so, and how long its outcome is kept.
+func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string, cannot *tasks.Unrunnable, gone *tasks.NotWaiting) Message {
 	b := blocks(t, wf, "Approval needed")
+	if gone != nil {
+		b = append(b, Block{Type: "section", Text: md(":hourglass: " + mrkdwn.Escape(mrkdwn.Truncate(gone.Message, fieldMax)))})
+	}
 	if cannot != nil {
 		b = append(b, Block{Type: "section", Text: md(":warning: *Cannot run any more* (" + mrkdwn.Escape(cannot.Reason) + "): " +
 			mrkdwn.Escape(mrkdwn.Truncate(cannot.Message, fieldMax)) + ". Approve is not offered; reject to tell the requester.")})

@@ -82,6 +82,9 @@ type Options struct {
 	// known), read when its request is posted or updated: the message says so and offers
 	// Reject alone. Nil = never.
 	CannotRun func(t *tasks.Task) *tasks.Unrunnable
+	// NotWaiting tells that nobody waits for a pending held call any more (nil = someone
+	// may), read as CannotRun is: the message says so. Nil = never.
+	NotWaiting func(t *tasks.Task) *tasks.NotWaiting
 }
 
 // Slack posts approval messages and takes the clicks on their buttons. Create it with New,
@@ -115,11 +118,14 @@ const (
 )
 
 type job struct {
-	kind     jobKind
-	task     *tasks.Task // a copy owned by the job
-	wf       config.Workflow
-	url      string // jobRespond: the payload's response_url
-	text     string // jobRespond
+	kind jobKind
+	task *tasks.Task // a copy owned by the job
+	wf   config.Workflow
+	url  string // jobRespond: the payload's response_url
+	text string // jobRespond
+	// refresh: a jobVote from Refresh, sent only if the task, read again, still awaits a
+	// decision (the outcome's own update may have been queued meanwhile).
+	refresh  bool
 	enqueued time.Time
 }
 
@@ -193,8 +199,16 @@ func (s *Slack) Refresh(t *tasks.Task) {
 		return
 	}
 	if wf, ok := s.opts.Workflow(t.Workflow); ok && Uses(wf) {
-		s.enqueue(job{kind: jobVote, task: t.Clone(), wf: wf})
+		s.enqueue(job{kind: jobVote, task: t.Clone(), wf: wf, refresh: true})
 	}
+}
+
+// notWaiting is Options.NotWaiting of a pending task, nil otherwise.
+func (s *Slack) notWaiting(t *tasks.Task) *tasks.NotWaiting {
+	if s.opts.NotWaiting == nil || t.State != tasks.AwaitingApproval {
+		return nil
+	}
+	return s.opts.NotWaiting(t)
 }
 
 // cannotRun is Options.CannotRun of a pending task, nil otherwise.

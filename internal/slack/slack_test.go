@@ -76,6 +76,8 @@ type fixture struct {
 	held map[string]*tasks.Task
 	// cannot is what CannotRun says by task id.
 	cannot map[string]*tasks.Unrunnable
+	// gone is what NotWaiting says by task id.
+	gone map[string]*tasks.NotWaiting
 }
 
 const (
@@ -127,6 +129,11 @@ func newFixture(t *testing.T) *fixture {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return f.cannot[t.ID]
+		},
+		NotWaiting: func(t *tasks.Task) *tasks.NotWaiting {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.gone[t.ID]
 		},
 	})
 	f.s.backoff = []time.Duration{time.Millisecond}

@@ -1,5 +1,7 @@
 package tasks
 
+import "time"
+
 // Unrunnable says why a pending task's call can no longer run if it were approved now, as
 // far as this process can tell cheaply (docs/contract.md §4 cannotRun). Approving it still
 // fails the task the way execution does (SessionGone, ToolChanged); this only tells the
@@ -26,3 +28,12 @@ const (
 	// UnrunnableToolRemoved: the upstream's last complete tools/list no longer lists the tool.
 	UnrunnableToolRemoved = "tool_removed"
 )
+
+// NotWaiting says that nobody waits for a pending held call any more: its requester's call
+// (a held or blocked tools/call) settled undecided, timed out or disconnected. Approved, the
+// call runs and its outcome is kept until ResultKeptUntil (the task's TTL: the approval
+// timeout plus tasks.replay_window) for the same call made again (docs/contract.md §4).
+type NotWaiting struct {
+	ResultKeptUntil time.Time `json:"result_kept_until"`
+	Message         string    `json:"message"`
+}

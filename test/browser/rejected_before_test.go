@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -14,7 +15,9 @@ import (
 // TestConsoleShowsEarlierRejection: a held call rejected (with a reason) and told to its
 // requester, then made again, is a new pending approval whose detail in the console shows
 // who rejected the same call before, when, which task and why — rendered, not only in the DOM.
-// Fails on the console before this change (the field was never shown).
+// The re-request settled undecided (hold_budget), so nobody waits for it: the console says
+// "Requester no longer waiting; the result will be kept for N" beside Approve, which stays
+// enabled, and on its row. Fails on the console before this change (neither was shown).
 func TestConsoleShowsEarlierRejection(t *testing.T) {
 	b := startBrowser(t)
 	_, upURL := testkit.StartDemo(t)
@@ -45,6 +48,14 @@ func TestConsoleShowsEarlierRejection(t *testing.T) {
 		t.Fatalf("the re-request was answered from %s", first)
 	}
 
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, v := g.AdminRequest(t, "GET", "/api/v1/approvals/"+again, aliceToken, ""); v["requesterNotWaiting"] != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("API: the settled re-request is not shown as unwaited within 10s")
+		}
+	}
 	b.do("open the console and sign in", chromedp.Navigate(origin+console.Path), chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), aliceToken), chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.CSS(rowSel(again))))
@@ -60,5 +71,25 @@ func TestConsoleShowsEarlierRejection(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("'Rejected before' reads %q; want it to contain %q", got, want)
 		}
+	}
+	checkNotWaitingRendered(t, b, again)
+}
+
+func checkNotWaitingRendered(t *testing.T, b *browser, id string) {
+	t.Helper()
+	on := b.rendered("d-not-waiting", "approve")
+	if !on["d-not-waiting"] || !on["approve"] {
+		t.Fatalf("rendered: %v; want the not-waiting line beside Approve", on)
+	}
+	if got := eval[string](b, `document.getElementById('d-not-waiting').textContent`); !strings.HasPrefix(got, "Requester no longer waiting; the result will be kept for ") {
+		t.Errorf("not-waiting line %q", got)
+	}
+	if eval[bool](b, `document.getElementById('approve').disabled`) {
+		t.Error("Approve is disabled for a call nobody waits for (it still runs, for the same call made again)")
+	}
+	badge := eval[bool](b, `(() => { const e = document.querySelector(`+jsString(rowSel(id)+" .not-waiting-badge")+`); if (!e) return false;
+		const s = getComputedStyle(e); return s.display !== 'none' && e.getClientRects().length > 0 && e.textContent === 'requester not waiting'; })()`)
+	if !badge {
+		t.Error("the row does not show 'requester not waiting'")
 	}
 }

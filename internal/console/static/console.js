@@ -175,6 +175,18 @@
   // disabled for it (approving would only fail the task); Reject stays, to tell the requester.
   function cannotRun(v) { return isPending(v) && v.cannotRun ? v.cannotRun : null; }
 
+  // notWaitingText: nobody waits for this held call any more (its requester's call settled
+  // undecided, timed out or went away); approved, its outcome is kept until resultKeptUntil
+  // for the same call made again. '' otherwise.
+  function notWaitingText(v, now) {
+    var n = isPending(v) && v.requesterNotWaiting;
+    if (!n) { return ''; }
+    var until = parseTime(n.resultKeptUntil);
+    var left = until === null ? '' : duration(Math.max(until - now, 0));
+    return 'Requester no longer waiting; the result will be kept for ' + (left || 'a while') +
+      ' (until ' + localTime(n.resultKeptUntil) + ') for the same call made again.';
+  }
+
   // A task in one of these states changes no more; any other view may be stale.
   var FINAL = { completed: 1, failed: 1, rejected: 1, expired: 1, timed_out: 1, cancelled: 1 };
   function isFinal(v) { return !!v && FINAL.hasOwnProperty(v.state); }
@@ -233,7 +245,8 @@
         el('td', 'small', [who]),
         el('td', '', [el('span', 'state ' + (v.state || ''), [v.state || '?']),
           isPending(v) && approvalsText(v) ? el('div', 'small', [approvalsText(v).replace(/ \(.*\)$/, '')]) : '',
-          cannotRun(v) ? el('div', 'cannot-run-badge small', ['cannot run']) : ''])
+          cannotRun(v) ? el('div', 'cannot-run-badge small', ['cannot run']) : '',
+          notWaitingText(v, now) ? el('div', 'not-waiting-badge small', ['requester not waiting']) : ''])
       ]);
       tr.dataset.taskId = v.taskId;
       tr.tabIndex = 0;
@@ -318,6 +331,9 @@
     var cr = cannotRun(v);
     $('d-cannot-run').hidden = !cr;
     $('d-cannot-run').textContent = cr ? 'Cannot run any more: ' + cr.message + ' [' + cr.reason + ']. Approve is disabled; reject to tell the requester.' : '';
+    var nw = notWaitingText(v, Date.now());
+    $('d-not-waiting').hidden = !nw;
+    $('d-not-waiting').textContent = nw;
     $('approve').disabled = !open || !!cr;
     $('approve').title = cr ? 'This call can no longer run: ' + cr.message : '';
     $('reject').disabled = !open;
