@@ -149,6 +149,7 @@ func (s *Server) recheckPins() {
 			s.log.Warn("tools not re-checked against their pins after list_changed", "error", err.Error())
 			return
 		}
+		s.noteToolsChanged() // a pending call's tool may be quarantined now
 		if changed := s.gw.Recompute(s.snaps.Load()); len(changed) > 0 {
 			s.notifyListChanged()
 		}

@@ -96,7 +96,8 @@ type Server struct {
 	cannotRun     func(*tasks.Task) *tasks.Unrunnable
 	notWaitingFor func(*tasks.Task) *tasks.NotWaiting
 	endedSessions chan string
-	unwaitedTasks chan string // held calls nobody waits for any more (noteStoppedWaiting)
+	unwaitedTasks chan string   // held calls nobody waits for any more (noteStoppedWaiting)
+	toolsChanged  chan struct{} // the upstream's tools were listed again (noteToolsChanged)
 	cacheOnce     sync.Once
 	cacheOK       chan struct{}
 	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
@@ -135,7 +136,8 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	// Every part logs through logcap: client-chosen names and texts are clipped.
 	o.Logger = slog.New(logcap.NewHandler(o.Logger.Handler()))
 	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{}),
-		endedSessions: make(chan string, maxEndedQueue), unwaitedTasks: make(chan string, maxEndedQueue)}
+		endedSessions: make(chan string, maxEndedQueue), unwaitedTasks: make(chan string, maxEndedQueue),
+		toolsChanged: make(chan struct{}, 1)}
 	var snap *governance.Snapshot
 	snap, err = governance.Build(cfg, nil)
 	if err != nil {
@@ -592,6 +594,7 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 		err := s.ann.Refresh(ctx, c.Server.ToolsMaxPages, c.Server.ToolsFetchTimeout.D())
 		switch {
 		case err == nil:
+			s.noteToolsChanged()
 			changed := s.gw.Recompute(s.snaps.Load())
 			if !healthy {
 				s.log.Info("annotation cache built", "upstream", upstreamName(cfg.Sources[0]))

@@ -59,10 +59,11 @@ func (s *Server) noteSessionEnd(id string) {
 // refreshEnded updates the Slack request of each pending call whose session ended, so its
 // approvers read that it can no longer run before they decide, and of each held call nobody
 // waits for any more (noteStoppedWaiting). Ends that arrive together are handled with one read
-// of the pending tasks.
+// of the pending tasks. After the upstream's tools were listed again (noteToolsChanged) every
+// pending request is refreshed; Slack.Refresh sends only the messages whose flags changed.
 func (s *Server) refreshEnded(ctx context.Context) {
 	for {
-		ended, unwaited := map[string]bool{}, map[string]bool{}
+		ended, unwaited, all := map[string]bool{}, map[string]bool{}, false
 		select {
 		case <-ctx.Done():
 			return
@@ -70,6 +71,8 @@ func (s *Server) refreshEnded(ctx context.Context) {
 			ended[id] = true
 		case id := <-s.unwaitedTasks:
 			unwaited[id] = true
+		case <-s.toolsChanged:
+			all = true // a tool may be quarantined or gone: every pending request is re-read
 		}
 	more:
 		for len(ended)+len(unwaited) < 2*maxEndedQueue {
@@ -82,7 +85,7 @@ func (s *Server) refreshEnded(ctx context.Context) {
 				break more
 			}
 		}
-		if len(ended) == 0 {
+		if len(ended) == 0 && !all {
 			s.refreshUnwaited(ctx, unwaited)
 			continue
 		}
@@ -94,7 +97,7 @@ func (s *Server) refreshEnded(ctx context.Context) {
 			continue
 		}
 		for _, t := range pending {
-			if t != nil && (ended[t.SessionID] || unwaited[t.ID]) {
+			if t != nil && (all || ended[t.SessionID] || unwaited[t.ID]) {
 				s.slack.Refresh(t)
 			}
 		}
@@ -149,5 +152,15 @@ func (s *Server) refreshUnwaited(ctx context.Context, ids map[string]bool) {
 		if err == nil {
 			s.slack.Refresh(t)
 		}
+	}
+}
+
+// noteToolsChanged asks refreshEnded to bring every pending Slack request up to date after
+// the upstream's tools were listed again (a tool quarantined or gone); never blocks, and
+// changes that come together are handled once.
+func (s *Server) noteToolsChanged() {
+	select {
+	case s.toolsChanged <- struct{}{}:
+	default:
 	}
 }

@@ -48,12 +48,16 @@ func TestCannotRunInMessage(t *testing.T) {
 	if raw, _ := json.Marshal(upd); strings.Contains(string(raw), ActionApprove) {
 		t.Errorf("updated request still offers Approve:\n%s", raw)
 	}
-	// A decided task is not refreshed as a request.
+	// Refreshed again with nothing new, and as a decided task: neither is sent; the next
+	// update is the outcome's. (Once the update is recorded as sent: Slack's answer came.)
+	waitFor(t, func() bool { r, _ := f.s.msgs.get("tg_later"); return r.shown == tasks.UnrunnableToolQuarantined })
+	f.s.Refresh(later)
 	done := *later
-	done.State = tasks.Rejected
+	done.State, done.Decision = tasks.Rejected, &tasks.Decision{By: "alice", At: time.Now()}
 	f.s.Refresh(&done)
-	if n := len(f.recv.Calls("chat.update")); n != 1 {
-		t.Errorf("%d chat.update requests after refreshing a decided task, want 1", n)
+	f.s.OnTaskChange(tasks.Transition{From: tasks.AwaitingApproval, To: tasks.Rejected, Task: &done})
+	if text := slacktest.Text(f.recv.Wait(t, "chat.update", 2)[1].Body); !strings.Contains(text, "Rejected by alice") {
+		t.Errorf("the update after an unchanged refresh is not the outcome:\n%s", text)
 	}
 }
 

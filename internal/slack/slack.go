@@ -194,13 +194,36 @@ func (s *Slack) OnTaskChange(tr tasks.Transition) {
 // Refresh brings the request message of pending task t up to date (what approvers must know
 // before deciding: it can no longer run); nothing for a task that is not pending or has no
 // message here. It never blocks: the update is queued, or dropped (counted).
+//
+// A message this process knows that already says what is true now is left alone, so
+// refreshing every pending call after a change (of the tools, say) sends only what changed.
 func (s *Slack) Refresh(t *tasks.Task) {
 	if t == nil || t.State != tasks.AwaitingApproval || t.Accelerated || s.opts.Workflow == nil {
 		return
 	}
-	if wf, ok := s.opts.Workflow(t.Workflow); ok && Uses(wf) {
-		s.enqueue(job{kind: jobVote, task: t.Clone(), wf: wf, refresh: true})
+	wf, ok := s.opts.Workflow(t.Workflow)
+	if !ok || !Uses(wf) {
+		return
 	}
+	flags := flagsOf(s.cannotRun(t), s.notWaiting(t))
+	if ref, known := s.msgs.get(t.ID); known && ref.shown == flags {
+		return
+	} else if !known && flags == "" {
+		return // nothing to add to a message kept elsewhere
+	}
+	s.enqueue(job{kind: jobVote, task: t.Clone(), wf: wf, refresh: true})
+}
+
+// flagsOf names what a request says beyond the call: why it cannot run, that nobody waits.
+func flagsOf(cannot *tasks.Unrunnable, gone *tasks.NotWaiting) string {
+	f := ""
+	if cannot != nil {
+		f = cannot.Reason
+	}
+	if gone != nil {
+		f += "|not-waiting"
+	}
+	return f
 }
 
 // notWaiting is Options.NotWaiting of a pending task, nil otherwise.
@@ -271,7 +294,9 @@ func (s *Slack) Run(ctx context.Context) {
 func (s *Slack) Dropped() int64 { return s.dropped.Load() }
 
 // msgRef is where a task's message is: the channel id chat.postMessage answered and the ts.
-type msgRef struct{ channel, ts string }
+// shown is what the request last said beyond the call itself (flagsOf), so Refresh sends
+// only what changed.
+type msgRef struct{ channel, ts, shown string }
 
 // refKind is the tasks.MessageRef kind of a Slack message.
 const refKind = "slack"
