@@ -169,7 +169,12 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	// The session table comes first: a stdio server's sessions consult it (Busy).
 	lim := cfg.Server.Limits
-	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
+	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) {
+		s.hub.CloseSession(ss.ID)
+		if s.sessions.Ended(ss.ID) { // ended by its client (DELETE), not evicted
+			s.noteSessionEnd(ss.ID) // its pending calls' Slack requests say they cannot run
+		}
+	})
 	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
 	src := cfg.Sources[0]
 	upURL, upOpts := src.URL, upstream.Options{

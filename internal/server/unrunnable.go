@@ -48,7 +48,8 @@ func (s *Server) unrunnable(bridge *intercept.Bridge) func(t *tasks.Task) *tasks
 // told to Slack (the console, CLI and API still compute it on read).
 const maxEndedQueue = 256
 
-// noteSessionEnd queues a stdio session that ended (stdio.Options.OnEnd); never blocks.
+// noteSessionEnd queues a session that ended (a stdio one: stdio.Options.OnEnd; any one its
+// client ended with DELETE); never blocks.
 func (s *Server) noteSessionEnd(id string) {
 	select {
 	case s.endedSessions <- id:

@@ -3,12 +3,16 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tollgate-mcp/tollgate/internal/slack"
+	"github.com/tollgate-mcp/tollgate/internal/slack/slacktest"
 	"github.com/tollgate-mcp/tollgate/test/testkit"
 )
 
@@ -75,5 +79,49 @@ func TestStdioRestartFlagsPendingApproval(t *testing.T) {
 	}
 	if b, err := os.ReadFile(notes); err == nil {
 		t.Fatalf("the call ran after its process was restarted: %q", b)
+	}
+}
+
+// TestStdioRestartUpdatesSlackRequest: the Slack request of a pending call whose stdio process
+// was killed is updated (chat.update, checked against Slack's documented shapes by the
+// stand-in) to say it cannot run any more, with Reject alone. Fails on main (no update).
+func TestStdioRestartUpdatesSlackRequest(t *testing.T) {
+	bin, err := stdioFixture()
+	if err != nil {
+		t.Fatalf("building the stdio fixture: %v", err)
+	}
+	recv := slacktest.NewReceiver(t, "xoxb-e2e-token")
+	cfg := fmt.Sprintf(`schema: 1
+sources:
+  - id: local
+    kind: mcp
+    command: %q
+    env: {NOTES_FILE: %q}
+governance:
+  defaults: {action: forward}
+  rules:
+    - {match: "write_note", action: approve, approval: pay}
+approval:
+  pay:
+    destination: {type: slack, channel: "#approvals"}
+    timeout: 10m
+approvers:
+  - {name: alice, token_env: ALICE_TOKEN, slack_user_id: U0ALICE}
+`, bin, filepath.Join(t.TempDir(), "notes"))
+	g := testkit.StartGateway(t, cfg, slackEnv(recv), nil)
+	g.WaitReady(t)
+	c := g.NewClient(t)
+	c.CallTask(1, "write_note", `{"text":"doomed"}`)
+	post := recv.Wait(t, "chat.postMessage", 1)[0].Body
+	if raw, _ := json.Marshal(post); !strings.Contains(string(raw), slack.ActionApprove) || strings.Contains(slacktest.Text(post), "Cannot run") {
+		t.Fatalf("posted while its process runs: %s", raw)
+	}
+	killProcessOf(t, c, 2)
+	upd := recv.Wait(t, "chat.update", 1)[0].Body
+	if text := slacktest.Text(upd); !strings.Contains(text, "Cannot run any more") || !strings.Contains(text, "stdio_process_exited") {
+		t.Errorf("the update does not say the call cannot run:\n%s", text)
+	}
+	if raw, _ := json.Marshal(upd); strings.Contains(string(raw), slack.ActionApprove) || !strings.Contains(string(raw), slack.ActionReject) {
+		t.Errorf("the updated request offers Approve (or lost Reject): %s", raw)
 	}
 }
