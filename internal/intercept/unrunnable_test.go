@@ -91,6 +91,19 @@ func TestUnrunnableTool(t *testing.T) {
 	if u := a.Unrunnable(&tasks.Task{ID: "tg_2", Tool: "read", State: tasks.AwaitingApproval}); u == nil || u.Reason != tasks.UnrunnableToolRemoved {
 		t.Errorf("tool no longer listed: %+v, want %s", u, tasks.UnrunnableToolRemoved)
 	}
+	// A tool Tollgate's own listing never had (an upstream may list it to other callers only)
+	// is not reported removed.
+	if u := a.Unrunnable(&tasks.Task{ID: "tg_4", Tool: "per_caller_tool", State: tasks.AwaitingApproval}); u != nil {
+		t.Errorf("a tool never in Tollgate's listing: %+v", u)
+	}
+	// Listed again: no longer reported.
+	listed.Store(`[{"name":"read","inputSchema":{"type":"object"}}]`)
+	if err := a.Refresh(ctx, 10, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if u := a.Unrunnable(&tasks.Task{ID: "tg_2", Tool: "read", State: tasks.AwaitingApproval}); u != nil {
+		t.Errorf("tool listed again: %+v", u)
+	}
 	if u := a.Unrunnable(&tasks.Task{ID: "tg_3", Tool: "read", Accelerated: true}); u != nil {
 		t.Errorf("an accelerated task never awaits approvers: %+v", u)
 	}

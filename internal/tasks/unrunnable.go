@@ -25,7 +25,8 @@ const (
 	// UnrunnableToolQuarantined: the tool's definition changed and is quarantined by pins;
 	// the call fails ToolChanged unless the definition it was made under is accepted again.
 	UnrunnableToolQuarantined = "tool_quarantined"
-	// UnrunnableToolRemoved: the upstream's last complete tools/list no longer lists the tool.
+	// UnrunnableToolRemoved: the upstream's complete tools/list (Tollgate's own session) no
+	// longer lists the tool an earlier one listed.
 	UnrunnableToolRemoved = "tool_removed"
 )
 
