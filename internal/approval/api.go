@@ -57,6 +57,13 @@ type Options struct {
 	// policies, outcome, what would change it; no argument values), for
 	// GET /api/v1/approvals/{taskId}/explain. Nil = 404 there.
 	Explain func(ctx context.Context, t *tasks.Task) ExplainResponse
+	// CannotRun tells why a pending task's call could no longer run if approved now (nil =
+	// nothing known against it), shown as cannotRun in every view. It must be cheap: the list
+	// asks it for each row of the page only. Nil = never shown.
+	CannotRun func(t *tasks.Task) *tasks.Unrunnable
+	// NotWaiting tells that nobody waits for a pending held call any more (nil = someone
+	// may), shown as requesterNotWaiting. Cheap, as CannotRun. Nil = never shown.
+	NotWaiting func(t *tasks.Task) *tasks.NotWaiting
 }
 
 const (
@@ -125,6 +132,28 @@ type View struct {
 	// DeliveredAt is when the finished call's outcome was written to its requester; from then
 	// on the same call is a new call (docs/contract.md §3, replay only until delivered).
 	DeliveredAt *time.Time `json:"deliveredAt,omitempty"`
+	// CannotRun: this pending call can no longer run as things stand (its session ended, its
+	// stdio process exited, its tool is quarantined or no longer listed); approving it fails
+	// the task as execution would (docs/contract.md §4). Only on pending approvals.
+	CannotRun *CannotRunView `json:"cannotRun,omitempty"`
+	// RequesterNotWaiting: the requester's held call no longer waits (settled undecided,
+	// timed out, disconnected); approved, the outcome is kept until resultKeptUntil for the
+	// same call made again (docs/contract.md §4). Only on pending approvals.
+	RequesterNotWaiting *NotWaitingView `json:"requesterNotWaiting,omitempty"`
+}
+
+// NotWaitingView says nobody waits for a pending held call: until when its outcome would be
+// kept, and a sentence for people.
+type NotWaitingView struct {
+	ResultKeptUntil time.Time `json:"resultKeptUntil"`
+	Message         string    `json:"message"`
+}
+
+// CannotRunView says why a pending call can no longer run: reason is one of session_ended,
+// stdio_process_exited, tool_quarantined, tool_removed; message says it for people.
+type CannotRunView struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // PreviousRejectionView names the earlier rejection of the same call: its task, who rejected
@@ -623,6 +652,16 @@ func (h *handler) viewOf(t *tasks.Task, summarise bool) View {
 	if !t.DeliveredAt.IsZero() {
 		at := t.DeliveredAt.UTC()
 		v.DeliveredAt = &at
+	}
+	if t.State == tasks.AwaitingApproval && h.opts.CannotRun != nil {
+		if u := h.opts.CannotRun(t); u != nil {
+			v.CannotRun = &CannotRunView{Reason: u.Reason, Message: u.Message}
+		}
+	}
+	if t.State == tasks.AwaitingApproval && h.opts.NotWaiting != nil {
+		if n := h.opts.NotWaiting(t); n != nil {
+			v.RequesterNotWaiting = &NotWaitingView{ResultKeptUntil: n.ResultKeptUntil.UTC(), Message: n.Message}
+		}
 	}
 	return v
 }

@@ -414,7 +414,7 @@ func printList(w io.Writer, lr ListResponse) {
 	fmt.Fprintln(tw, "TASK ID\tTOOL\tWORKFLOW\tSTATE\tREQUESTED BY\tOWNER\tCREATED\tDEADLINE")
 	for _, v := range lr.Approvals {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
-			cell(v.TaskID), cell(v.Tool), cell(v.Workflow), cell(v.State), cell(v.RequestedBy), cell(v.Owner),
+			cell(v.TaskID), cell(v.Tool), cell(v.Workflow), cell(stateText(v)), cell(v.RequestedBy), cell(v.Owner),
 			v.CreatedAt.Format(time.RFC3339), timeOrDash(v.ApprovalDeadline))
 	}
 	_ = tw.Flush()
@@ -424,6 +424,17 @@ func printList(w io.Writer, lr ListResponse) {
 	case lr.Truncated:
 		fmt.Fprintln(w, "(more approvals exist; use --limit or --status to narrow)")
 	}
+}
+
+// stateText is a list row's state, with what makes a pending call unable to run.
+func stateText(v View) string {
+	if c := v.CannotRun; c != nil {
+		return v.State + " (CANNOT RUN: " + c.Reason + ")"
+	}
+	if v.RequesterNotWaiting != nil {
+		return v.State + " (requester not waiting)"
+	}
+	return v.State
 }
 
 func printSummary(w io.Writer, sr SummaryResponse) {
@@ -455,6 +466,12 @@ func printView(w io.Writer, v View) {
 	row("Tool", v.Tool)
 	row("Workflow", v.Workflow)
 	row("State", v.State+" ("+v.Status+")")
+	if c := v.CannotRun; c != nil {
+		row("CANNOT RUN", c.Message+" ["+c.Reason+"]")
+	}
+	if n := v.RequesterNotWaiting; n != nil {
+		row("Requester", n.Message)
+	}
 	if v.StatusMessage != "" {
 		row("Status message", v.StatusMessage)
 	}

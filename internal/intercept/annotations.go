@@ -40,6 +40,12 @@ type Annotations struct {
 
 	mu    sync.RWMutex
 	tools map[string]toolInfo // upstream tool → what its tools/list entry says
+	// own are the tools of Refresh's last complete listing (every page, Tollgate's own
+	// session), removed those an earlier complete listing had and a later one no longer has
+	// (until listed again): Unrunnable's tool_removed. Only what Tollgate's own listing saw
+	// go counts: an upstream may list other tools to other callers.
+	own     map[string]bool
+	removed map[string]bool
 
 	// listed is the upstream's whole tools/list as Refresh last read it (names and
 	// inputSchemas), for validating Cedar policies against it (cedar.validation); nil
@@ -212,6 +218,49 @@ func (a *Annotations) Refresh(ctx context.Context, maxPages int, timeout time.Du
 	}
 	a.learn(all, true)
 	a.listed.Store(&ListedTools{Tools: schemaTools, Digest: policyschema.Digest(schemaTools)})
+	if !truncated && len(all) < maxKnownTools {
+		a.mu.Lock()
+		removed := map[string]bool{}
+		for name := range a.removed {
+			if _, listed := all[name]; !listed {
+				removed[name] = true
+			}
+		}
+		for name := range a.own {
+			if _, listed := all[name]; !listed && len(removed) < maxKnownTools {
+				removed[name] = true
+			}
+		}
+		own := make(map[string]bool, len(all))
+		for name := range all {
+			own[name] = true
+		}
+		a.own, a.removed = own, removed
+		a.mu.Unlock()
+	}
+	return nil
+}
+
+// Unrunnable tells why pending task t's call would fail if approved now, as far as the tool
+// goes: its definition is quarantined or changed (the pin re-check before execution fails it
+// ToolChanged), or the upstream's complete tools/list no longer lists it after an earlier one
+// did (Tollgate's own listing: a tool it never saw is not reported). Nil when
+// neither is known. Cheap (map lookups): the approvals list asks it for every row of a page.
+func (a *Annotations) Unrunnable(t *tasks.Task) *tasks.Unrunnable {
+	if t.Accelerated {
+		return nil
+	}
+	if a.pinRecheck(t) != nil {
+		return &tasks.Unrunnable{Reason: tasks.UnrunnableToolQuarantined, Message: fmt.Sprintf(
+			"The definition of tool %q changed and is quarantined by pins; approved now, the call fails (ToolChanged) unless that definition is accepted again", t.Tool)}
+	}
+	a.mu.RLock()
+	gone := a.removed[t.Tool]
+	a.mu.RUnlock()
+	if gone {
+		return &tasks.Unrunnable{Reason: tasks.UnrunnableToolRemoved, Message: fmt.Sprintf(
+			"The upstream no longer lists tool %q (tools/list); approved now, the call would most likely fail", t.Tool)}
+	}
 	return nil
 }
 

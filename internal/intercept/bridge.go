@@ -60,6 +60,13 @@ func (b *Bridge) ExecuteModern(ctx context.Context, t *tasks.Task) (json.RawMess
 	return res, rpcErr, true
 }
 
+// Sessionless reports whether t would run without the caller's own upstream session: a
+// modern task, or any task while the upstream speaks only 2026-07-28 (ExecuteModern). Such a
+// call does not fail when the caller's session ends (a bridged session is opened again).
+func (b *Bridge) Sessionless(t *tasks.Task) bool {
+	return t.Era == tasks.EraModern || b.modernOnly.Load()
+}
+
 // setModernOnly records whether the upstream refuses initialize but serves 2026-07-28.
 func (b *Bridge) setModernOnly(v bool) {
 	if b.modernOnly.Swap(v) != v {

@@ -55,6 +55,10 @@ type Deps struct {
 	ParkSlots Slots
 	// Audit gets a line for every governance decision on a tools/call (nil = none).
 	Audit *audit.Logger
+	// StoppedWaiting, if set, is told a task whose last waiting plain call ended without its
+	// outcome (settled undecided, client gone, timed out): its approvers' messages may say so.
+	// Called on the request's goroutine; it must not block.
+	StoppedWaiting func(taskID string)
 }
 
 // Gateway implements the intercepted methods (REQ-CORE-007).
@@ -83,6 +87,8 @@ type Gateway struct {
 	warnOnDemand, warnTTL *logcap.Sampler
 
 	modern modernState // protocol 2026-07-28: upstream task owners, listen streams, MRTR state
+
+	waiting waiters // plain calls waiting for their task's outcome now (waiting.go)
 }
 
 // NewGateway returns the handlers; call Register to mount them.

@@ -86,7 +86,13 @@ func (g *Gateway) questionResponse(ctx context.Context, x *Exchange, id string) 
 // 2026-07-28 caller, which takes no requests on a stream, gets an InputRequiredResult naming
 // the question, and its retry with inputResponses (answerFromRetry) continues the call (spec
 // 2026-07-28 basic/patterns/mrtr). nil: the client went away.
-func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool, r tasks.Relay) []byte {
+func (g *Gateway) outcomeOrQuestion(ctx context.Context, x *Exchange, own, id string, emit func([]byte) bool, r tasks.Relay) (answer []byte) {
+	leave := g.waiting.enter(id)
+	defer func() {
+		if last := leave(); last && answer == nil && g.d.StoppedWaiting != nil {
+			g.d.StoppedWaiting(id)
+		}
+	}()
 	if r.Note == nil {
 		// the upstream's progress and log messages during the call come on this stream
 		r.Note = newHeldProgress(x, emit, "", 0, "").note

@@ -183,6 +183,7 @@ func (s *Server) recheckPins() {
 			s.log.Warn("tools not re-checked against their pins after list_changed", "error", err.Error())
 			return
 		}
+		s.noteToolsChanged() // a pending call's tool may be quarantined now
 		changed := s.gw.Recompute(s.snaps.Load())
 		s.checkPolicies(s.snaps.Load())
 		if len(changed) > 0 {

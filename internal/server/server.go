@@ -91,8 +91,15 @@ type Server struct {
 	approvers  approverTokens // reloaded with the configuration
 	notifier   *notify.Notifier
 	slack      *slack.Slack // slack destinations with a channel: buttons (docs/slack.md)
-	cacheOnce  sync.Once
-	cacheOK    chan struct{}
+	// cannotRun tells why a pending call could no longer run (unrunnable.go); endedSessions
+	// are stdio sessions that ended, for refreshEnded.
+	cannotRun     func(*tasks.Task) *tasks.Unrunnable
+	notWaitingFor func(*tasks.Task) *tasks.NotWaiting
+	endedSessions chan string
+	unwaitedTasks chan string   // held calls nobody waits for any more (noteStoppedWaiting)
+	toolsChanged  chan struct{} // the upstream's tools were listed again (noteToolsChanged)
+	cacheOnce     sync.Once
+	cacheOK       chan struct{}
 	// callers verifies /mcp bearer tokens (server.caller_auth); nil when off.
 	callers *callerauth.Authenticator
 	// adminTokens verifies approvers' access tokens (server.admin_auth.token_issuer).
@@ -131,7 +138,9 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	// Every part logs through logcap: client-chosen names and texts are clipped.
 	o.Logger = slog.New(logcap.NewHandler(o.Logger.Handler()))
-	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{})}
+	s := &Server{opts: o, log: o.Logger, reg: prometheus.NewRegistry(), cacheOK: make(chan struct{}),
+		endedSessions: make(chan string, maxEndedQueue), unwaitedTasks: make(chan string, maxEndedQueue),
+		toolsChanged: make(chan struct{}, 1)}
 	var snap *governance.Snapshot
 	snap, err = governance.Build(cfg, nil)
 	if err != nil {
@@ -163,7 +172,12 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	})
 	// The session table comes first: a stdio server's sessions consult it (Busy).
 	lim := cfg.Server.Limits
-	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) { s.hub.CloseSession(ss.ID) })
+	s.sessions = session.NewRegistry(lim.MaxSessions, func(ss *session.Session) {
+		s.hub.CloseSession(ss.ID)
+		if s.sessions.Ended(ss.ID) { // ended by its client (DELETE), not evicted
+			s.noteSessionEnd(ss.ID) // its pending calls' Slack requests say they cannot run
+		}
+	})
 	s.sessions.LimitSources(lim.SessionsPerSecond, lim.SessionBurst)
 	src := cfg.Sources[0]
 	upURL, upOpts := src.URL, upstream.Options{
@@ -173,7 +187,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		},
 	}
 	if src.Stdio() {
-		if s.stdio, err = startStdio(src, o.LookupEnv, s.log, s.sessions.Busy); err != nil {
+		if s.stdio, err = startStdio(src, o.LookupEnv, s.log, s.sessions.Busy, s.noteSessionEnd); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { _ = s.stdio.Close() })
@@ -282,7 +296,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 		OwnerKey: ownKey, Promotions: proms, Tasks: s.tasks, Tools: s.tools,
 		Annotations: s.ann, Bridge: bridge, ConsoleURL: consoleURL, UpstreamTasks: upTasks,
 		ParkSlots: mcpLimited, // a parked MRTR call holds descriptors like a connection
-		Audit:     s.audit,
+		Audit:     s.audit, StoppedWaiting: s.noteStoppedWaiting,
 	})
 	if s.pins, err = s.setupPins(context.Background(), cfg); err != nil {
 		return nil, err
@@ -346,6 +360,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 	}
 	s.mcpSrv = s.httpServer(mcpMux, lim)
 
+	s.cannotRun, s.notWaitingFor = s.unrunnable(bridge), s.notWaiting(store.IsShared(s.store))
 	s.slack = s.newSlack(consoleURL)
 	adminMux := http.NewServeMux()
 	adminMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -358,7 +373,7 @@ func New(cfg *config.Config, o Options) (_ *Server, err error) {
 			return s.audit.Recent(would, limit, func(e audit.Event) bool { return visible(e.Workflow) })
 		},
 		AuditMode: func() string { return s.snaps.Load().AuditMode() },
-		Explain:   s.explainTask}),
+		Explain:   s.explainTask, CannotRun: s.cannotRun, NotWaiting: s.notWaitingFor}),
 		approval.ThrottleOptions{Auth: &s.approvers, OnRefuse: func() { s.metrics.Limited("admin_auth") }})
 	// Access tokens of server.admin_auth.token_issuer sign approvers in; a token that does
 	// not verify reaches the throttle, which counts it.
@@ -557,6 +572,7 @@ func (s *Server) Run(ctx context.Context) error {
 	run("task store probe", worker(s.storeHealth.run))
 	run("notifier", worker(s.notifier.Run))
 	run("slack", worker(s.slack.Run))
+	run("slack refresh", worker(s.refreshEnded))
 	run("upstream watcher", worker(func(ctx context.Context) { s.watchUpstream(ctx, cfg) }))
 	run("reloader", worker(s.reloader.Run))
 	if s.pins != nil {
@@ -619,6 +635,7 @@ func (s *Server) watchUpstream(ctx context.Context, cfg *config.Config) {
 		err := s.ann.Refresh(ctx, c.Server.ToolsMaxPages, c.Server.ToolsFetchTimeout.D())
 		switch {
 		case err == nil:
+			s.noteToolsChanged()
 			changed := s.gw.Recompute(s.snaps.Load())
 			s.checkPolicies(s.snaps.Load()) // the first listing, or tools that changed
 			if !healthy {

@@ -33,7 +33,7 @@ func (s *Server) newSlack(consoleURL string) *slack.Slack {
 		Remember: s.tasks.NoteMessage,
 		Lookup:   s.tasks.Lookup,
 		BotToken: env(config.EnvSlackBotToken), SigningSecret: env(config.EnvSlackSigningSecret), APIURL: api,
-		ConsoleURL: consoleURL, Logger: s.log, Registerer: s.reg,
+		ConsoleURL: consoleURL, Logger: s.log, Registerer: s.reg, CannotRun: s.cannotRun, NotWaiting: s.notWaitingFor,
 	})
 }
 

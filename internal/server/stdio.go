@@ -20,7 +20,8 @@ const stdioURL = "http://stdio.invalid/mcp"
 // sessions open (docs/configuration.md, Stdio servers). keep reports a client session Tollgate
 // still needs (session.Registry.Busy: an open stream or a pending task), which neither
 // idle_timeout nor max_processes ends.
-func startStdio(src config.Source, lookupEnv func(string) (string, bool), log *slog.Logger, keep func(string) bool) (*stdio.Transport, error) {
+// onEnd is told each session that ended (stdio.Options.OnEnd).
+func startStdio(src config.Source, lookupEnv func(string) (string, bool), log *slog.Logger, keep func(string) bool, onEnd func(string)) (*stdio.Transport, error) {
 	cmd, err := resolveCommand(src, lookupEnv)
 	if err != nil {
 		return nil, err
@@ -31,7 +32,7 @@ func startStdio(src config.Source, lookupEnv func(string) (string, bool), log *s
 	}
 	return stdio.New(stdio.Options{
 		Command: cmd, Args: src.Args, Env: src.ProcessEnv(lookupEnv), Dir: src.Cwd, Share: src.Share,
-		MaxProcesses: src.MaxProcesses, IdleTimeout: src.IdleTimeout.D(), Keep: keep, RunAs: run,
+		MaxProcesses: src.MaxProcesses, IdleTimeout: src.IdleTimeout.D(), Keep: keep, OnEnd: onEnd, RunAs: run,
 		Logger: log.With("source", src.ID),
 	}), nil
 }

@@ -74,6 +74,15 @@ func (s *Slack) send(ctx context.Context, j job) {
 	case jobPost:
 		err = s.post(ctx, j)
 	case jobUpdate, jobVote:
+		if j.refresh && s.opts.Lookup != nil {
+			lctx, cancel := context.WithTimeout(ctx, s.timeout)
+			cur, lerr := s.opts.Lookup(lctx, j.task.ID)
+			cancel()
+			if lerr != nil || cur.State != tasks.AwaitingApproval {
+				return // decided meanwhile: its outcome's update says what is true
+			}
+			j.task = cur
+		}
 		var done bool
 		if done, err = s.update(ctx, j); !done && err == nil {
 			log.Debug("slack message not updated: this process did not post it")
@@ -102,7 +111,8 @@ func (s *Slack) post(ctx context.Context, j job) error {
 	if s.opts.BotToken == "" {
 		return errors.New("no bot token")
 	}
-	m := requestMessage(j.task, j.wf, s.opts.ConsoleURL)
+	cannot, gone := s.cannotRun(j.task), s.notWaiting(j.task)
+	m := requestMessage(j.task, j.wf, s.opts.ConsoleURL, cannot, gone)
 	m.Channel = ch
 	var ans struct {
 		Channel string `json:"channel"`
@@ -116,7 +126,7 @@ func (s *Slack) post(ctx context.Context, j job) error {
 	if ans.Channel == "" || ans.TS == "" {
 		return errors.New("chat.postMessage answered without channel or ts")
 	}
-	s.msgs.put(j.task.ID, msgRef{channel: ans.Channel, ts: ans.TS})
+	s.msgs.put(j.task.ID, msgRef{channel: ans.Channel, ts: ans.TS, shown: flagsOf(cannot, gone)})
 	if s.opts.Remember == nil {
 		return nil
 	}
@@ -176,11 +186,16 @@ func (s *Slack) update(ctx context.Context, j job) (done bool, err error) {
 	}
 	m := outcomeMessage(j.task, j.wf, s.opts.ConsoleURL)
 	if j.kind == jobVote {
-		m = requestMessage(j.task, j.wf, s.opts.ConsoleURL)
+		cannot, gone := s.cannotRun(j.task), s.notWaiting(j.task)
+		m = requestMessage(j.task, j.wf, s.opts.ConsoleURL, cannot, gone)
+		ref.shown = flagsOf(cannot, gone)
 	}
 	m.Channel, m.TS = ref.channel, ref.ts
 	err = s.retry(ctx, func(ctx context.Context) error { return s.call(ctx, methodUpdate, m, nil) })
 	s.record(j.wf.Destination.Channel, methodUpdate, err)
+	if err == nil && j.kind == jobVote {
+		s.msgs.put(j.task.ID, ref) // what it says now, for Refresh
+	}
 	return true, err
 }
 

@@ -120,11 +120,21 @@ func blocks(t *tasks.Task, wf config.Workflow, head string) []Block {
 			fields = append(fields, Text{Type: "mrkdwn", Text: "*Reason*\n" + mrkdwn.Escape(mrkdwn.Truncate(d.Reason, fieldMax))})
 		}
 	}
-	return []Block{
+	out := []Block{
 		{Type: "section", Text: md(fmt.Sprintf("*%s*: `%s`", head, mrkdwn.Code(tool)))},
 		{Type: "section", Fields: fields},
 		{Type: "section", Text: md("*Arguments* (redacted)\n```" + mrkdwn.Code(mrkdwn.Truncate(shownArguments(t, wf), argsMax)) + "```")},
 	}
+	if p := t.PreviousRejection; p != nil {
+		// The same call was rejected before and its requester told; this is its request again.
+		txt := "*Rejected before* by " + mrkdwn.Escape(mrkdwn.Truncate(p.By, fieldMax)) + " at " + fmtTime(p.At) +
+			" (task `" + mrkdwn.Code(p.TaskID) + "`)"
+		if p.Reason != "" {
+			txt += "\n*Earlier reason*: " + mrkdwn.Escape(mrkdwn.Truncate(p.Reason, fieldMax))
+		}
+		out = append(out, Block{Type: "section", Text: md(txt)})
+	}
+	return out
 }
 
 // kOfN is "1 of 2 approvals: alice" for a call that needs n approvals (min_approvals).
@@ -150,8 +160,18 @@ func contextBlock(t *tasks.Task, consoleURL string) Block {
 
 // requestMessage asks for a decision: the call and Approve / Reject buttons — or, when the
 // message cannot show the call whole (truncated), a pointer to the console instead.
-func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Message {
+// A call that can no longer run (cannot, docs/contract.md §4 cannotRun) says why, and offers
+// Reject alone: approving it would only fail the task.
+// A held call nobody waits for any more (gone) says so, and how long its outcome is kept.
+func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string, cannot *tasks.Unrunnable, gone *tasks.NotWaiting) Message {
 	b := blocks(t, wf, "Approval needed")
+	if gone != nil {
+		b = append(b, Block{Type: "section", Text: md(":hourglass: " + mrkdwn.Escape(mrkdwn.Truncate(gone.Message, fieldMax)))})
+	}
+	if cannot != nil {
+		b = append(b, Block{Type: "section", Text: md(":warning: *Cannot run any more* (" + mrkdwn.Escape(cannot.Reason) + "): " +
+			mrkdwn.Escape(mrkdwn.Truncate(cannot.Message, fieldMax)) + ". Approve is not offered; reject to tell the requester.")})
+	}
 	if truncated(t, wf) {
 		where := "with `tollgate approvals show " + mrkdwn.Code(t.ID) + "`"
 		if consoleURL != "" {
@@ -159,10 +179,14 @@ func requestMessage(t *tasks.Task, wf config.Workflow, consoleURL string) Messag
 		}
 		b = append(b, Block{Type: "section", Text: md("This call is too large to show here in full, so it cannot be decided in Slack: read and decide it " + where + ".")})
 	} else {
-		b = append(b, Block{Type: "actions", BlockID: blockDecision, Elements: []Element{
+		buttons := []Element{
 			{Type: "button", Text: &Text{Type: "plain_text", Text: "Approve"}, ActionID: ActionApprove, Value: t.ID, Style: "primary"},
 			{Type: "button", Text: &Text{Type: "plain_text", Text: "Reject"}, ActionID: ActionReject, Value: t.ID, Style: "danger"},
-		}})
+		}
+		if cannot != nil {
+			buttons = buttons[1:]
+		}
+		b = append(b, Block{Type: "actions", BlockID: blockDecision, Elements: buttons})
 	}
 	b = append(b, contextBlock(t, consoleURL))
 	return Message{Text: fmt.Sprintf("Tollgate: approval needed: %s (workflow %s)", mrkdwn.Escape(mrkdwn.Truncate(t.Tool, fieldMax)), mrkdwn.Escape(mrkdwn.Truncate(t.Workflow, fieldMax))), Blocks: b}

@@ -79,6 +79,13 @@ type Options struct {
 	QueueSize int
 	// Now is the clock of the signature window; nil = time.Now.
 	Now func() time.Time
+	// CannotRun tells why a pending call could no longer run if approved now (nil = nothing
+	// known), read when its request is posted or updated: the message says so and offers
+	// Reject alone. Nil = never.
+	CannotRun func(t *tasks.Task) *tasks.Unrunnable
+	// NotWaiting tells that nobody waits for a pending held call any more (nil = someone
+	// may), read as CannotRun is: the message says so. Nil = never.
+	NotWaiting func(t *tasks.Task) *tasks.NotWaiting
 }
 
 // Slack posts approval messages and takes the clicks on their buttons. Create it with New,
@@ -113,12 +120,15 @@ const (
 )
 
 type job struct {
-	kind     jobKind
-	task     *tasks.Task // a copy owned by the job
-	pin      *pins.Event // jobPin
-	wf       config.Workflow
-	url      string // jobRespond: the payload's response_url
-	text     string // jobRespond
+	kind jobKind
+	task *tasks.Task // a copy owned by the job
+	pin  *pins.Event // jobPin
+	wf   config.Workflow
+	url  string // jobRespond: the payload's response_url
+	text string // jobRespond
+	// refresh: a jobVote from Refresh, sent only if the task, read again, still awaits a
+	// decision (the outcome's own update may have been queued meanwhile).
+	refresh  bool
 	enqueued time.Time
 }
 
@@ -194,6 +204,57 @@ func (s *Slack) OnPinEvent(e pins.Event, wf config.Workflow) {
 	s.enqueue(job{kind: jobPin, pin: &e, wf: wf})
 }
 
+// Refresh brings the request message of pending task t up to date (what approvers must know
+// before deciding: it can no longer run); nothing for a task that is not pending or has no
+// message here. It never blocks: the update is queued, or dropped (counted).
+//
+// A message this process knows that already says what is true now is left alone, so
+// refreshing every pending call after a change (of the tools, say) sends only what changed.
+func (s *Slack) Refresh(t *tasks.Task) {
+	if t == nil || t.State != tasks.AwaitingApproval || t.Accelerated || s.opts.Workflow == nil {
+		return
+	}
+	wf, ok := s.opts.Workflow(t.Workflow)
+	if !ok || !Uses(wf) {
+		return
+	}
+	flags := flagsOf(s.cannotRun(t), s.notWaiting(t))
+	if ref, known := s.msgs.get(t.ID); known && ref.shown == flags {
+		return
+	} else if !known && flags == "" {
+		return // nothing to add to a message kept elsewhere
+	}
+	s.enqueue(job{kind: jobVote, task: t.Clone(), wf: wf, refresh: true})
+}
+
+// flagsOf names what a request says beyond the call: why it cannot run, that nobody waits.
+func flagsOf(cannot *tasks.Unrunnable, gone *tasks.NotWaiting) string {
+	f := ""
+	if cannot != nil {
+		f = cannot.Reason
+	}
+	if gone != nil {
+		f += "|not-waiting"
+	}
+	return f
+}
+
+// notWaiting is Options.NotWaiting of a pending task, nil otherwise.
+func (s *Slack) notWaiting(t *tasks.Task) *tasks.NotWaiting {
+	if s.opts.NotWaiting == nil || t.State != tasks.AwaitingApproval {
+		return nil
+	}
+	return s.opts.NotWaiting(t)
+}
+
+// cannotRun is Options.CannotRun of a pending task, nil otherwise.
+func (s *Slack) cannotRun(t *tasks.Task) *tasks.Unrunnable {
+	if s.opts.CannotRun == nil || t.State != tasks.AwaitingApproval {
+		return nil
+	}
+	return s.opts.CannotRun(t)
+}
+
 // Resume posts the messages a previous run of this process had queued but not sent: each
 // task awaiting a decision in a Slack workflow with no Slack message kept with it. Pass the
 // tasks this process created (tasks.Manager.Mine) after they were loaded, before decisions
@@ -246,7 +307,9 @@ func (s *Slack) Run(ctx context.Context) {
 func (s *Slack) Dropped() int64 { return s.dropped.Load() }
 
 // msgRef is where a task's message is: the channel id chat.postMessage answered and the ts.
-type msgRef struct{ channel, ts string }
+// shown is what the request last said beyond the call itself (flagsOf), so Refresh sends
+// only what changed.
+type msgRef struct{ channel, ts, shown string }
 
 // refKind is the tasks.MessageRef kind of a Slack message.
 const refKind = "slack"

@@ -74,6 +74,10 @@ type fixture struct {
 	// held is what Lookup returns by task id; an id not listed is a pending "pay" call whose
 	// message Tollgate posted at (C1, 1.1).
 	held map[string]*tasks.Task
+	// cannot is what CannotRun says by task id.
+	cannot map[string]*tasks.Unrunnable
+	// gone is what NotWaiting says by task id.
+	gone map[string]*tasks.NotWaiting
 }
 
 const (
@@ -121,6 +125,16 @@ func newFixture(t *testing.T) *fixture {
 		},
 		BotToken: token, SigningSecret: secret, APIURL: f.recv.URL, ConsoleURL: "http://127.0.0.1:7469/approvals",
 		Registerer: f.reg, Now: func() time.Time { return f.now },
+		CannotRun: func(t *tasks.Task) *tasks.Unrunnable {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.cannot[t.ID]
+		},
+		NotWaiting: func(t *tasks.Task) *tasks.NotWaiting {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.gone[t.ID]
+		},
 	})
 	f.s.backoff = []time.Duration{time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -70,7 +70,10 @@ type Options struct {
 	// Keep, if set, reports a session its client still needs although no request is in
 	// flight — an open stream, a pending task whose approved call will run on the session's
 	// process: neither IdleTimeout nor the MaxProcesses eviction ends it.
-	Keep            func(sessionID string) bool
+	Keep func(sessionID string) bool
+	// OnEnd, if set, is told each session that ended (its process exited, idle_timeout,
+	// eviction, DELETE), once, from the transport's goroutines: it must not block.
+	OnEnd           func(sessionID string)
 	MaxMessageBytes int           // longest stdout line; longer ones are skipped
 	StopGrace       time.Duration // wait after closing stdin, and after SIGTERM
 	Logger          *slog.Logger
@@ -721,6 +724,16 @@ func (t *Transport) add(s *session, shared bool) bool {
 	return true
 }
 
+// Has reports whether session sid is live: minted by this transport and not ended. Without
+// Share a session ends with its process (exit, crash, kill, idle_timeout, eviction), and a
+// restarted process never has it again: a pending call made on it can no longer run
+// (tasks.UnrunnableStdioExited). Cheap: one map lookup.
+func (t *Transport) Has(sid string) bool { return t.lookup(sid) != nil }
+
+// Shared reports whether one process serves every session (Options.Share): its sessions
+// outlive a restart of that process.
+func (t *Transport) Shared() bool { return t.o.Share }
+
 func (t *Transport) lookup(sid string) *session {
 	if sid == "" {
 		return nil
@@ -737,7 +750,12 @@ func (t *Transport) drop(s *session) {
 		delete(t.sessions, s.id)
 	}
 	t.mu.Unlock()
-	s.once.Do(func() { close(s.ended) })
+	s.once.Do(func() {
+		close(s.ended)
+		if t.o.OnEnd != nil {
+			t.o.OnEnd(s.id)
+		}
+	})
 }
 
 // end ends a session: its own process is stopped (wait = until reaped); on the shared

@@ -679,8 +679,6 @@ func (m *Manager) Subscribe(fn func(Transition)) (unsubscribe func()) {
 	}
 }
 
-// Close stops the sweeper and running executions (their tasks fail: at most once) and waits
-// for them. It does not close the store.
 // Drain is the first step of a graceful stop: no execution starts any more (an approved task
 // stays approved: its start lease lets another replica run it, or the next start does), and
 // the running ones are given until ctx ends to finish and store their results. Close then
@@ -697,6 +695,12 @@ func (m *Manager) Drain(ctx context.Context) {
 	}
 }
 
+// Replica names this process among replicas sharing the store (Task.Replica of the tasks it
+// creates, and the only one that executes them).
+func (m *Manager) Replica() string { return m.opts.Replica }
+
+// Close stops the sweeper and running executions (their tasks fail: at most once) and waits
+// for them. It does not close the store.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	m.closed = true

@@ -163,6 +163,35 @@
 
   function isPending(v) { return !!v && v.state === 'awaiting_approval'; }
 
+  // previousRejectionText: the same call (same requester, tool and arguments) was rejected
+  // before and the requester told; this is its request again (docs/contract.md §3).
+  function previousRejectionText(v) {
+    var p = v && v.previousRejection;
+    if (!p) { return ''; }
+    var txt = 'by ' + (p.by || 'unknown');
+    if (p.at) { txt += ' at ' + localTime(p.at); }
+    txt += ' (task ' + p.taskId + ')';
+    if (p.reason) { txt += ' — reason: ' + p.reason; }
+    return txt;
+  }
+
+  // cannotRun is why a pending call could no longer run if approved now (its session ended,
+  // its stdio process exited, its tool is quarantined or no longer listed), or null. Approve is
+  // disabled for it (approving would only fail the task); Reject stays, to tell the requester.
+  function cannotRun(v) { return isPending(v) && v.cannotRun ? v.cannotRun : null; }
+
+  // notWaitingText: nobody waits for this held call any more (its requester's call settled
+  // undecided, timed out or went away); approved, its outcome is kept until resultKeptUntil
+  // for the same call made again. '' otherwise.
+  function notWaitingText(v, now) {
+    var n = isPending(v) && v.requesterNotWaiting;
+    if (!n) { return ''; }
+    var until = parseTime(n.resultKeptUntil);
+    var left = until === null ? '' : duration(Math.max(until - now, 0));
+    return 'Requester no longer waiting; the result will be kept for ' + (left || 'a while') +
+      ' (until ' + localTime(n.resultKeptUntil) + ') for the same call made again.';
+  }
+
   // A task in one of these states changes no more; any other view may be stale.
   var FINAL = { completed: 1, failed: 1, rejected: 1, expired: 1, timed_out: 1, cancelled: 1 };
   function isFinal(v) { return !!v && FINAL.hasOwnProperty(v.state); }
@@ -220,7 +249,9 @@
         deadlineCell(v, now),
         el('td', 'small', [who]),
         el('td', '', [el('span', 'state ' + (v.state || ''), [v.state || '?']),
-          isPending(v) && approvalsText(v) ? el('div', 'small', [approvalsText(v).replace(/ \(.*\)$/, '')]) : ''])
+          isPending(v) && approvalsText(v) ? el('div', 'small', [approvalsText(v).replace(/ \(.*\)$/, '')]) : '',
+          cannotRun(v) ? el('div', 'cannot-run-badge small', ['cannot run']) : '',
+          notWaitingText(v, now) ? el('div', 'not-waiting-badge small', ['requester not waiting']) : ''])
       ]);
       tr.dataset.taskId = v.taskId;
       tr.tabIndex = 0;
@@ -276,6 +307,7 @@
     if (v.expiresAt) { field(dl, 'Task expires', localTime(v.expiresAt)); }
     field(dl, 'Arguments hash', v.argsHash);
     field(dl, 'Approvals', approvalsText(v));
+    field(dl, 'Rejected before', previousRejectionText(v));
     field(dl, 'Status message', v.statusMessage);
     if (v.failure) { field(dl, 'Failure', (v.failure.name || 'error') + ' (' + v.failure.code + ')'); }
     $('d-fields').replaceWith(dl);
@@ -301,7 +333,14 @@
     $('d-decision-text').textContent = dt;
 
     var open = isPending(v) && !state.deciding && !v.argumentsTruncated; // decide on what was read
-    $('approve').disabled = !open;
+    var cr = cannotRun(v);
+    $('d-cannot-run').hidden = !cr;
+    $('d-cannot-run').textContent = cr ? 'Cannot run any more: ' + cr.message + ' [' + cr.reason + ']. Approve is disabled; reject to tell the requester.' : '';
+    var nw = notWaitingText(v, Date.now());
+    $('d-not-waiting').hidden = !nw;
+    $('d-not-waiting').textContent = nw;
+    $('approve').disabled = !open || !!cr;
+    $('approve').title = cr ? 'This call can no longer run: ' + cr.message : '';
     $('reject').disabled = !open;
     $('reason').disabled = !isPending(v);
     $('decide').hidden = !isPending(v) && !state.deciding;
