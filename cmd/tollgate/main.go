@@ -41,7 +41,7 @@ Usage:
   tollgate call TOOL [JSON] [--era legacy|modern] [--task] [--url URL]
                                       call a tool through Tollgate; wait for a held one
                                       (tollgate call --help)
-  tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
+  tollgate approvals list|summary|show ID|explain ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
   tollgate backup --out FILE          copy the running gateway's file task store, online
                                       (tollgate backup --help)
