@@ -31,7 +31,11 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Usage = func() { fmt.Fprint(stderr, backupUsage) }
 	out := fs.String("out", "", "")
 	adminURL := fs.String("url", "", "")
-	if err := fs.Parse(args); err != nil || *out == "" || fs.NArg() > 0 {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil || *out == "" || fs.NArg() > 0 {
 		if err == nil {
 			fs.Usage()
 		}

@@ -111,6 +111,9 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f, ok := parseRunFlags(args, stderr)
 	if !ok {
+		if f.help {
+			return 0
+		}
 		return 2
 	}
 	if len(f.argv) > 0 {
