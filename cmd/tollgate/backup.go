@@ -59,7 +59,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: %d bytes, %s (%d not finished)%s\n", *out, n, count(sum.Tasks, "task", "tasks"), sum.Open, skippedNote(sum.Skipped))
-	fmt.Fprintln(stdout, "Keep the store's key file (<store path>.key, or $TOLLGATE_ARGUMENT_HASH_KEY) with it: a restore needs both.")
+	fmt.Fprintln(stdout, "Keep the store's key file (the store's path with .key appended — the gateway's start-up log line \"task store\" gives that path — or $TOLLGATE_ARGUMENT_HASH_KEY) with it: a restore needs both.")
 	return 0
 }
 
