@@ -31,7 +31,11 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs.Usage = func() { fmt.Fprint(stderr, backupUsage) }
 	out := fs.String("out", "", "")
 	adminURL := fs.String("url", "", "")
-	if err := fs.Parse(args); err != nil || *out == "" || fs.NArg() > 0 {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil || *out == "" || fs.NArg() > 0 {
 		if err == nil {
 			fs.Usage()
 		}
@@ -55,7 +59,7 @@ func cmdBackup(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: %d bytes, %s (%d not finished)%s\n", *out, n, count(sum.Tasks, "task", "tasks"), sum.Open, skippedNote(sum.Skipped))
-	fmt.Fprintln(stdout, "Keep the store's key file (<store path>.key, or $TOLLGATE_ARGUMENT_HASH_KEY) with it: a restore needs both.")
+	fmt.Fprintln(stdout, "Keep the store's key file (the store's path with .key appended — the gateway's start-up log line \"task store\" gives that path — or $TOLLGATE_ARGUMENT_HASH_KEY) with it: a restore needs both.")
 	return 0
 }
 

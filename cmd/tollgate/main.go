@@ -41,7 +41,7 @@ Usage:
   tollgate call TOOL [JSON] [--era legacy|modern] [--task] [--url URL]
                                       call a tool through Tollgate; wait for a held one
                                       (tollgate call --help)
-  tollgate approvals list|summary|show ID|approve ID|reject ID [--json]
+  tollgate approvals list|summary|show ID|explain ID|approve ID|reject ID [--json]
                                       decide held calls (tollgate approvals help)
   tollgate backup --out FILE          copy the running gateway's file task store, online
                                       (tollgate backup --help)
@@ -111,6 +111,9 @@ func exists(p string) bool { _, err := os.Stat(p); return err == nil }
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f, ok := parseRunFlags(args, stderr)
 	if !ok {
+		if f.help {
+			return 0
+		}
 		return 2
 	}
 	if len(f.argv) > 0 {

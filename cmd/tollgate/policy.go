@@ -109,24 +109,52 @@ func cmdPolicyTest(args []string, stdout, stderr io.Writer) int {
 		snaps[path] = s
 		return s, true
 	}
-	var results []policytest.Result
-	for _, name := range files {
+	// Every file is parsed first: a configuration among them (policies/tests/*.yaml holds the
+	// one its cases name) is passed over when a case file or --config names it.
+	parsed := make([]*policytest.File, len(files))
+	cfgOf := make([]string, len(files))
+	named := map[string]bool{}
+	if *flagPath != "" {
+		named[filepath.Clean(*flagPath)] = true
+	}
+	var configs []int
+	for i, name := range files {
 		src, err := os.ReadFile(name)
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate policy test: %v\n", err)
 			return 2
 		}
 		f, err := policytest.Parse(name, src)
+		if errors.Is(err, policytest.ErrConfiguration) {
+			configs = append(configs, i)
+			continue
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "tollgate policy test: invalid case file\n%s\n", indent(err))
 			return 2
 		}
-		cfgPath := *flagPath
-		if cfgPath == "" && f.Config != "" {
-			cfgPath = f.Config
-			if !filepath.IsAbs(cfgPath) {
-				cfgPath = filepath.Join(filepath.Dir(name), cfgPath)
+		parsed[i] = f
+		cfgOf[i] = *flagPath
+		if cfgOf[i] == "" && f.Config != "" {
+			cfgOf[i] = f.Config
+			if !filepath.IsAbs(cfgOf[i]) {
+				cfgOf[i] = filepath.Join(filepath.Dir(name), cfgOf[i])
 			}
+			named[filepath.Clean(cfgOf[i])] = true
+		}
+	}
+	for _, i := range configs {
+		if !named[filepath.Clean(files[i])] {
+			fmt.Fprintf(stderr, "tollgate policy test: invalid case file\n  - %s: %v\n", files[i], policytest.ErrConfiguration)
+			return 2
+		}
+		fmt.Fprintf(stderr, "tollgate policy test: %s is the configuration the cases run against, not a case file; passed over\n", files[i])
+	}
+	var results []policytest.Result
+	for i, name := range files {
+		f, cfgPath := parsed[i], cfgOf[i]
+		if f == nil {
+			continue
 		}
 		if cfgPath == "" {
 			p, ok := resolveConfig("tollgate policy test", "", stderr)

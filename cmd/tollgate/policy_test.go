@@ -40,6 +40,29 @@ func TestShippedPolicyTests(t *testing.T) {
 	}
 }
 
+// TestPolicyTestWholeDirectory: `tollgate policy test policies/tests/*.yaml`, the glob a reader
+// types, passes over the configuration the cases name (it sits beside them) and runs every case;
+// a configuration no case file names is still refused (exit 2), saying what it is.
+func TestPolicyTestWholeDirectory(t *testing.T) {
+	files, err := filepath.Glob("../../policies/tests/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(append([]string{"policy", "test"}, files...), &out, &errOut); code != 0 {
+		t.Fatalf("policy test %v: exit %d\n%s%s", files, code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "cases passed") || !strings.Contains(errOut.String(), "tollgate.yaml is the configuration the cases run against") {
+		t.Errorf("stdout: %s\nstderr: %s", out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"policy", "test", "../../policies/tests/tollgate.yaml"}, &out, &errOut); code != 2 ||
+		!strings.Contains(errOut.String(), "a Tollgate configuration, not a case file") {
+		t.Errorf("a lone configuration: exit %d, stderr %s", code, errOut.String())
+	}
+}
+
 // TestPolicyTestBrokenCase: a deliberately wrong expectation fails with exit 1 and a diff
 // that names the case, its line and each field as want/got; an unknown key is refused with
 // its line.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ type runFlags struct {
 	config             string
 	approve, deny, env strs
 	argv               []string // after "--"
+	help               bool     // --help: the usage was printed
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runFlags, bool) {
@@ -38,7 +40,12 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, bool) {
 	fl.Var(&f.approve, "approve", "with -- CMD: tools matching this glob need approval (repeatable)")
 	fl.Var(&f.deny, "deny", "with -- CMD: tools matching this glob are denied (repeatable; before --approve)")
 	fl.Var(&f.env, "env", "with -- CMD: pass this variable of Tollgate's environment to the server (repeatable)")
+	fl.Usage = func() {
+		fmt.Fprint(stderr, "Usage:\n  tollgate run [--config FILE]\n  tollgate run [--config FILE] [--approve GLOB]… [--deny GLOB]… [--env NAME]… -- CMD ARGS…\n\nFlags:\n")
+		fl.PrintDefaults()
+	}
 	if err := fl.Parse(args); err != nil {
+		f.help = errors.Is(err, flag.ErrHelp)
 		return f, false
 	}
 	dash := slices.Index(args, "--")

@@ -30,7 +30,14 @@ func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fl.SetOutput(stderr)
 	flagPath := fl.String("config", "", "configuration file")
 	offline := fl.Bool("offline", false, "skip the upstream reachability check")
+	fl.Usage = func() {
+		fmt.Fprint(stderr, "Usage: tollgate validate [--config FILE] [--offline]\n\nFlags:\n")
+		fl.PrintDefaults()
+	}
 	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fl.NArg() > 0 {

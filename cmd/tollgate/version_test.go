@@ -73,3 +73,27 @@ func TestRunStartErrorsAreText(t *testing.T) {
 		t.Errorf("the start error came out as a JSON log line or with the token:\n%s", out)
 	}
 }
+
+// TestHelpExitsZero: `tollgate COMMAND --help` (docs/cli.md: "prints its flags") is a request,
+// not a usage mistake: exit 0 with the usage, as `tollgate call --help` did; an unknown flag
+// stays exit 2. run's usage names the stdio form (-- CMD ARGS…).
+func TestHelpExitsZero(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--help"}, "-- CMD ARGS…"},
+		{[]string{"validate", "--help"}, "tollgate validate [--config FILE] [--offline]"},
+		{[]string{"backup", "--help"}, "tollgate backup --out FILE"},
+		{[]string{"call", "--help"}, "tollgate call TOOL"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := run(tc.args, &out, &errOut); code != 0 || !strings.Contains(out.String()+errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, output %s%s; want 0 and %q", tc.args, code, out.String(), errOut.String(), tc.want)
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"run", "--bogus"}, &out, &errOut); code != 2 {
+		t.Errorf("run --bogus: exit %d, want 2", code)
+	}
+}

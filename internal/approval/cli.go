@@ -159,13 +159,18 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer, getenv
 
 	switch cmd {
 	case "explain":
-		// The explanation's shape is governance's; printed indented as the API gives it.
-		var out bytes.Buffer
-		if json.Indent(&out, body, "", "  ") != nil {
-			fmt.Fprintln(stderr, "error: unexpected response from admin API")
-			return exitError
+		var er explainText
+		if err := json.Unmarshal(body, &er); err != nil || er.Explanation == nil {
+			// Not the shape printed below: the API's JSON, indented.
+			var out bytes.Buffer
+			if json.Indent(&out, body, "", "  ") != nil {
+				fmt.Fprintln(stderr, "error: unexpected response from admin API")
+				return exitError
+			}
+			writeRaw(stdout, []byte(sanitizeMultiline(out.String())))
+			return exitOK
 		}
-		writeRaw(stdout, []byte(sanitizeMultiline(out.String())))
+		printExplain(stdout, er)
 	case "list":
 		var lr ListResponse
 		if err := json.Unmarshal(body, &lr); err != nil {
@@ -554,4 +559,81 @@ func sanitizeMultiline(s string) string {
 		lines[i] = sanitize(l)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// explainText is what `tollgate approvals explain` prints of GET /api/v1/approvals/{id}/explain
+// (governance's Explanation, read here by its JSON names; --json prints the whole answer).
+type explainText struct {
+	TaskID      string `json:"taskId"`
+	State       string `json:"state"`
+	EvaluatedAt string `json:"evaluatedAt"`
+	Explanation *struct {
+		Tool string `json:"tool"`
+		Rule struct {
+			Index    int    `json:"index"`
+			Match    string `json:"match"`
+			Action   string `json:"action"`
+			Workflow string `json:"workflow"`
+			PolicyID string `json:"policy_id"`
+			Mode     string `json:"mode"`
+		} `json:"rule"`
+		Policies []struct {
+			ID, Effect, Decision, Position, Outcome, Error string
+		} `json:"policies"`
+		NotMatched int      `json:"policies_not_matched"`
+		Cedar      string   `json:"cedar"`
+		Outcome    string   `json:"outcome"`
+		Would      string   `json:"would"`
+		Workflow   string   `json:"workflow"`
+		Changes    []string `json:"what_would_change_it"`
+	} `json:"explanation"`
+}
+
+// printExplain writes an explanation for people, in the form of `tollgate policy explain`.
+func printExplain(w io.Writer, er explainText) {
+	x := er.Explanation
+	fmt.Fprintf(w, "task:    %s (%s), evaluated at %s with the configuration loaded now\n", sanitize(er.TaskID), sanitize(er.State), sanitize(er.EvaluatedAt))
+	fmt.Fprintf(w, "tool:    %s\n", sanitize(x.Tool))
+	r := x.Rule
+	where := "governance.defaults"
+	if r.Index >= 0 && r.Match != "" {
+		where = fmt.Sprintf("governance.rules[%d] %q", r.Index, r.Match)
+	}
+	extra := []string{r.Mode}
+	if r.PolicyID != "" {
+		extra = append(extra, "policy_id "+r.PolicyID)
+	}
+	if r.Workflow != "" {
+		extra = append(extra, "workflow "+r.Workflow)
+	}
+	fmt.Fprintf(w, "rule:    %s → %s (%s)\n", sanitize(where), sanitize(r.Action), sanitize(strings.Join(extra, ", ")))
+	if x.Cedar != "" {
+		fmt.Fprintf(w, "cedar:   %s\n", sanitize(x.Cedar))
+		for _, p := range x.Policies {
+			kind := p.Effect
+			if p.Decision == "approve" {
+				kind += " @decision(approve)"
+			}
+			line := fmt.Sprintf("  %-9s %-26s %s  %s", p.Outcome, kind, p.ID, p.Position)
+			if p.Error != "" {
+				line += "  error: " + p.Error
+			}
+			fmt.Fprintln(w, sanitize(line))
+		}
+		if x.NotMatched > 0 {
+			fmt.Fprintf(w, "  (%d other policies did not apply)\n", x.NotMatched)
+		}
+	}
+	out := x.Outcome
+	if x.Would != "" {
+		out += fmt.Sprintf(" (audit mode: would %s)", x.Would)
+	}
+	if x.Workflow != "" {
+		out += " — workflow " + x.Workflow
+	}
+	fmt.Fprintf(w, "outcome: %s\n", sanitize(out))
+	fmt.Fprintln(w, "what would change it:")
+	for _, c := range x.Changes {
+		fmt.Fprintf(w, "  - %s\n", sanitize(c))
+	}
 }

@@ -209,3 +209,45 @@ func TestCLITokenFromFile(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIExplainText: `tollgate approvals explain ID` prints the explanation for people, in
+// the form of `tollgate policy explain` (rule, Cedar, outcome, what would change it), not the
+// API's JSON, which --json prints; a tool name's control characters are quoted.
+func TestCLIExplainText(t *testing.T) {
+	explanation := map[string]any{
+		"tool": "delete_user\x1b[2J",
+		"rule": map[string]any{"index": 2, "match": "delete_*", "action": "policy", "policy_id": "guard", "mode": "enforce"},
+		"policies": []map[string]any{{"id": "guard.approve", "effect": "permit", "decision": "approve",
+			"position": "policies/guard.cedar:3:1", "outcome": "satisfied"}},
+		"policies_not_matched": 4, "cedar": "permit matched", "outcome": "approve", "workflow": "default",
+		"what_would_change_it": []string{"a forbid policy matching it would deny"},
+	}
+	srv := httptest.NewServer(NewHandler(fixture(), testAuth(), Options{Workflow: testWorkflows,
+		Explain: func(_ context.Context, tk *tasks.Task) ExplainResponse {
+			return ExplainResponse{TaskID: tk.ID, Tool: tk.Tool, State: string(tk.State), Explanation: explanation}
+		}}))
+	defer srv.Close()
+	env := map[string]string{"TOLLGATE_ADMIN_URL": srv.URL, "TOLLGATE_ADMIN_TOKEN": aliceToken}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if code := RunCLI(ctx, []string{"explain", "tg_a"}, &stdout, &stderr, func(k string) string { return env[k] }); code != 0 {
+		t.Fatalf("exit %d: %s", code, &stderr)
+	}
+	for _, w := range []string{"task:    tg_a (awaiting_approval)", "tool:    delete_user?[2J\n",
+		`rule:    governance.rules[2] "delete_*" → policy (enforce, policy_id guard)`, "cedar:   permit matched",
+		"satisfied permit @decision(approve)", "guard.approve", "policies/guard.cedar:3:1", "(4 other policies did not apply)",
+		"outcome: approve — workflow default", "what would change it:\n  - a forbid policy matching it would deny"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, &stdout)
+		}
+	}
+	if strings.Contains(stdout.String(), `"explanation"`) || strings.Contains(stdout.String(), "\x1b") {
+		t.Errorf("output is the API's JSON or carries a control character:\n%s", &stdout)
+	}
+	stdout.Reset()
+	if code := RunCLI(ctx, []string{"explain", "tg_a", "--json"}, &stdout, &stderr, func(k string) string { return env[k] }); code != 0 ||
+		!json.Valid(stdout.Bytes()) || !strings.Contains(stdout.String(), `"explanation"`) {
+		t.Errorf("--json: exit %d, %s", code, &stdout)
+	}
+}

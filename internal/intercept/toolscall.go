@@ -441,8 +441,13 @@ func (g *Gateway) pinCheck(s *governance.Snapshot, tool string) (hold bool, e *j
 	}
 	g.m.decision("deny")
 	g.m.toolCall(tool, "deny")
-	return false, jsonrpc.NewError(jsonrpc.CodePolicyDenied, "ToolQuarantined", fmt.Sprintf(
-		"ToolQuarantined: tool %q changed its definition (description, schema or annotations) and is quarantined until an approver accepts the new one", tool),
+	what := "changed its definition (description, schema or annotations) and is quarantined until an approver accepts the new one"
+	if _, _, accepted := k.Accepted(tool); !accepted {
+		// governance.pins.new_tools: quarantine, or a definition over the bounds: nothing of it
+		// was ever accepted, so it did not change.
+		what = "is new (no definition of it was accepted) and is quarantined until an approver accepts it"
+	}
+	return false, jsonrpc.NewError(jsonrpc.CodePolicyDenied, "ToolQuarantined", fmt.Sprintf("ToolQuarantined: tool %q %s", tool, what),
 		"tool", tool)
 }
 

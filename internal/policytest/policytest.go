@@ -73,6 +73,10 @@ type Result struct {
 // Parse reads a case file strictly: unknown keys, a case without tool or expected action, an
 // unknown action or annotation are errors naming file and line.
 func Parse(name string, src []byte) (*File, error) {
+	if isConfig(src) {
+		// policies/tests holds a configuration beside its case files, so a glob picks it up.
+		return nil, fmt.Errorf("%s: %w", name, ErrConfiguration)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	dec.KnownFields(true)
 	var f File
@@ -249,6 +253,28 @@ func Report(w io.Writer, results []Result) int {
 		fmt.Fprintf(w, "%d of %d cases failed\n", failed, len(results))
 	}
 	return failed
+}
+
+// ErrConfiguration: Parse was given a configuration instead of a case file.
+var ErrConfiguration = errors.New("a Tollgate configuration, not a case file: name it with a case file's config: key or with --config")
+
+// isConfig reports whether src is a configuration (a mapping with schema: and no cases:).
+func isConfig(src []byte) bool {
+	var doc yaml.Node
+	if yaml.Unmarshal(src, &doc) != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return false
+	}
+	var schema, cases bool
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		switch m.Content[i].Value {
+		case "schema":
+			schema = true
+		case "cases":
+			cases = true
+		}
+	}
+	return schema && !cases
 }
 
 var (

@@ -19,6 +19,7 @@ func TestParseRefuses(t *testing.T) {
 		{"bad hint", "cases:\n  - tool: t\n    annotations: {destructive: true}\n    expect: {action: deny}\n", `unknown hint "destructive"`},
 		{"no cases", "config: x.yaml\n", "c.yaml: no cases"},
 		{"empty", "", "c.yaml: no cases"},
+		{"a configuration", "schema: 1\nsources: []\n", "c.yaml: a Tollgate configuration, not a case file: name it with a case file's config: key or with --config"},
 		{"not yaml", "cases: [\n", "c.yaml: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
