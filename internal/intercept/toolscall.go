@@ -431,9 +431,18 @@ func (g *Gateway) ownTool(x *Exchange, p callParams) Result {
 
 // pinCheck answers a call of a quarantined tool (pins): refused with -32003 ToolQuarantined,
 // or with governance.pins.on_change: hold, held for approval (hold=true).
+//
+// With governance.pins.new_tools: quarantine, a tool no listing has shown Tollgate (a client
+// calling a name before Tollgate's next tools/list sees it) is treated as a new tool: nothing
+// of it was accepted, so it is refused (or held) like one, until a listing pins or quarantines
+// it. With new_tools: accept it passes, as a new tool would be accepted on sight.
 func (g *Gateway) pinCheck(s *governance.Snapshot, tool string) (hold bool, e *jsonrpc.Error) {
 	k := g.ann.pins
-	if k == nil || !k.Blocked(tool) {
+	if k == nil {
+		return false, nil
+	}
+	unseen := k.QuarantinesNew() && !k.Known(tool) && !g.isOwnTool(tool)
+	if !unseen && !k.Blocked(tool) {
 		return false, nil
 	}
 	if s.Config.Governance.Pins.OnChange == config.PinsHold {
@@ -442,7 +451,9 @@ func (g *Gateway) pinCheck(s *governance.Snapshot, tool string) (hold bool, e *j
 	g.m.decision("deny")
 	g.m.toolCall(tool, "deny")
 	what := "changed its definition (description, schema or annotations) and is quarantined until an approver accepts the new one"
-	if _, _, accepted := k.Accepted(tool); !accepted {
+	if unseen {
+		what = "is not in any listing Tollgate has checked (governance.pins.new_tools: quarantine); it is quarantined as a new tool once a listing shows it, until an approver accepts it"
+	} else if _, _, accepted := k.Accepted(tool); !accepted {
 		// governance.pins.new_tools: quarantine, or a definition over the bounds: nothing of it
 		// was ever accepted, so it did not change.
 		what = "is new (no definition of it was accepted) and is quarantined until an approver accepts it"

@@ -503,6 +503,18 @@ func (k *Keeper) Blocked(tool string) bool {
 	return e != nil && e.blocked(k.cur[tool])
 }
 
+// Known reports whether tool's definition was ever seen in a listing (pinned, awaiting a
+// decision, or refused as over the bounds).
+func (k *Keeper) Known(tool string) bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.over[tool] || k.pins[tool] != nil
+}
+
+// QuarantinesNew reports whether a tool first seen after the first listing is quarantined
+// (governance.pins.new_tools: quarantine).
+func (k *Keeper) QuarantinesNew() bool { return k.cfg.NewTools == config.PinsQuarantine }
+
 // Accepted returns the digest and annotation hints of tool's accepted definition.
 func (k *Keeper) Accepted(tool string) (digest string, hints rules.Hints, ok bool) {
 	k.mu.RLock()
