@@ -33,6 +33,11 @@ func startBalancer(t *testing.T, backends []string, pick func(r *http.Request, n
 	t.Helper()
 	lb := &balancer{hits: make([]int, len(backends))}
 	proxies := make([]*httputil.ReverseProxy, len(backends))
+	// A transport of its own: http.DefaultTransport is shared with every other test of the
+	// package, whose httptest servers close its connections when they stop (a relayed body
+	// was cut once in a full -race run: "use of closed network connection").
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
 	for i, b := range backends {
 		u, err := url.Parse(b)
 		if err != nil {
@@ -41,6 +46,7 @@ func startBalancer(t *testing.T, backends []string, pick func(r *http.Request, n
 		proxies[i] = &httputil.ReverseProxy{
 			Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u); r.Out.URL.Path = u.Path; r.Out.Host = u.Host },
 			FlushInterval: -1, // event streams pass at once
+			Transport:     tr,
 		}
 	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
