@@ -8,6 +8,7 @@ import (
 
 	"github.com/tollgate-mcp/tollgate/internal/intercept"
 	"github.com/tollgate-mcp/tollgate/internal/session"
+	"github.com/tollgate-mcp/tollgate/internal/slack"
 	"github.com/tollgate-mcp/tollgate/internal/tasks"
 	"github.com/tollgate-mcp/tollgate/internal/tasks/store"
 )
@@ -90,19 +91,45 @@ func (s *Server) refreshEnded(ctx context.Context) {
 			s.refreshUnwaited(ctx, unwaited)
 			continue
 		}
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		pending, err := s.tasks.ListAll(lctx, tasks.Filter{States: []tasks.State{tasks.AwaitingApproval}})
-		cancel()
-		if err != nil {
-			s.log.Warn("could not read pending tasks to tell approvers of an ended session", "error", err.Error())
-			continue
+		if !s.usesSlack() {
+			continue // only Slack messages are refreshed: nothing to read the tasks for
 		}
-		for _, t := range pending {
-			if t != nil && (all || ended[t.SessionID] || unwaited[t.ID]) {
-				s.slack.Refresh(t)
+		// Page through the pending tasks (the store's ordered index), so a refresh holds one
+		// page of arguments at a time, never every pending call's.
+		var after *tasks.Position
+		for {
+			lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			page, last, err := s.tasks.PageAwaiting(lctx, after, false, refreshPage)
+			cancel()
+			if err != nil {
+				s.log.Warn("could not read pending tasks to tell approvers of an ended session", "error", err.Error())
+				break
 			}
+			for _, t := range page {
+				if t != nil && (all || ended[t.SessionID] || unwaited[t.ID]) {
+					s.slack.Refresh(t)
+				}
+			}
+			if last == nil {
+				break
+			}
+			after = last
 		}
 	}
+}
+
+// refreshPage is how many pending tasks refreshEnded reads at a time.
+const refreshPage = 64
+
+// usesSlack reports whether some approval workflow of the running configuration posts to
+// Slack.
+func (s *Server) usesSlack() bool {
+	for _, wf := range s.snaps.Load().Config.Approval {
+		if slack.Uses(wf) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitStartGrace is how young a task may be without a waiting call: a held call's wait begins

@@ -18,7 +18,8 @@ import (
 // TestMeasureApprovalsRSS measures the peak RSS of a real Tollgate process (the binary at
 // TOLLGATE_BIN, file store) that opens a store holding 100 pending requests of 1 MiB
 // arguments, which fill tasks.quotas.max_stored_bytes, and serves one page of
-// GET /api/v1/approvals over them. A measurement, not a check, run by hand (figures in
+// GET /api/v1/approvals over them (MEASURE_N=64: the default 64 MiB quota). A measurement,
+// not a check, run by hand (figures in
 // docs/SECURITY.md "Measurements" and docs/PERFORMANCE.md):
 //
 //	go build -o /tmp/tollgate ./cmd/tollgate
@@ -31,7 +32,11 @@ func TestMeasureApprovalsRSS(t *testing.T) {
 	if os.Getenv("TOLLGATE_MEASURE") == "" || bin == "" {
 		t.Skip("a measurement; set TOLLGATE_MEASURE=1 and TOLLGATE_BIN to run it")
 	}
-	const n, argBytes = 100, 1 << 20
+	// MEASURE_N requests (default 100); 64 fill the default max_stored_bytes (64 MiB).
+	n, argBytes := 100, 1<<20
+	if v, err := strconv.Atoi(os.Getenv("MEASURE_N")); err == nil && v > 0 {
+		n = v
+	}
 	_, upURL := testkit.StartDemo(t)
 	cfg := testkit.BasicConfig(upURL, fmt.Sprintf(`governance:
   defaults: {action: forward}
