@@ -144,8 +144,37 @@ func TestMRTRBalancerHashingOnOwner(t *testing.T) {
 	lb := startBalancer(t, replicas, hashOnAuthorization)
 	for i := range 8 {
 		c := &modernClient{t: t, url: lb.URL, caps: map[string]any{"elicitation": map[string]any{}}, hdr: http.Header{"Authorization": {fmt.Sprintf("Bearer caller-%d", i)}}}
-		answers, state := mrtrFirstRound(t, c, 1)
-		r2 := c.call(2, "tools/call", map[string]any{"name": "confirm", "arguments": map[string]any{"what": "ship it"}, "inputResponses": answers, "requestState": state})
+		// Under -race with the CPU saturated, the test balancer (httputil.ReverseProxy) now and
+		// then has its relayed round-2 body cut ("use of closed network connection" on its own
+		// side of the connection, then unexpected EOF at the client; about 1 run in 4 of 40
+		// under two busy loops, never when the machine is idle; not keep-alive reuse, not the
+		// inbound request's context). Not yet explained: a call whose transport failed is made
+		// again from round 1, at most three times, and each cut is logged.
+		var r2 map[string]any
+		for attempt := 1; ; attempt++ {
+			rep := c.tryDo(10*attempt+1, "tools/call", map[string]any{"name": "confirm", "arguments": map[string]any{"what": "ship it"}})
+			if rep.Status != 0 {
+				r1 := rep.Message(t)
+				reqs, _ := testkit.Dig(r1, "result", "inputRequests").(map[string]any)
+				state, _ := testkit.Dig(r1, "result", "requestState").(string)
+				if testkit.Dig(r1, "result", "resultType") != "input_required" || len(reqs) != 1 || state == "" {
+					t.Fatalf("caller %d, round 1: %v", i, r1)
+				}
+				answers := map[string]any{}
+				for k := range reqs {
+					answers[k] = map[string]any{"action": "accept", "content": map[string]any{"ok": true}}
+				}
+				rep = c.tryDo(10*attempt+2, "tools/call", map[string]any{"name": "confirm", "arguments": map[string]any{"what": "ship it"}, "inputResponses": answers, "requestState": state})
+				if rep.Status != 0 {
+					r2 = rep.Message(t)
+					break
+				}
+			}
+			if attempt == 3 {
+				t.Fatalf("caller %d: transport failed three times: %s", i, rep.Body)
+			}
+			t.Logf("caller %d, attempt %d: transport failed through the test balancer (%s); calling again", i, attempt, rep.Body)
+		}
 		if testkit.Dig(r2, "result", "resultType") != "complete" || !strings.Contains(fmt.Sprint(testkit.Dig(r2, "result", "content")), "answer accept") {
 			t.Fatalf("caller %d, round 2: %v", i, r2)
 		}
